@@ -1,0 +1,35 @@
+# Detects CUDA and NCCL once (AUTO: on when found) and sets DTS_HAVE_CUDA / DTS_HAVE_NCCL.
+# The build never needs a GPU: CUDA code is compiled and linked; tests skip when no device answers.
+set(DTS_HAVE_CUDA OFF)
+set(DTS_HAVE_NCCL OFF)
+
+if(NOT DTS_WITH_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)  # the toolkit's standard install location
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper; override with -DCMAKE_CUDA_ARCHITECTURES=...
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      set(DTS_HAVE_CUDA ON)
+    endif()
+  endif()
+  if(DTS_WITH_CUDA STREQUAL "ON" AND NOT DTS_HAVE_CUDA)
+    message(FATAL_ERROR "DTS_WITH_CUDA=ON but no CUDA toolkit was found")
+  endif()
+endif()
+
+if(DTS_HAVE_CUDA AND NOT DTS_WITH_NCCL STREQUAL "OFF")
+  find_package(NCCL)
+  if(NCCL_FOUND)
+    set(DTS_HAVE_NCCL ON)
+  endif()
+endif()
+if(DTS_WITH_NCCL STREQUAL "ON" AND NOT DTS_HAVE_NCCL)
+  message(FATAL_ERROR "DTS_WITH_NCCL=ON but NCCL (or the CUDA toolkit it needs) was not found")
+endif()

@@ -1,0 +1,37 @@
+# Test helpers: dts_add_test() for one-process GoogleTest binaries, dts_add_mpi_test() for
+# GoogleTest binaries run under mpirun at each listed rank count. Exit code 77 means SKIP
+# (a test that needs a GPU on a machine without one).
+set(DTS_MPIEXEC_FLAGS "" CACHE STRING "Extra launcher flags for MPI tests")
+if(MPIEXEC_EXECUTABLE MATCHES "mpiexec.mpich|mpirun.mpich|hydra")
+  set(_dts_launcher_defaults "")
+else()
+  # Open MPI: ranks may outnumber cores on small CI machines; yield instead of spinning.
+  set(_dts_launcher_defaults --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+endif()
+set(DTS_MPIEXEC_PREFLAGS ${_dts_launcher_defaults} ${DTS_MPIEXEC_FLAGS})
+
+# dts_add_test(NAME SOURCES src... LIBS lib...)
+function(dts_add_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main dts_warnings)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "unit;${T_LABELS}")
+endfunction()
+
+# dts_add_mpi_test(NAME SOURCES src... LIBS lib... NP 1 2 3 4): one ctest per rank count, NAME_npN.
+# The binary gets the expected world size as DTS_EXPECT_WORLD_SIZE so a launcher mix-up
+# (N singleton jobs instead of one job of N) fails loudly.
+function(dts_add_mpi_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;NP;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} dts_mpi_gtest_main GTest::gtest dts_warnings)
+  foreach(np IN LISTS T_NP)
+    add_test(NAME ${name}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${DTS_MPIEXEC_PREFLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${name}_np${np} PROPERTIES
+      ENVIRONMENT "DTS_EXPECT_WORLD_SIZE=${np};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+      PROCESSORS ${np} SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "mpi;${T_LABELS}")
+  endforeach()
+endfunction()

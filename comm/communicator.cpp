@@ -1,0 +1,117 @@
+// Default bodies of the Communicator interface (unsupported -> SKIP), spec parsing and the
+// backend registry.
+#include "comm/communicator.h"
+
+#include <map>
+#include <mutex>
+
+namespace dts {
+
+void Communicator::unsupported(std::string_view op) const {
+  throw Error(Error::Kind::unsupported,
+              "backend " + std::string(backend()) + " does not implement " + std::string(op));
+}
+
+void Communicator::all_reduce(const void*, void*, size_t, DType, ReduceOp) { unsupported("all_reduce"); }
+void Communicator::reduce_scatter(const void*, void*, size_t, DType, ReduceOp) { unsupported("reduce_scatter"); }
+void Communicator::all_gather(const void*, void*, size_t, DType) { unsupported("all_gather"); }
+void Communicator::broadcast(const void*, void*, size_t, DType, int) { unsupported("broadcast"); }
+void Communicator::reduce(const void*, void*, size_t, DType, ReduceOp, int) { unsupported("reduce"); }
+void Communicator::all_to_all(const void*, void*, size_t, DType) { unsupported("all_to_all"); }
+void Communicator::send(const void*, size_t, DType, int) { unsupported("send"); }
+void Communicator::recv(void*, size_t, DType, int) { unsupported("recv"); }
+void Communicator::send_recv(const void*, int, void*, int, size_t, DType) { unsupported("send_recv"); }
+
+std::unique_ptr<Work> Communicator::isend(const void* in, size_t count, DType dtype, int peer) {
+  send(in, count, dtype, peer);
+  return std::make_unique<CompletedWork>();
+}
+
+std::unique_ptr<Work> Communicator::irecv(void* out, size_t count, DType dtype, int peer) {
+  recv(out, count, dtype, peer);
+  return std::make_unique<CompletedWork>();
+}
+
+std::unique_ptr<Work> Communicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,
+                                                     ReduceOp op) {
+  all_reduce(in, out, count, dtype, op);
+  return std::make_unique<CompletedWork>();
+}
+
+BackendSpec parse_backend_spec(std::string_view spec) {
+  auto bad = [&](const std::string& why) {
+    return Error(Error::Kind::invalid_argument, "bad backend spec '" + std::string(spec) + "': " + why);
+  };
+  BackendSpec out;
+  const auto open = spec.find('(');
+  if (open == std::string_view::npos) {
+    if (spec.empty() || spec.find_first_of("),") != std::string_view::npos) throw bad("expected NAME or NAME(ARGS)");
+    out.name = std::string(spec);
+    return out;
+  }
+  if (open == 0 || spec.back() != ')') throw bad("expected NAME(ARGS)");
+  out.name = std::string(spec.substr(0, open));
+  const std::string_view inner = spec.substr(open + 1, spec.size() - open - 2);
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= inner.size(); ++i) {
+    const char c = i < inner.size() ? inner[i] : ',';
+    if (c == '(') ++depth;
+    if (c == ')' && --depth < 0) throw bad("unbalanced parentheses");
+    if (c == ',' && depth == 0) {
+      const std::string_view arg = inner.substr(start, i - start);
+      if (arg.empty()) throw bad("empty argument");
+      out.args.emplace_back(arg);
+      start = i + 1;
+    }
+  }
+  if (depth != 0) throw bad("unbalanced parentheses");
+  return out;
+}
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, std::pair<BackendInfo, BackendFactory>> backends;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+}  // namespace
+
+bool register_backend(BackendInfo info, BackendFactory factory) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::string key = info.name;
+  r.backends[key] = {std::move(info), std::move(factory)};
+  return true;
+}
+
+std::vector<BackendInfo> registered_backends() {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<BackendInfo> out;
+  for (auto& [name, entry] : r.backends) out.push_back(entry.first);
+  return out;
+}
+
+std::unique_ptr<Communicator> make_communicator(std::string_view spec, const CommOptions& options) {
+  const BackendSpec parsed = parse_backend_spec(spec);
+  BackendFactory factory;
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.backends.find(parsed.name);
+    if (it == r.backends.end()) {
+      std::string known;
+      for (auto& [name, entry] : r.backends) known += (known.empty() ? "" : ", ") + entry.first.usage;
+      throw Error(Error::Kind::invalid_argument,
+                  "unknown backend '" + parsed.name + "' (this build has: " + known + ")");
+    }
+    factory = it->second.second;
+  }
+  return factory(parsed, options);
+}
+
+}  // namespace dts

@@ -1,0 +1,117 @@
+// The Communicator interface every backend implements (mpi, ring(mpi), faulty(...), later nccl),
+// the async Work handle, and make_communicator(), which builds a backend from a spec string.
+// Each collective's default body throws Error{unsupported} naming backend and op: a suite
+// reports that case as SKIP, not FAIL.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace dts {
+
+// Handle of an operation in flight. wait() throws Error{timeout} when the operation has not
+// completed within `timeout` (zero: wait without limit).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual bool test() = 0;
+  virtual void wait(std::chrono::duration<double> timeout = std::chrono::duration<double>::zero()) = 0;
+};
+
+// A Work that is already complete (operations run synchronously by a default body).
+class CompletedWork final : public Work {
+ public:
+  bool test() override { return true; }
+  void wait(std::chrono::duration<double>) override {}
+};
+
+struct CommOptions {
+  // Upper bound for any single wait inside a backend (Work::wait, reference algorithms); 0: none.
+  double timeout_seconds = 0;
+  // Chunk size for the pipelined reference algorithms (ring): each step moves its segment in
+  // pieces of this size so the reduction of one chunk overlaps the transfer of the next.
+  size_t chunk_bytes = size_t{1} << 17;
+  // Rank that fault injection targets; -1: the last rank of the communicator.
+  int fault_rank = -1;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual std::string_view backend() const = 0;  // the spec it was made from: "mpi", "ring(mpi)"
+  virtual std::string version() const = 0;       // library version string
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Memory memory() const = 0;  // where buffers must live
+
+  // Collectives. `in == out` means in place; for reduce_scatter in place means
+  // out == in + rank * out_count, for all_gather in == out + rank * in_count (NCCL's convention).
+  virtual void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op);
+  virtual void reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op);
+  virtual void all_gather(const void* in, void* out, size_t in_count, DType dtype);
+  // `in` is read on the root only; every rank's `out` receives the root's data (in == out: in place).
+  virtual void broadcast(const void* in, void* out, size_t count, DType dtype, int root);
+  virtual void reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root);
+  virtual void all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype);
+
+  // Point to point. send_recv sends `in` to send_peer and receives into `out` from recv_peer in
+  // one deadlock-free exchange (in == out: in place).
+  virtual void send(const void* in, size_t count, DType dtype, int peer);
+  virtual void recv(void* out, size_t count, DType dtype, int peer);
+  virtual void send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype);
+  virtual std::unique_ptr<Work> isend(const void* in, size_t count, DType dtype, int peer);
+  virtual std::unique_ptr<Work> irecv(void* out, size_t count, DType dtype, int peer);
+
+  virtual std::unique_ptr<Work> all_reduce_async(const void* in, void* out, size_t count, DType dtype,
+                                                 ReduceOp op);
+
+  virtual void barrier() = 0;
+  // A communicator over the ranks that pass the same color, ordered by key (MPI_Comm_split).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+ protected:
+  [[noreturn]] void unsupported(std::string_view op) const;
+};
+
+// A backend spec parsed: "faulty(bitflip,ring(mpi))" -> {name "faulty", args {"bitflip", "ring(mpi)"}}.
+struct BackendSpec {
+  std::string name;
+  std::vector<std::string> args;
+};
+BackendSpec parse_backend_spec(std::string_view spec);  // throws Error{invalid_argument}
+
+using BackendFactory =
+    std::function<std::unique_ptr<Communicator>(const BackendSpec& spec, const CommOptions& options)>;
+
+struct BackendInfo {
+  std::string name;
+  std::string usage;  // "ring(INNER)"
+  std::string summary;
+};
+
+// Backends register themselves at their definition site with DTS_REGISTER_BACKEND.
+bool register_backend(BackendInfo info, BackendFactory factory);
+std::vector<BackendInfo> registered_backends();
+
+// Builds a communicator over all ranks of the job from a spec such as "mpi", "ring(mpi)",
+// "faulty(bitflip,mpi)". Unknown names or malformed specs: Error{invalid_argument}.
+std::unique_ptr<Communicator> make_communicator(std::string_view spec, const CommOptions& options = {});
+
+#define DTS_REGISTER_CONCAT_INNER(a, b) a##b
+#define DTS_REGISTER_CONCAT(a, b) DTS_REGISTER_CONCAT_INNER(a, b)
+#define DTS_REGISTER_BACKEND(NAME, USAGE, SUMMARY, FACTORY)                              \
+  static const bool DTS_REGISTER_CONCAT(dts_backend_registered_, __LINE__) =            \
+      ::dts::register_backend(::dts::BackendInfo{NAME, USAGE, SUMMARY}, FACTORY)
+
+}  // namespace dts

@@ -1,0 +1,89 @@
+// DType / ReduceOp names, sizes and parsing.
+#include "core/dtype.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace dts {
+
+size_t size_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i8: return 1;
+    case DType::u8: return 1;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+}
+
+std::string_view name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+std::string_view nccl_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: return "half";
+    case DType::bf16: return "bfloat16";
+    case DType::i8: return "int8";
+    case DType::u8: return "uint8";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+  }
+  return "?";
+}
+
+std::string_view name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::min: return "min";
+    case ReduceOp::max: return "max";
+    case ReduceOp::avg: return "avg";
+  }
+  return "?";
+}
+
+std::string_view name(Memory memory) { return memory == Memory::host ? "host" : "device"; }
+
+DType parse_dtype(std::string_view text) {
+  for (DType d : kAllDTypes) {
+    if (text == name(d) || text == nccl_name(d)) return d;
+  }
+  if (text == "float32") return DType::f32;
+  if (text == "float64") return DType::f64;
+  if (text == "float16") return DType::f16;
+  if (text == "int") return DType::i32;
+  throw Error(Error::Kind::invalid_argument,
+              "unknown dtype '" + std::string(text) + "' (expected f32, f64, f16, bf16, i8, u8, i32, i64)");
+}
+
+ReduceOp parse_reduce_op(std::string_view text) {
+  for (ReduceOp op : kAllReduceOps) {
+    if (text == name(op)) return op;
+  }
+  throw Error(Error::Kind::invalid_argument,
+              "unknown reduction op '" + std::string(text) + "' (expected sum, prod, min, max, avg)");
+}
+
+}  // namespace dts

@@ -1,0 +1,32 @@
+// Element types and reduction operators: the shared vocabulary of every layer.
+// Names follow DESIGN.md (f32, bf16, ...); parsing also accepts nccl-tests' spellings.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace dts {
+
+enum class DType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
+enum class ReduceOp : uint8_t { sum, prod, min, max, avg };
+enum class Memory : uint8_t { host, device };
+
+inline constexpr std::array<DType, 8> kAllDTypes{DType::f32, DType::f64, DType::f16, DType::bf16,
+                                                 DType::i8,  DType::u8,  DType::i32, DType::i64};
+inline constexpr std::array<ReduceOp, 5> kAllReduceOps{ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
+                                                       ReduceOp::max, ReduceOp::avg};
+
+size_t size_of(DType dtype);
+bool is_floating(DType dtype);
+std::string_view name(DType dtype);
+std::string_view name(ReduceOp op);
+std::string_view name(Memory memory);
+// nccl-tests' name of a type ("float", "half", "bfloat16", "int8", ...), for its table shape.
+std::string_view nccl_name(DType dtype);
+
+// Throw Error{invalid_argument} naming the accepted spellings.
+DType parse_dtype(std::string_view text);
+ReduceOp parse_reduce_op(std::string_view text);
+
+}  // namespace dts

@@ -1,0 +1,56 @@
+// Record: one measurement or one verdict, the unit every sink writes (CSV row, console line,
+// later Prometheus sample and JUnit testcase). Fields mirror the CSV columns of SCHEMA.md.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dts {
+
+inline constexpr int kSchemaVersion = 1;
+
+enum class Verdict : uint8_t { pass, fail, skip, info, timeout };
+std::string_view name(Verdict verdict);
+
+// Labels: what the number is about. Stack identity (backend .. ranks_per_node) is filled by the
+// harness on every Record; the rest by the suite.
+struct Labels {
+  std::string backend, backend_version, mpi_version, device, host;
+  int world_size = 0, nodes = 0, ranks_per_node = 0;
+  std::string op, dtype;
+  int64_t bytes = -1;  // -1: not applicable (empty in CSV)
+  std::string placement, strategy, config;
+};
+
+// Distribution of a timed quantity. n == 0: no distribution (a single value).
+struct Stats {
+  int64_t n = 0;
+  double min = 0, p05 = 0, median = 0, p95 = 0, max = 0;
+};
+// Order statistics of `samples` (p05/p95 by linear interpolation between closest ranks).
+Stats compute_stats(std::vector<double> samples);
+
+struct Record {
+  std::string run_id, timestamp;  // filled by the harness when the record is emitted
+  std::string suite, case_id, metric, unit;
+  Labels labels;
+  double value = 0;
+  Stats stats;
+  Verdict verdict = Verdict::info;
+  double threshold = std::numeric_limits<double>::quiet_NaN();  // NaN: none
+  std::string detail;
+};
+
+// A sink writes every record as it comes. Rows must be durable (flushed to the OS) when write()
+// returns, so a run killed with SIGKILL keeps everything already measured.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void write(const Record& record) = 0;
+  virtual void close() {}
+};
+
+}  // namespace dts
