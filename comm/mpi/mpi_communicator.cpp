@@ -1,0 +1,299 @@
+// MPI backend. MPI has no f16/bf16 and no avg: narrow floats travel as 2-byte types reduced by
+// user-defined ops (core/reduce.h semantics); avg is MPI_SUM followed by a local divide, as NCCL
+// defines it. Every MPI return code is translated here, with MPI's own message and file:line.
+#include "comm/mpi/mpi_communicator.h"
+
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "core/reduce.h"
+
+namespace dts {
+
+namespace {
+
+void check_mpi(int rc, const char* call, std::source_location where = std::source_location::current()) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(Error::Kind::backend, std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)),
+              where);
+}
+#define DTS_MPI_CHECK(call) check_mpi((call), #call)
+
+// Types and user ops for f16 and bf16, created once per process after MPI_Init.
+struct NarrowFloatTypes {
+  MPI_Datatype f16 = MPI_DATATYPE_NULL, bf16 = MPI_DATATYPE_NULL;
+  MPI_Op ops[2][5] = {};  // [0: f16, 1: bf16][ReduceOp]
+};
+
+template <DType kType, ReduceOp kOp>
+void narrow_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(kType, kOp, inout, in, static_cast<size_t>(*len));
+}
+
+template <DType kType>
+void create_ops(MPI_Op* ops) {
+  DTS_MPI_CHECK(MPI_Op_create(&narrow_op<kType, ReduceOp::sum>, 1, &ops[0]));
+  DTS_MPI_CHECK(MPI_Op_create(&narrow_op<kType, ReduceOp::prod>, 1, &ops[1]));
+  DTS_MPI_CHECK(MPI_Op_create(&narrow_op<kType, ReduceOp::min>, 1, &ops[2]));
+  DTS_MPI_CHECK(MPI_Op_create(&narrow_op<kType, ReduceOp::max>, 1, &ops[3]));
+  ops[4] = ops[0];  // avg = sum, then divide
+}
+
+const NarrowFloatTypes& narrow_types() {
+  static const NarrowFloatTypes types = [] {
+    NarrowFloatTypes t;
+    DTS_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &t.f16));
+    DTS_MPI_CHECK(MPI_Type_commit(&t.f16));
+    DTS_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &t.bf16));
+    DTS_MPI_CHECK(MPI_Type_commit(&t.bf16));
+    create_ops<DType::f16>(t.ops[0]);
+    create_ops<DType::bf16>(t.ops[1]);
+    return t;
+  }();
+  return types;
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::f16: return narrow_types().f16;
+    case DType::bf16: return narrow_types().bf16;
+    case DType::i8: return MPI_INT8_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(DType dtype, ReduceOp op) {
+  if (dtype == DType::f16) return narrow_types().ops[0][static_cast<int>(op)];
+  if (dtype == DType::bf16) return narrow_types().ops[1][static_cast<int>(op)];
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return MPI_SUM;
+    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+  }
+  return MPI_OP_NULL;
+}
+
+// MPI counts are int. Element-wise operations are split into pieces that fit; the others
+// report counts past INT_MAX as unsupported (a SKIP) rather than truncating them.
+constexpr size_t kMaxPiece = static_cast<size_t>(INT_MAX);
+
+int checked_count(size_t count, std::string_view op) {
+  if (count > kMaxPiece) {
+    throw Error(Error::Kind::unsupported,
+                "mpi: " + std::string(op) + " of " + std::to_string(count) + " elements exceeds MPI's int count");
+  }
+  return static_cast<int>(count);
+}
+
+const char* byte_offset(const void* p, size_t elements, DType dtype) {
+  return static_cast<const char*>(p) + elements * size_of(dtype);
+}
+char* byte_offset(void* p, size_t elements, DType dtype) { return static_cast<char*>(p) + elements * size_of(dtype); }
+
+class MpiWork final : public Work {
+ public:
+  // `finish` runs once after completion (avg's divide).
+  MpiWork(MPI_Request request, std::function<void()> finish = {})
+      : request_(request), finish_(std::move(finish)) {}
+  ~MpiWork() override {
+    if (request_ != MPI_REQUEST_NULL) {
+      // Abandoning a request in flight would leave MPI writing into freed memory; complete it.
+      MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    }
+  }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    DTS_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    if (done) complete();
+    return done != 0;
+  }
+  void wait(std::chrono::duration<double> timeout) override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    if (timeout.count() <= 0) {
+      DTS_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+      complete();
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!test()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw Error(Error::Kind::timeout, "mpi: operation not complete after " + std::to_string(timeout.count()) + " s");
+      }
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  void complete() {
+    request_ = MPI_REQUEST_NULL;
+    if (finish_) std::exchange(finish_, nullptr)();
+  }
+  MPI_Request request_;
+  std::function<void()> finish_;
+};
+
+}  // namespace
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<size_t>(length));
+  const auto newline = version.find('\n');
+  if (newline != std::string::npos) version.resize(newline);
+  while (!version.empty() && (version.back() == ' ' || version.back() == '\0')) version.pop_back();
+  return version;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string spec) : comm_(comm), spec_(std::move(spec)) {
+  DTS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  DTS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  DTS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::string MpiCommunicator::version() const { return mpi_library_version(); }
+
+void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  for (size_t done = 0; done < count || (count == 0 && done == 0);) {
+    const size_t piece = std::min(count - done, kMaxPiece);
+    const void* src = in == out ? MPI_IN_PLACE : byte_offset(in, done, dtype);
+    DTS_MPI_CHECK(MPI_Allreduce(src, byte_offset(out, done, dtype), static_cast<int>(piece), mpi_type(dtype),
+                                mpi_op(dtype, op), comm_));
+    done += piece;
+    if (count == 0) break;
+  }
+  if (op == ReduceOp::avg) divide_by(dtype, out, count, size_);
+}
+
+void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
+  const int n = checked_count(out_count, "reduce_scatter");
+  // In place per NCCL: out == in + rank * out_count; MPI wants MPI_IN_PLACE and leaves the
+  // result at the start of the buffer, so move it to this rank's slot afterwards.
+  const bool in_place = out == byte_offset(in, static_cast<size_t>(rank_) * out_count, dtype);
+  if (in_place && out_count > 0) {
+    void* buffer = const_cast<void*>(in);
+    DTS_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, mpi_type(dtype), mpi_op(dtype, op), comm_));
+    if (rank_ != 0) std::memmove(out, buffer, out_count * size_of(dtype));
+  } else {
+    DTS_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, mpi_type(dtype), mpi_op(dtype, op), comm_));
+  }
+  if (op == ReduceOp::avg) divide_by(dtype, out, out_count, size_);
+}
+
+void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DType dtype) {
+  const int n = checked_count(in_count, "all_gather");
+  const bool in_place = in == byte_offset(out, static_cast<size_t>(rank_) * in_count, dtype);
+  DTS_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
+}
+
+void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
+  if (rank_ == root && in != out && count > 0) std::memcpy(out, in, count * size_of(dtype));
+  for (size_t done = 0; done < count;) {
+    const size_t piece = std::min(count - done, kMaxPiece);
+    DTS_MPI_CHECK(MPI_Bcast(byte_offset(out, done, dtype), static_cast<int>(piece), mpi_type(dtype), root, comm_));
+    done += piece;
+  }
+}
+
+void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) {
+  for (size_t done = 0; done < count || (count == 0 && done == 0);) {
+    const size_t piece = std::min(count - done, kMaxPiece);
+    const void* src = (in == out && rank_ == root) ? MPI_IN_PLACE : byte_offset(in, done, dtype);
+    DTS_MPI_CHECK(MPI_Reduce(src, byte_offset(out, done, dtype), static_cast<int>(piece), mpi_type(dtype),
+                             mpi_op(dtype, op), root, comm_));
+    done += piece;
+    if (count == 0) break;
+  }
+  if (op == ReduceOp::avg && rank_ == root) divide_by(dtype, out, count, size_);
+}
+
+void MpiCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
+  const int n = checked_count(count_per_peer, "all_to_all");
+  DTS_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
+}
+
+void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
+  DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), mpi_type(dtype), peer, 0, comm_));
+}
+
+void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
+  DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), mpi_type(dtype), peer, 0, comm_, MPI_STATUS_IGNORE));
+}
+
+void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
+  const int n = checked_count(count, "send_recv");
+  if (in == out) {
+    DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, mpi_type(dtype), send_peer, 1, recv_peer, 1, comm_, MPI_STATUS_IGNORE));
+  } else {
+    DTS_MPI_CHECK(MPI_Sendrecv(in, n, mpi_type(dtype), send_peer, 1, out, n, mpi_type(dtype), recv_peer, 1, comm_,
+                               MPI_STATUS_IGNORE));
+  }
+}
+
+std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
+  MPI_Request request;
+  DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), mpi_type(dtype), peer, 0, comm_, &request));
+  return std::make_unique<MpiWork>(request);
+}
+
+std::unique_ptr<Work> MpiCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
+  MPI_Request request;
+  DTS_MPI_CHECK(MPI_Irecv(out, checked_count(count, "irecv"), mpi_type(dtype), peer, 0, comm_, &request));
+  return std::make_unique<MpiWork>(request);
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,
+                                                        ReduceOp op) {
+  MPI_Request request;
+  DTS_MPI_CHECK(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, checked_count(count, "all_reduce_async"),
+                               mpi_type(dtype), mpi_op(dtype, op), comm_, &request));
+  std::function<void()> finish;
+  if (op == ReduceOp::avg) {
+    finish = [dtype, out, count, n = size_] { divide_by(dtype, out, count, n); };
+  }
+  return std::make_unique<MpiWork>(request, std::move(finish));
+}
+
+void MpiCommunicator::barrier() { DTS_MPI_CHECK(MPI_Barrier(comm_)); }
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm sub;
+  DTS_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  return std::make_unique<MpiCommunicator>(sub, spec_);
+}
+
+namespace {
+std::unique_ptr<Communicator> make_mpi(const BackendSpec& spec, const CommOptions&) {
+  if (!spec.args.empty()) throw Error(Error::Kind::invalid_argument, "backend mpi takes no arguments");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) throw Error(Error::Kind::invalid_argument, "backend mpi needs MPI_Init first");
+  MPI_Comm comm;
+  DTS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  return std::make_unique<MpiCommunicator>(comm);
+}
+}  // namespace
+
+DTS_REGISTER_BACKEND("mpi", "mpi", "the MPI library's own collectives, host memory", make_mpi);
+
+}  // namespace dts

@@ -1,0 +1,53 @@
+// The `mpi` backend: every collective through the MPI library in host memory (CUDA-aware MPI
+// could take device pointers; this backend reports Memory::host and stays there).
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+
+namespace dts {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` (freed in the destructor). MPI must be initialized.
+  explicit MpiCommunicator(MPI_Comm comm, std::string spec = "mpi");
+  ~MpiCommunicator() override;
+
+  std::string_view backend() const override { return spec_; }
+  std::string version() const override;
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Memory memory() const override { return Memory::host; }
+
+  void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
+  void reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) override;
+  void all_gather(const void* in, void* out, size_t in_count, DType dtype) override;
+  void broadcast(const void* in, void* out, size_t count, DType dtype, int root) override;
+  void reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) override;
+  void all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) override;
+  void send(const void* in, size_t count, DType dtype, int peer) override;
+  void recv(void* out, size_t count, DType dtype, int peer) override;
+  void send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) override;
+  std::unique_ptr<Work> isend(const void* in, size_t count, DType dtype, int peer) override;
+  std::unique_ptr<Work> irecv(void* out, size_t count, DType dtype, int peer) override;
+  std::unique_ptr<Work> all_reduce_async(const void* in, void* out, size_t count, DType dtype,
+                                         ReduceOp op) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+  MPI_Comm native() const { return comm_; }
+
+ private:
+  MPI_Comm comm_;
+  std::string spec_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// The MPI library's own version string, first line ("Open MPI v4.1.4, ...", "MPICH Version: 4.0.2").
+std::string mpi_library_version();
+
+}  // namespace dts
