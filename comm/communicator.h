@@ -3,7 +3,9 @@
 // Each collective's default body throws Error{unsupported} naming backend and op: a suite
 // reports that case as SKIP, not FAIL.
 #pragma once
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -32,6 +34,34 @@ class CompletedWork final : public Work {
   void wait(std::chrono::duration<double>) override {}
 };
 
+// Lets the harness's watchdog see, from another thread, whether this rank is inside a
+// communication call of the stack under test. Leaf backends (mpi, nccl) update it around every
+// library call; wrappers pass it down through CommOptions. A rank that is not inside while its
+// peers are has not arrived at the collective.
+struct OpObserver {
+  std::atomic<int> inside{0};
+  std::atomic<int64_t> entered{0};
+};
+
+// RAII scope a leaf backend opens around each library call; no-op without an observer.
+class ObservedCall {
+ public:
+  explicit ObservedCall(OpObserver* observer) : observer_(observer) {
+    if (observer_) {
+      observer_->entered.fetch_add(1, std::memory_order_relaxed);
+      observer_->inside.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  ~ObservedCall() {
+    if (observer_) observer_->inside.fetch_sub(1, std::memory_order_relaxed);
+  }
+  ObservedCall(const ObservedCall&) = delete;
+  ObservedCall& operator=(const ObservedCall&) = delete;
+
+ private:
+  OpObserver* observer_;
+};
+
 struct CommOptions {
   // Upper bound for any single wait inside a backend (Work::wait, reference algorithms); 0: none.
   double timeout_seconds = 0;
@@ -40,6 +70,8 @@ struct CommOptions {
   size_t chunk_bytes = size_t{1} << 17;
   // Rank that fault injection targets; -1: the last rank of the communicator.
   int fault_rank = -1;
+  // Watchdog instrumentation (see OpObserver); null: none.
+  std::shared_ptr<OpObserver> observer;
 };
 
 class Communicator {

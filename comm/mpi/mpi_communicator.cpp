@@ -106,8 +106,8 @@ char* byte_offset(void* p, size_t elements, DType dtype) { return static_cast<ch
 class MpiWork final : public Work {
  public:
   // `finish` runs once after completion (avg's divide).
-  MpiWork(MPI_Request request, std::function<void()> finish = {})
-      : request_(request), finish_(std::move(finish)) {}
+  MpiWork(MPI_Request request, OpObserver* observer, std::function<void()> finish = {})
+      : request_(request), observer_(observer), finish_(std::move(finish)) {}
   ~MpiWork() override {
     if (request_ != MPI_REQUEST_NULL) {
       // Abandoning a request in flight would leave MPI writing into freed memory; complete it.
@@ -123,6 +123,7 @@ class MpiWork final : public Work {
   }
   void wait(std::chrono::duration<double> timeout) override {
     if (request_ == MPI_REQUEST_NULL) return;
+    const ObservedCall observed(observer_);
     if (timeout.count() <= 0) {
       DTS_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
       complete();
@@ -143,6 +144,7 @@ class MpiWork final : public Work {
     if (finish_) std::exchange(finish_, nullptr)();
   }
   MPI_Request request_;
+  OpObserver* observer_;
   std::function<void()> finish_;
 };
 
@@ -159,7 +161,8 @@ std::string mpi_library_version() {
   return version;
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string spec) : comm_(comm), spec_(std::move(spec)) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string spec, std::shared_ptr<OpObserver> observer)
+    : comm_(comm), spec_(std::move(spec)), observer_(std::move(observer)) {
   DTS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   DTS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DTS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -174,6 +177,7 @@ MpiCommunicator::~MpiCommunicator() {
 std::string MpiCommunicator::version() const { return mpi_library_version(); }
 
 void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  const ObservedCall observed(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
     const void* src = in == out ? MPI_IN_PLACE : byte_offset(in, done, dtype);
@@ -186,6 +190,7 @@ void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType 
 }
 
 void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
+  const ObservedCall observed(observer_.get());
   const int n = checked_count(out_count, "reduce_scatter");
   // In place per NCCL: out == in + rank * out_count; MPI wants MPI_IN_PLACE and leaves the
   // result at the start of the buffer, so move it to this rank's slot afterwards.
@@ -201,12 +206,14 @@ void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count
 }
 
 void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DType dtype) {
+  const ObservedCall observed(observer_.get());
   const int n = checked_count(in_count, "all_gather");
   const bool in_place = in == byte_offset(out, static_cast<size_t>(rank_) * in_count, dtype);
   DTS_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
 }
 
 void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
+  const ObservedCall observed(observer_.get());
   if (rank_ == root && in != out && count > 0) std::memcpy(out, in, count * size_of(dtype));
   for (size_t done = 0; done < count;) {
     const size_t piece = std::min(count - done, kMaxPiece);
@@ -216,6 +223,7 @@ void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType d
 }
 
 void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) {
+  const ObservedCall observed(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
     const void* src = (in == out && rank_ == root) ? MPI_IN_PLACE : byte_offset(in, done, dtype);
@@ -228,19 +236,23 @@ void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtyp
 }
 
 void MpiCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
+  const ObservedCall observed(observer_.get());
   const int n = checked_count(count_per_peer, "all_to_all");
   DTS_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
 }
 
 void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
+  const ObservedCall observed(observer_.get());
   DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), mpi_type(dtype), peer, 0, comm_));
 }
 
 void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
+  const ObservedCall observed(observer_.get());
   DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), mpi_type(dtype), peer, 0, comm_, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
+  const ObservedCall observed(observer_.get());
   const int n = checked_count(count, "send_recv");
   if (in == out) {
     DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, mpi_type(dtype), send_peer, 1, recv_peer, 1, comm_, MPI_STATUS_IGNORE));
@@ -251,15 +263,17 @@ void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int re
 }
 
 std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
+  const ObservedCall observed(observer_.get());
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), mpi_type(dtype), peer, 0, comm_, &request));
-  return std::make_unique<MpiWork>(request);
+  return std::make_unique<MpiWork>(request, observer_.get());
 }
 
 std::unique_ptr<Work> MpiCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
+  const ObservedCall observed(observer_.get());
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Irecv(out, checked_count(count, "irecv"), mpi_type(dtype), peer, 0, comm_, &request));
-  return std::make_unique<MpiWork>(request);
+  return std::make_unique<MpiWork>(request, observer_.get());
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,
@@ -267,30 +281,34 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* ou
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, checked_count(count, "all_reduce_async"),
                                mpi_type(dtype), mpi_op(dtype, op), comm_, &request));
+  const ObservedCall observed(observer_.get());
   std::function<void()> finish;
   if (op == ReduceOp::avg) {
     finish = [dtype, out, count, n = size_] { divide_by(dtype, out, count, n); };
   }
-  return std::make_unique<MpiWork>(request, std::move(finish));
+  return std::make_unique<MpiWork>(request, observer_.get(), std::move(finish));
 }
 
-void MpiCommunicator::barrier() { DTS_MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  const ObservedCall observed(observer_.get());
+  DTS_MPI_CHECK(MPI_Barrier(comm_));
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   MPI_Comm sub;
   DTS_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
-  return std::make_unique<MpiCommunicator>(sub, spec_);
+  return std::make_unique<MpiCommunicator>(sub, spec_, observer_);
 }
 
 namespace {
-std::unique_ptr<Communicator> make_mpi(const BackendSpec& spec, const CommOptions&) {
+std::unique_ptr<Communicator> make_mpi(const BackendSpec& spec, const CommOptions& options) {
   if (!spec.args.empty()) throw Error(Error::Kind::invalid_argument, "backend mpi takes no arguments");
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) throw Error(Error::Kind::invalid_argument, "backend mpi needs MPI_Init first");
   MPI_Comm comm;
   DTS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-  return std::make_unique<MpiCommunicator>(comm);
+  return std::make_unique<MpiCommunicator>(comm, "mpi", options.observer);
 }
 }  // namespace
 

@@ -13,7 +13,7 @@ namespace dts {
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (freed in the destructor). MPI must be initialized.
-  explicit MpiCommunicator(MPI_Comm comm, std::string spec = "mpi");
+  explicit MpiCommunicator(MPI_Comm comm, std::string spec = "mpi", std::shared_ptr<OpObserver> observer = {});
   ~MpiCommunicator() override;
 
   std::string_view backend() const override { return spec_; }
@@ -43,6 +43,7 @@ class MpiCommunicator final : public Communicator {
  private:
   MPI_Comm comm_;
   std::string spec_;
+  std::shared_ptr<OpObserver> observer_;
   int rank_ = 0;
   int size_ = 1;
 };

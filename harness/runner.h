@@ -1,0 +1,12 @@
+// The dtsuite program: parse the command line, start MPI, build the stack under test, plan and
+// run every case, hand records to the sinks, and decide the exit code (DESIGN.md):
+// 0 all pass or skip, 1 any case fails, 2 usage or set-up error, 3 a case timed out (hang).
+#pragma once
+
+namespace dts {
+
+inline constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitTimeout = 3;
+
+int harness_main(int argc, char** argv);
+
+}  // namespace dts

@@ -1,0 +1,15 @@
+// dtsuite's timed loop (DESIGN.md, Timing): barrier, warm-up iterations discarded, then timed
+// iterations; the time of an iteration is the slowest rank's.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace dts {
+
+// Returns the per-iteration times (seconds, slowest rank) on rank 0 of `control`; an empty vector
+// elsewhere. Collective over `control`.
+std::vector<double> time_iterations(Communicator& control, int warmup, int iters, const std::function<void()>& iteration);
+
+}  // namespace dts

@@ -1,0 +1,165 @@
+// Watchdog protocol. Followers (ranks 1..n-1) wait for queries from rank 0 and answer with
+// their state: the case they are in and whether their main thread is inside a communication
+// call (OpObserver). Rank 0 polls its own case's age; past the timeout it queries everyone,
+// waits a bounded time for answers, and reports: ranks in an earlier case, or not inside a call
+// while others are, did not arrive; ranks that do not answer are named as unresponsive.
+#include "harness/watchdog.h"
+
+#include <algorithm>
+#include <array>
+#include <sstream>
+#include <vector>
+
+namespace dts {
+
+namespace {
+constexpr int kQueryTag = 7101, kStateTag = 7102;
+constexpr int64_t kStopQuery = -1, kStateQuery = 1;
+constexpr auto kPoll = std::chrono::milliseconds(10);
+// How long rank 0 waits for the others' answers once a timeout fired: their watchdog threads
+// answer within a poll period unless the process is gone.
+constexpr auto kAnswerWait = std::chrono::seconds(3);
+
+std::string join(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+}  // namespace
+
+Watchdog::Watchdog(std::shared_ptr<OpObserver> observer, double timeout_seconds,
+                   std::function<void(const std::string&)> on_timeout)
+    : observer_(std::move(observer)), timeout_seconds_(timeout_seconds), on_timeout_(std::move(on_timeout)) {
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  thread_ = std::thread([this] { rank_ == 0 ? run_leader() : run_follower(); });
+}
+
+Watchdog::~Watchdog() {
+  if (!stopped_) stop();
+}
+
+void Watchdog::begin_case(int64_t index, const std::string& id) {
+  {
+    std::lock_guard lock(case_mutex_);
+    case_id_ = id;
+    case_start_ = std::chrono::steady_clock::now();
+  }
+  case_index_.store(index);
+  case_active_.store(true);
+}
+
+void Watchdog::end_case() { case_active_.store(false); }
+
+void Watchdog::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+  MPI_Comm_free(&comm_);
+}
+
+void Watchdog::run_follower() {
+  int64_t query = 0;
+  MPI_Request request;
+  MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
+  while (true) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      std::this_thread::sleep_for(kPoll);
+      continue;
+    }
+    if (query == kStopQuery) return;
+    const std::array<int64_t, 3> state{case_index_.load(), observer_ ? observer_->inside.load() : 0,
+                                       observer_ ? observer_->entered.load() : 0};
+    MPI_Send(state.data(), 3, MPI_INT64_T, 0, kStateTag, comm_);
+    MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
+  }
+}
+
+void Watchdog::run_leader() {
+  while (!stopping_.load()) {
+    std::this_thread::sleep_for(kPoll);
+    if (timeout_seconds_ <= 0 || !case_active_.load()) continue;
+    std::chrono::steady_clock::time_point start;
+    {
+      std::lock_guard lock(case_mutex_);
+      start = case_start_;
+    }
+    const std::chrono::duration<double> age = std::chrono::steady_clock::now() - start;
+    if (age.count() < timeout_seconds_) continue;
+    on_timeout_(diagnose());
+    return;  // on_timeout ends the job; nothing more to watch
+  }
+  // Orderly stop: release every follower.
+  std::vector<MPI_Request> requests(static_cast<size_t>(size_));
+  const int64_t stop_query = kStopQuery;
+  for (int r = 1; r < size_; ++r) MPI_Isend(&stop_query, 1, MPI_INT64_T, r, kQueryTag, comm_, &requests[static_cast<size_t>(r)]);
+  for (int r = 1; r < size_; ++r) MPI_Wait(&requests[static_cast<size_t>(r)], MPI_STATUS_IGNORE);
+}
+
+std::string Watchdog::diagnose() {
+  const int64_t current = case_index_.load();
+  std::string id;
+  {
+    std::lock_guard lock(case_mutex_);
+    id = case_id_;
+  }
+  // States: [case index, inside a call (count), calls entered]; rank 0 reads its own.
+  std::vector<std::array<int64_t, 3>> states(static_cast<size_t>(size_));
+  std::vector<bool> answered(static_cast<size_t>(size_), false);
+  states[0] = {current, observer_ ? observer_->inside.load() : 0, observer_ ? observer_->entered.load() : 0};
+  answered[0] = true;
+  const int64_t query = kStateQuery;
+  std::vector<MPI_Request> sends(static_cast<size_t>(size_)), receives(static_cast<size_t>(size_));
+  for (int r = 1; r < size_; ++r) {
+    MPI_Isend(&query, 1, MPI_INT64_T, r, kQueryTag, comm_, &sends[static_cast<size_t>(r)]);
+    MPI_Irecv(states[static_cast<size_t>(r)].data(), 3, MPI_INT64_T, r, kStateTag, comm_, &receives[static_cast<size_t>(r)]);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
+  int pending = size_ - 1;
+  while (pending > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int r = 1; r < size_; ++r) {
+      if (answered[static_cast<size_t>(r)]) continue;
+      int done = 0;
+      MPI_Test(&receives[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
+      if (done) {
+        answered[static_cast<size_t>(r)] = true;
+        --pending;
+      }
+    }
+    if (pending > 0) std::this_thread::sleep_for(kPoll);
+  }
+  std::vector<int> missing, inside, unresponsive;
+  bool anyone_inside = false;
+  for (int r = 0; r < size_; ++r) {
+    const auto& s = states[static_cast<size_t>(r)];
+    if (answered[static_cast<size_t>(r)] && s[0] == current && s[1] > 0) anyone_inside = true;
+  }
+  for (int r = 0; r < size_; ++r) {
+    const auto& s = states[static_cast<size_t>(r)];
+    if (!answered[static_cast<size_t>(r)]) {
+      unresponsive.push_back(r);
+    } else if (s[0] < current || (anyone_inside && s[1] == 0)) {
+      missing.push_back(r);
+    } else if (s[1] > 0) {
+      inside.push_back(r);
+    }
+  }
+  std::ostringstream out;
+  out << "case " << id << " timed out after " << timeout_seconds_ << " s: ";
+  if (!missing.empty()) {
+    out << "ranks that did not arrive: " << join(missing);
+    if (!inside.empty()) out << " (waiting inside the collective: " << join(inside) << ")";
+  } else if (!inside.empty()) {
+    out << "every rank arrived; still inside the operation: " << join(inside);
+  } else {
+    out << "no rank is inside a communication call (a stall outside the stack)";
+  }
+  if (!unresponsive.empty()) out << "; ranks not answering the watchdog: " << join(unresponsive);
+  return out.str();
+}
+
+}  // namespace dts

@@ -1,0 +1,55 @@
+// The watchdog: a thread on every rank that lets rank 0 notice a case running past its timeout
+// and find out which ranks never arrived at the collective, even while every main thread is
+// blocked inside MPI. It talks over its own duplicate of MPI_COMM_WORLD (MPI_THREAD_MULTIPLE).
+#pragma once
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace dts {
+
+class Watchdog {
+ public:
+  // `on_timeout` runs on rank 0's watchdog thread with a one-line description naming the case
+  // and the ranks that did not arrive; it must end the job (the harness writes what it has and
+  // aborts). timeout_seconds == 0 disables the timeout but keeps the thread protocol uniform.
+  Watchdog(std::shared_ptr<OpObserver> observer, double timeout_seconds,
+           std::function<void(const std::string&)> on_timeout);
+  ~Watchdog();  // stop() if not yet stopped
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void begin_case(int64_t index, const std::string& id);  // main thread, every rank
+  void end_case();
+  // Collective: every rank calls it before MPI_Finalize.
+  void stop();
+
+ private:
+  void run_leader();
+  void run_follower();
+  std::string diagnose();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::shared_ptr<OpObserver> observer_;
+  double timeout_seconds_;
+  std::function<void(const std::string&)> on_timeout_;
+  std::atomic<int64_t> case_index_{-1};
+  std::atomic<bool> case_active_{false};
+  std::atomic<bool> stopping_{false};
+  std::mutex case_mutex_;
+  std::string case_id_;
+  std::chrono::steady_clock::time_point case_start_;
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+}  // namespace dts

@@ -1,0 +1,280 @@
+// The collectives suite: every collective over dtypes, ops, roots and sizes, timed with
+// nccl-tests conventions (time, algbw, busbw) and checked on every run (exact inputs bit for bit,
+// random inputs against a long double reference; see check.h), out of place and in place.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/text.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "suites/collectives/check.h"
+#include "suites/collectives/collective.h"
+#include "suites/suite.h"
+
+namespace dts {
+
+namespace {
+
+struct CollectiveCase {
+  Collective collective;
+  DType dtype;
+  ReduceOp op;
+  int root;
+  int64_t count;
+};
+
+// Counts that always run besides the -b/-e/-f sweep: an empty operation, one element, and a
+// prime (1021: not divisible by any rank count up to 1020, so ring segments are uneven).
+constexpr int64_t kExtraCounts[] = {0, 1, 1021};
+
+std::vector<int64_t> sweep_bytes(const RunOptions& o) {
+  std::vector<int64_t> sizes;
+  for (int64_t b = o.min_bytes; b <= o.max_bytes;) {
+    sizes.push_back(b);
+    const auto next = static_cast<int64_t>(std::floor(static_cast<double>(b) * o.factor));
+    b = std::max(next, b + 1);
+  }
+  return sizes;
+}
+
+std::string case_id(const CollectiveCase& c, int world_size) {
+  std::string id = std::string(name(c.collective)) + "/" + std::string(name(c.dtype));
+  if (is_reducing(c.collective)) id += "/" + std::string(name(c.op));
+  if (is_rooted(c.collective)) id += "/root" + std::to_string(c.root);
+  return id + "/" + std::to_string(collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), world_size));
+}
+
+// Buffers and pointers of one placement. In place follows NCCL: reduce_scatter's output is the
+// rank's slice of the input, all_gather's input is the rank's slice of the output.
+struct Placement {
+  bool in_place;
+  Buffer storage_in, storage_out;
+  void* in = nullptr;
+  void* out = nullptr;
+};
+
+Placement make_placement(const CheckSpec& spec, bool in_place, int rank, Memory memory) {
+  const auto element = static_cast<int64_t>(size_of(spec.dtype));
+  const int64_t in_bytes = input_elements(spec) * element, out_bytes = output_elements(spec) * element;
+  Placement p{in_place, {}, {}};
+  if (!in_place) {
+    p.storage_in = Buffer(memory, static_cast<size_t>(in_bytes));
+    p.storage_out = Buffer(memory, static_cast<size_t>(out_bytes));
+    p.in = p.storage_in.data();
+    p.out = p.storage_out.data();
+    return p;
+  }
+  p.storage_in = Buffer(memory, static_cast<size_t>(std::max(in_bytes, out_bytes)));
+  char* base = static_cast<char*>(p.storage_in.data());
+  const int64_t slice = static_cast<int64_t>(rank) * spec.count * element;
+  p.in = base;
+  p.out = base;
+  if (spec.collective == Collective::reduce_scatter) p.out = base + slice;
+  if (spec.collective == Collective::all_gather) p.in = base + slice;
+  return p;
+}
+
+// Writes this rank's inputs for `spec` and marks every output element as not yet written.
+void prepare(const CheckSpec& spec, Placement& p, int rank) {
+  const auto element = static_cast<int64_t>(size_of(spec.dtype));
+  const int64_t in_bytes = input_elements(spec) * element, out_bytes = output_elements(spec) * element;
+  if (!p.in_place) {
+    fill_input(spec, rank, p.in);
+    fill_sentinel(p.out, out_bytes);
+    return;
+  }
+  if (spec.collective == Collective::all_gather || (spec.collective == Collective::broadcast && rank != spec.root)) {
+    fill_sentinel(p.storage_in.data(), std::max(in_bytes, out_bytes));
+    if (spec.collective == Collective::all_gather) fill_input(spec, rank, p.in);
+    return;
+  }
+  fill_input(spec, rank, p.in);
+}
+
+void invoke(Communicator& comm, const CheckSpec& s, const Placement& p) {
+  const auto count = static_cast<size_t>(s.count);
+  switch (s.collective) {
+    case Collective::all_reduce: comm.all_reduce(p.in, p.out, count, s.dtype, s.op); break;
+    case Collective::reduce_scatter: comm.reduce_scatter(p.in, p.out, count, s.dtype, s.op); break;
+    case Collective::all_gather: comm.all_gather(p.in, p.out, count, s.dtype); break;
+    case Collective::broadcast: comm.broadcast(p.in, p.out, count, s.dtype, s.root); break;
+    case Collective::reduce: comm.reduce(p.in, p.out, count, s.dtype, s.op, s.root); break;
+    case Collective::all_to_all: comm.all_to_all(p.in, p.out, count, s.dtype); break;
+    case Collective::send_recv: {
+      const int n = comm.size(), r = comm.rank();
+      comm.send_recv(p.in, (r + 1) % n, p.out, (r - 1 + n) % n, count, s.dtype);
+      break;
+    }
+  }
+}
+
+struct Verification {
+  int64_t wrong = 0;
+  double max_ulp = 0;
+  std::string first_wrong;
+};
+
+// Runs one call on fresh inputs of `kind`, checks every rank's output and combines the
+// verdicts on rank 0 through the control communicator.
+Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kind) {
+  Communicator& control = ctx.control();
+  const int rank = control.rank(), n = control.size();
+  spec.kind = kind;
+  spec.seed = ctx.options().seed * 4 + (kind == InputKind::exact ? 1 : 2);
+  prepare(spec, p, rank);
+  invoke(ctx.comm(), spec, p);
+  const CheckResult local = check_output(spec, rank, p.out);
+  Verification v;
+  control.all_reduce(&local.wrong, &v.wrong, 1, DType::i64, ReduceOp::sum);
+  control.all_reduce(&local.max_ulp, &v.max_ulp, 1, DType::f64, ReduceOp::max);
+  const int mine = local.wrong > 0 ? rank : n;
+  int first = n;
+  control.all_reduce(&mine, &first, 1, DType::i32, ReduceOp::min);
+  if (first < n) v.first_wrong = text_to_root(control, first, local.first_wrong);
+  return v;
+}
+
+Stats invert_stats(const Stats& time, double bytes) {
+  // bytes / t is decreasing in t: the slowest iteration gives the lowest bandwidth.
+  const auto inv = [&](double t) { return t > 0 ? bytes / t : 0.0; };
+  Stats s;
+  s.n = time.n;
+  s.min = inv(time.max);
+  s.p05 = inv(time.p95);
+  s.median = inv(time.median);
+  s.p95 = inv(time.p05);
+  s.max = inv(time.min);
+  return s;
+}
+
+Stats scale_stats(Stats s, double factor) {
+  s.min *= factor;
+  s.p05 *= factor;
+  s.median *= factor;
+  s.p95 *= factor;
+  s.max *= factor;
+  return s;
+}
+
+class CollectivesSuite final : public Suite {
+ public:
+  std::string_view name() const override { return "collectives"; }
+  std::string_view summary() const override {
+    return "every collective x dtype x op x root x size: nccl-tests timing (algbw, busbw) and exact checks";
+  }
+
+  std::vector<Case> plan(const RunOptions& o) const override {
+    std::vector<Collective> collectives;
+    for (const auto& c : o.collectives) collectives.push_back(parse_collective(c));
+    if (collectives.empty()) collectives.assign(kAllCollectives.begin(), kAllCollectives.end());
+    const int n = o.world_size;
+    std::vector<Case> cases;
+    for (Collective coll : collectives) {
+      for (DType dtype : o.dtypes) {
+        const auto element = static_cast<int64_t>(size_of(dtype));
+        std::set<int64_t> counts(std::begin(kExtraCounts), std::end(kExtraCounts));
+        for (int64_t bytes : sweep_bytes(o)) {
+          const int64_t count = bytes / (element * (count_is_per_rank(coll) ? n : 1));
+          if (count > 0) counts.insert(count);
+        }
+        std::vector<ReduceOp> ops = is_reducing(coll) ? o.ops : std::vector<ReduceOp>{ReduceOp::sum};
+        std::vector<int> roots{-1};
+        if (is_rooted(coll)) {
+          roots.clear();
+          for (int r = 0; r < n; ++r) {
+            if (o.root < 0 || o.root == r) roots.push_back(r);
+          }
+        }
+        for (ReduceOp op : ops) {
+          for (int root : roots) {
+            for (int64_t count : counts) {
+              CollectiveCase c{coll, dtype, op, root, count};
+              cases.push_back(Case{case_id(c, n), c});
+            }
+          }
+        }
+      }
+    }
+    return cases;
+  }
+
+  void run(const Case& the_case, RunContext& ctx) override {
+    const auto& c = std::any_cast<const CollectiveCase&>(the_case.params);
+    const RunOptions& o = ctx.options();
+    Communicator& comm = ctx.comm();
+    if (ctx.memory() != Memory::host) {
+      throw Error(Error::Kind::unsupported, "collectives on device memory need a device-memory backend");
+    }
+    const int n = comm.size(), rank = comm.rank();
+    const CheckSpec spec{c.collective, c.dtype, c.op, c.root, c.count, n, o.seed * 4, InputKind::exact};
+    const int64_t bytes = collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), n);
+    const double factor = bus_bandwidth_factor(c.collective, n);
+
+    Record base;
+    base.suite = "collectives";
+    base.case_id = the_case.id;
+    base.labels.op = std::string(dts::name(c.collective));
+    base.labels.dtype = std::string(dts::name(c.dtype));
+    base.labels.bytes = bytes;
+    base.labels.config = "redop=" + std::string(is_reducing(c.collective) ? dts::name(c.op) : "none") +
+                         ";root=" + std::to_string(c.root) + ";count=" + std::to_string(c.count);
+
+    for (bool in_place : {false, true}) {
+      Placement p = make_placement(spec, in_place, rank, ctx.memory());
+      prepare(spec, p, rank);  // timing runs on exact inputs of their own seed
+      const std::vector<double> times = ctx.time_iterations(o.warmup, o.iters, [&] { invoke(comm, spec, p); });
+      Verification exact, random;
+      if (o.check) {
+        exact = verify(ctx, spec, p, InputKind::exact);
+        random = verify(ctx, spec, p, InputKind::random);
+      }
+      if (rank != 0) continue;
+      Record r = base;
+      r.labels.placement = in_place ? "in_place" : "out_of_place";
+      const Stats time = compute_stats(times);
+      const auto b = static_cast<double>(bytes);
+      emit(ctx, r, "time", "seconds", time.median, time);
+      const Stats algbw = invert_stats(time, b);
+      emit(ctx, r, "algbw", "bytes_per_second", algbw.median, algbw);
+      const Stats busbw = scale_stats(algbw, factor);
+      emit(ctx, r, "busbw", "bytes_per_second", busbw.median, busbw);
+      if (!o.check) continue;
+      Record wrong = r;
+      wrong.metric = "wrong";
+      wrong.unit = "elements";
+      wrong.value = static_cast<double>(exact.wrong + random.wrong);
+      wrong.verdict = wrong.value == 0 ? Verdict::pass : Verdict::fail;
+      wrong.threshold = 0;
+      wrong.detail = "exact inputs: " + std::to_string(exact.wrong) + " wrong (bit for bit); random inputs: " +
+                     std::to_string(random.wrong) + " wrong (bound (ceil(log2 n)+1)*eps*sum|x|)";
+      const std::string& first = exact.wrong ? exact.first_wrong : random.first_wrong;
+      if (!first.empty()) wrong.detail += "; first: " + first;
+      ctx.emit(wrong);
+      Record ulp = r;
+      ulp.metric = "max_ulp";
+      ulp.unit = "ulp";
+      ulp.value = std::max(exact.max_ulp, random.max_ulp);
+      ulp.verdict = Verdict::info;
+      ctx.emit(ulp);
+    }
+  }
+
+ private:
+  static void emit(RunContext& ctx, Record r, const char* metric, const char* unit, double value, const Stats& stats) {
+    r.metric = metric;
+    r.unit = unit;
+    r.value = value;
+    r.stats = stats;
+    r.verdict = Verdict::info;
+    ctx.emit(std::move(r));
+  }
+};
+
+}  // namespace
+
+DTS_REGISTER_SUITE(CollectivesSuite, "collectives");
+
+}  // namespace dts
