@@ -204,8 +204,12 @@ int run_with_mpi(Command& cmd) {
     if (leader) std::fprintf(stderr, "dtsuite: %s\n", line.c_str());
   };
 
-  std::unique_ptr<Communicator> control = make_communicator("mpi");
-  std::unique_ptr<Communicator> agreement = make_communicator("mpi");
+  // The harness's own communicators: untampered MPI, observed separately from the stack under test.
+  auto control_observer = std::make_shared<OpObserver>();
+  CommOptions control_options;
+  control_options.observer = control_observer;
+  std::unique_ptr<Communicator> control = make_communicator("mpi", control_options);
+  std::unique_ptr<Communicator> agreement = make_communicator("mpi", control_options);
   if (o.root >= size) {
     say("error: -r " + std::to_string(o.root) + " is not a rank of this " + std::to_string(size) + "-rank job");
     return kExitUsage;
@@ -267,7 +271,7 @@ int run_with_mpi(Command& cmd) {
   HarnessContext context(*tested, *control, o, memory, stack, run_id, &results);
   std::string current_case, current_suite;
   std::mutex current_mutex;
-  Watchdog watchdog(observer, o.timeout_seconds, [&](const std::string& why) {
+  Watchdog watchdog(observer, control_observer, o.timeout_seconds, [&](const std::string& why) {
     // Rank 0's watchdog thread: the main threads are stuck. Write what we know, then end the job.
     Record r;
     {

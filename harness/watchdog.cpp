@@ -27,9 +27,12 @@ std::string join(const std::vector<int>& ranks) {
 }
 }  // namespace
 
-Watchdog::Watchdog(std::shared_ptr<OpObserver> observer, double timeout_seconds,
+Watchdog::Watchdog(std::shared_ptr<OpObserver> tested, std::shared_ptr<OpObserver> control, double timeout_seconds,
                    std::function<void(const std::string&)> on_timeout)
-    : observer_(std::move(observer)), timeout_seconds_(timeout_seconds), on_timeout_(std::move(on_timeout)) {
+    : tested_(std::move(tested)),
+      control_(std::move(control)),
+      timeout_seconds_(timeout_seconds),
+      on_timeout_(std::move(on_timeout)) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -46,11 +49,19 @@ void Watchdog::begin_case(int64_t index, const std::string& id) {
     case_id_ = id;
     case_start_ = std::chrono::steady_clock::now();
   }
+  entered_at_case_start_.store(tested_ ? tested_->entered.load() : 0);
   case_index_.store(index);
   case_active_.store(true);
 }
 
 void Watchdog::end_case() { case_active_.store(false); }
+
+// [case index, calls in progress (stack under test or harness), calls into the stack this case]
+std::array<int64_t, 3> Watchdog::local_state() const {
+  const int64_t inside = (tested_ ? tested_->inside.load() : 0) + (control_ ? control_->inside.load() : 0);
+  const int64_t entered = tested_ ? tested_->entered.load() - entered_at_case_start_.load() : 0;
+  return {case_index_.load(), inside, entered};
+}
 
 void Watchdog::stop() {
   if (stopped_) return;
@@ -72,8 +83,7 @@ void Watchdog::run_follower() {
       continue;
     }
     if (query == kStopQuery) return;
-    const std::array<int64_t, 3> state{case_index_.load(), observer_ ? observer_->inside.load() : 0,
-                                       observer_ ? observer_->entered.load() : 0};
+    const std::array<int64_t, 3> state = local_state();
     MPI_Send(state.data(), 3, MPI_INT64_T, 0, kStateTag, comm_);
     MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
   }
@@ -107,10 +117,10 @@ std::string Watchdog::diagnose() {
     std::lock_guard lock(case_mutex_);
     id = case_id_;
   }
-  // States: [case index, inside a call (count), calls entered]; rank 0 reads its own.
+  // States as local_state(); rank 0 reads its own.
   std::vector<std::array<int64_t, 3>> states(static_cast<size_t>(size_));
   std::vector<bool> answered(static_cast<size_t>(size_), false);
-  states[0] = {current, observer_ ? observer_->inside.load() : 0, observer_ ? observer_->entered.load() : 0};
+  states[0] = local_state();
   answered[0] = true;
   const int64_t query = kStateQuery;
   std::vector<MPI_Request> sends(static_cast<size_t>(size_)), receives(static_cast<size_t>(size_));
@@ -132,17 +142,23 @@ std::string Watchdog::diagnose() {
     }
     if (pending > 0) std::this_thread::sleep_for(kPoll);
   }
+  // A rank did not arrive if it is still in an earlier case, or if it is outside every call
+  // while others wait inside one. When nobody is inside a call (all stuck elsewhere), the ranks
+  // that made fewer calls into the stack this case than the others are the ones behind.
   std::vector<int> missing, inside, unresponsive;
   bool anyone_inside = false;
+  int64_t most_entered = 0;
   for (int r = 0; r < size_; ++r) {
     const auto& s = states[static_cast<size_t>(r)];
-    if (answered[static_cast<size_t>(r)] && s[0] == current && s[1] > 0) anyone_inside = true;
+    if (!answered[static_cast<size_t>(r)] || s[0] != current) continue;
+    anyone_inside = anyone_inside || s[1] > 0;
+    most_entered = std::max(most_entered, s[2]);
   }
   for (int r = 0; r < size_; ++r) {
     const auto& s = states[static_cast<size_t>(r)];
     if (!answered[static_cast<size_t>(r)]) {
       unresponsive.push_back(r);
-    } else if (s[0] < current || (anyone_inside && s[1] == 0)) {
+    } else if (s[0] < current || (anyone_inside ? s[1] == 0 : s[2] < most_entered)) {
       missing.push_back(r);
     } else if (s[1] > 0) {
       inside.push_back(r);
@@ -152,7 +168,7 @@ std::string Watchdog::diagnose() {
   out << "case " << id << " timed out after " << timeout_seconds_ << " s: ";
   if (!missing.empty()) {
     out << "ranks that did not arrive: " << join(missing);
-    if (!inside.empty()) out << " (waiting inside the collective: " << join(inside) << ")";
+    if (!inside.empty()) out << " (ranks waiting for them: " << join(inside) << ")";
   } else if (!inside.empty()) {
     out << "every rank arrived; still inside the operation: " << join(inside);
   } else {

@@ -4,6 +4,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -21,7 +22,9 @@ class Watchdog {
   // `on_timeout` runs on rank 0's watchdog thread with a one-line description naming the case
   // and the ranks that did not arrive; it must end the job (the harness writes what it has and
   // aborts). timeout_seconds == 0 disables the timeout but keeps the thread protocol uniform.
-  Watchdog(std::shared_ptr<OpObserver> observer, double timeout_seconds,
+  // `tested` observes the stack under test, `control` the harness's own communicators (a rank
+  // waiting there for its peers' verification results has arrived too).
+  Watchdog(std::shared_ptr<OpObserver> tested, std::shared_ptr<OpObserver> control, double timeout_seconds,
            std::function<void(const std::string&)> on_timeout);
   ~Watchdog();  // stop() if not yet stopped
   Watchdog(const Watchdog&) = delete;
@@ -39,7 +42,10 @@ class Watchdog {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::shared_ptr<OpObserver> observer_;
+  std::array<int64_t, 3> local_state() const;
+
+  std::shared_ptr<OpObserver> tested_, control_;
+  std::atomic<int64_t> entered_at_case_start_{0};
   double timeout_seconds_;
   std::function<void(const std::string&)> on_timeout_;
   std::atomic<int64_t> case_index_{-1};

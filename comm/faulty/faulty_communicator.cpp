@@ -1,1 +1,355 @@
-// (being written)
+// The `faulty(KIND,INNER)` backend: INNER with one fault injected on one rank (the victim), on
+// every call of every collective, so that dtsuite can prove that its checks catch broken stacks.
+// A conformance suite that never failed on a broken stack has not shown it can fail at all.
+//
+// Each kind models a failure real stacks have had, and names the check that must catch it:
+//   bitflip  a corrupted element (bad NIC/NVLink, memory error, a reduction kernel that is off by
+//            one ULP): after the collective, bit 0 of the victim's output element count/2 flips.
+//            The smallest possible corruption, so the collectives suite's bit-exact check on
+//            exact inputs must fail it (a tolerance check could let a wrong low bit pass).
+//   drop     a rank whose contribution is lost (a skipped ring step, a wrong peer, a race on the
+//            send buffer): the victim contributes the op's identity to reductions and zeros to
+//            all_gather / all_to_all / send_recv / broadcast (as root); as a broadcast receiver it
+//            never receives. The sum check must fail: every rank's input is nonzero.
+//   stale    a buffer that is never refreshed (a missing stream sync, a cached registration, an
+//            output read before the op completed): the victim returns the previous call's result
+//            of the same op and size. Must fail because the suite changes inputs between calls.
+//   hang     a rank that never enters the collective (deadlock, lost message): the victim blocks
+//            until release_hangs(), its peers block inside INNER waiting for it. Must hit the
+//            harness watchdog's timeout (verdict timeout, exit code 3), not hang CI forever.
+//   delay    a straggler (a slow node, OS noise): the victim sleeps before each collective
+//            (50 ms, or delay(MS)). Results stay correct; timings and busbw must show it.
+// Point-to-point send/recv/isend/irecv and barrier pass through: the harness and the reference
+// algorithms rely on them, and the faults are meant for the collectives under test.
+#include "comm/faulty/faulty_communicator.h"
+
+#include <atomic>
+#include <bit>
+#include <charconv>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <utility>
+
+#include "core/reduce.h"
+
+namespace dts {
+
+namespace {
+
+constexpr std::string_view kKindList = "bitflip, drop, stale, hang, delay, delay(MS)";
+// A straggler long enough to stand out of MPI's microsecond latencies, short enough for tests.
+constexpr std::chrono::milliseconds kDefaultDelay{50};
+// An hour: past any watchdog; a longer "delay" is a typo for something else.
+constexpr long kMaxDelayMs = 3'600'000;
+// How often a hung victim looks for release_hangs(): cheap, and quick enough for tests.
+constexpr std::chrono::milliseconds kHangPoll{10};
+
+struct HangState {
+  std::atomic<uint64_t> release_generation{0};
+  std::atomic<int> hanging{0};
+};
+HangState& hang_state() {
+  static HangState state;
+  return state;
+}
+
+std::vector<std::byte> identity_buffer(DType dtype, ReduceOp op, size_t count) {
+  std::vector<std::byte> buffer(count * size_of(dtype));
+  fill_identity(dtype, op, buffer.data(), count);
+  return buffer;
+}
+
+// Zero bytes are the value 0 in every dtype (integers and IEEE floats alike).
+std::vector<std::byte> zero_buffer(DType dtype, size_t count) { return std::vector<std::byte>(count * size_of(dtype)); }
+
+// Flips bit 0 of element count/2: the least significant bit of an integer, the last mantissa bit
+// of a float, so the value changes by the smallest amount the dtype can represent.
+void flip_lowest_bit(void* out, size_t count, DType dtype) {
+  if (count == 0) return;
+  const size_t width = size_of(dtype);
+  auto* element = static_cast<unsigned char*>(out) + (count / 2) * width;
+  const size_t lowest_byte = std::endian::native == std::endian::little ? 0 : width - 1;
+  element[lowest_byte] = static_cast<unsigned char>(element[lowest_byte] ^ 1u);
+}
+
+// Replaces `out` with the previous output of the same op and size, and remembers the true one.
+void apply_stale(FaultyCommunicator::StaleMemory& memory, FaultyCommunicator::Op op, void* out, size_t bytes) {
+  auto& previous = memory[static_cast<size_t>(op)];
+  const auto* data = static_cast<const std::byte*>(out);
+  std::vector<std::byte> current(data, data + bytes);
+  if (previous && previous->size() == bytes && bytes > 0) std::memcpy(out, previous->data(), bytes);
+  previous = std::move(current);
+}
+
+// all_reduce_async through the fault: owns the victim's scratch input until the inner operation
+// is done, and corrupts the output once, when the inner operation completes.
+class FaultyWork final : public Work {
+ public:
+  FaultyWork(std::vector<std::byte> scratch, std::unique_ptr<Work> inner, std::function<void()> on_complete)
+      : scratch_(std::move(scratch)), inner_(std::move(inner)), on_complete_(std::move(on_complete)) {}
+
+  bool test() override {
+    if (!inner_->test()) return false;
+    complete();
+    return true;
+  }
+  void wait(std::chrono::duration<double> timeout) override {
+    inner_->wait(timeout);
+    complete();
+  }
+
+ private:
+  void complete() {
+    if (on_complete_) std::exchange(on_complete_, nullptr)();
+  }
+  // Declared before inner_ so it is destroyed after it: an abandoned inner Work may still read it.
+  std::vector<std::byte> scratch_;
+  std::unique_ptr<Work> inner_;
+  std::function<void()> on_complete_;
+};
+
+bool touches_data(FaultKind kind) {
+  return kind == FaultKind::bitflip || kind == FaultKind::drop || kind == FaultKind::stale;
+}
+
+}  // namespace
+
+FaultSpec parse_fault_spec(std::string_view text) {
+  const auto unknown = [&] {
+    return Error(Error::Kind::invalid_argument,
+                 "unknown fault kind '" + std::string(text) + "' (kinds: " + std::string(kKindList) + ")");
+  };
+  if (text == "bitflip") return {FaultKind::bitflip, kDefaultDelay};
+  if (text == "drop") return {FaultKind::drop, kDefaultDelay};
+  if (text == "stale") return {FaultKind::stale, kDefaultDelay};
+  if (text == "hang") return {FaultKind::hang, kDefaultDelay};
+  if (text == "delay") return {FaultKind::delay, kDefaultDelay};
+  constexpr std::string_view kDelayOpen = "delay(";
+  if (text.starts_with(kDelayOpen) && text.ends_with(')')) {
+    const std::string_view digits = text.substr(kDelayOpen.size(), text.size() - kDelayOpen.size() - 1);
+    long ms = -1;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), ms);
+    if (digits.empty() || error != std::errc{} || end != digits.data() + digits.size() || ms < 0 ||
+        ms > kMaxDelayMs) {
+      throw Error(Error::Kind::invalid_argument, "bad fault kind '" + std::string(text) +
+                                                     "': delay(MS) takes milliseconds, 0 to " +
+                                                     std::to_string(kMaxDelayMs));
+    }
+    return {FaultKind::delay, std::chrono::milliseconds(ms)};
+  }
+  throw unknown();
+}
+
+std::string to_string(const FaultSpec& fault) {
+  switch (fault.kind) {
+    case FaultKind::bitflip: return "bitflip";
+    case FaultKind::drop: return "drop";
+    case FaultKind::stale: return "stale";
+    case FaultKind::hang: return "hang";
+    case FaultKind::delay:
+      return fault.delay == kDefaultDelay ? "delay" : "delay(" + std::to_string(fault.delay.count()) + ")";
+  }
+  return "?";
+}
+
+FaultyCommunicator::FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner,
+                                       const CommOptions& options, bool allow_no_victim)
+    : fault_(fault), inner_(std::move(inner)), options_(options), stale_(std::make_shared<StaleMemory>()) {
+  if (!inner_) throw Error(Error::Kind::invalid_argument, "faulty: no inner communicator");
+  spec_ = "faulty(" + to_string(fault_) + "," + std::string(inner_->backend()) + ")";
+  const int n = inner_->size();
+  victim_ = options.fault_rank < 0 ? n - 1 : options.fault_rank;
+  if (victim_ >= n) {
+    if (!allow_no_victim) {
+      throw Error(Error::Kind::invalid_argument, spec_ + ": fault_rank " + std::to_string(options.fault_rank) +
+                                                     " is not a rank of a communicator of " + std::to_string(n));
+    }
+    victim_ = -1;
+  }
+}
+
+FaultyCommunicator::~FaultyCommunicator() = default;
+
+void FaultyCommunicator::release_hangs() { hang_state().release_generation.fetch_add(1); }
+
+int FaultyCommunicator::hanging_calls() { return hang_state().hanging.load(); }
+
+void FaultyCommunicator::require_host(std::string_view op) const {
+  // Checked on every rank, not only the victim: if only the victim threw, its peers would enter
+  // the inner collective and wait for it forever.
+  if (touches_data(fault_.kind) && memory() != Memory::host) {
+    throw Error(Error::Kind::unsupported, spec_ + ": " + to_string(fault_) + " on " + std::string(op) +
+                                              " needs host memory, and " + std::string(inner_->backend()) +
+                                              " uses device memory");
+  }
+}
+
+void FaultyCommunicator::before_collective() const {
+  if (!is_victim()) return;
+  if (fault_.kind == FaultKind::delay) {
+    std::this_thread::sleep_for(fault_.delay);
+  } else if (fault_.kind == FaultKind::hang) {
+    auto& state = hang_state();
+    const uint64_t entered = state.release_generation.load();
+    state.hanging.fetch_add(1);
+    while (state.release_generation.load() == entered) std::this_thread::sleep_for(kHangPoll);
+    state.hanging.fetch_sub(1);
+  }
+}
+
+void FaultyCommunicator::after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank) {
+  if (corrupt_rank < 0 || rank() != corrupt_rank) return;
+  if (fault_.kind == FaultKind::bitflip) {
+    flip_lowest_bit(out, out_count, dtype);
+  } else if (fault_.kind == FaultKind::stale) {
+    apply_stale(*stale_, op, out, out_count * size_of(dtype));
+  }
+}
+
+void FaultyCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  require_host("all_reduce");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    // Out of place from the scratch even when the caller was in place (in == out): the result
+    // still lands in `out`, and the victim's data never enters the reduction.
+    const auto identity = identity_buffer(dtype, op, count);
+    inner_->all_reduce(identity.data(), out, count, dtype, op);
+    return;
+  }
+  inner_->all_reduce(in, out, count, dtype, op);
+  after_collective(Op::all_reduce, out, count, dtype, victim_);
+}
+
+void FaultyCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
+  require_host("reduce_scatter");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    // A separate scratch is never `out - rank * out_count`, so the inner call is out of place
+    // even when the caller's was in place (out == in + rank * out_count).
+    const auto identity = identity_buffer(dtype, op, out_count * static_cast<size_t>(size()));
+    inner_->reduce_scatter(identity.data(), out, out_count, dtype, op);
+    return;
+  }
+  inner_->reduce_scatter(in, out, out_count, dtype, op);
+  after_collective(Op::reduce_scatter, out, out_count, dtype, victim_);
+}
+
+void FaultyCommunicator::all_gather(const void* in, void* out, size_t in_count, DType dtype) {
+  require_host("all_gather");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    const auto zeros = zero_buffer(dtype, in_count);
+    inner_->all_gather(zeros.data(), out, in_count, dtype);
+    return;
+  }
+  inner_->all_gather(in, out, in_count, dtype);
+  after_collective(Op::all_gather, out, in_count * static_cast<size_t>(size()), dtype, victim_);
+}
+
+void FaultyCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
+  require_host("broadcast");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    if (rank() == root) {
+      // The root's data is lost on the way out: everyone, the root included, gets zeros.
+      const auto zeros = zero_buffer(dtype, count);
+      inner_->broadcast(zeros.data(), out, count, dtype, root);
+    } else {
+      // The data never arrives: received into scratch, `out` keeps whatever it held.
+      auto scratch = zero_buffer(dtype, count);
+      inner_->broadcast(scratch.data(), scratch.data(), count, dtype, root);
+    }
+    return;
+  }
+  inner_->broadcast(in, out, count, dtype, root);
+  after_collective(Op::broadcast, out, count, dtype, victim_);
+}
+
+void FaultyCommunicator::reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) {
+  require_host("reduce");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    const auto identity = identity_buffer(dtype, op, count);
+    inner_->reduce(identity.data(), out, count, dtype, op, root);
+    return;
+  }
+  inner_->reduce(in, out, count, dtype, op, root);
+  // Only the root's output is defined: corrupting another rank's would be invisible.
+  after_collective(Op::reduce, out, count, dtype, root);
+}
+
+void FaultyCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
+  require_host("all_to_all");
+  before_collective();
+  const size_t total = count_per_peer * static_cast<size_t>(size());
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    const auto zeros = zero_buffer(dtype, total);
+    inner_->all_to_all(zeros.data(), out, count_per_peer, dtype);
+    return;
+  }
+  inner_->all_to_all(in, out, count_per_peer, dtype);
+  after_collective(Op::all_to_all, out, total, dtype, victim_);
+}
+
+void FaultyCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count,
+                                   DType dtype) {
+  require_host("send_recv");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    const auto zeros = zero_buffer(dtype, count);
+    inner_->send_recv(zeros.data(), send_peer, out, recv_peer, count, dtype);
+    return;
+  }
+  inner_->send_recv(in, send_peer, out, recv_peer, count, dtype);
+  after_collective(Op::send_recv, out, count, dtype, victim_);
+}
+
+std::unique_ptr<Work> FaultyCommunicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,
+                                                           ReduceOp op) {
+  require_host("all_reduce_async");
+  before_collective();
+  if (fault_.kind == FaultKind::drop && is_victim()) {
+    auto identity = identity_buffer(dtype, op, count);
+    auto inner = inner_->all_reduce_async(identity.data(), out, count, dtype, op);
+    // Moving the vector keeps its heap block, so the pointer the inner op holds stays valid.
+    return std::make_unique<FaultyWork>(std::move(identity), std::move(inner), nullptr);
+  }
+  auto inner = inner_->all_reduce_async(in, out, count, dtype, op);
+  std::function<void()> on_complete;
+  if (is_victim() && fault_.kind == FaultKind::bitflip) {
+    on_complete = [out, count, dtype] { flip_lowest_bit(out, count, dtype); };
+  } else if (is_victim() && fault_.kind == FaultKind::stale) {
+    // The Work holds the memory, so it may outlive this communicator.
+    on_complete = [memory = stale_, out, count, dtype] {
+      apply_stale(*memory, Op::all_reduce_async, out, count * size_of(dtype));
+    };
+  }
+  if (!on_complete) return inner;
+  return std::make_unique<FaultyWork>(std::vector<std::byte>{}, std::move(inner), std::move(on_complete));
+}
+
+std::unique_ptr<Communicator> FaultyCommunicator::split(int color, int key) {
+  auto sub = inner_->split(color, key);
+  if (!sub) return nullptr;
+  return std::make_unique<FaultyCommunicator>(fault_, std::move(sub), options_, /*allow_no_victim=*/true);
+}
+
+namespace {
+std::unique_ptr<Communicator> make_faulty(const BackendSpec& spec, const CommOptions& options) {
+  if (spec.args.size() != 2) {
+    throw Error(Error::Kind::invalid_argument,
+                "backend faulty takes two arguments, faulty(KIND,INNER), e.g. faulty(bitflip,mpi); KIND is one of " +
+                    std::string(kKindList));
+  }
+  // The kind first: a typo should not cost a communicator (an MPI_Comm_dup on every rank).
+  const FaultSpec fault = parse_fault_spec(spec.args[0]);
+  return std::make_unique<FaultyCommunicator>(fault, make_communicator(spec.args[1], options), options);
+}
+}  // namespace
+
+DTS_REGISTER_BACKEND("faulty", "faulty(KIND,INNER)",
+                     "INNER with one fault injected on one rank; KIND: bitflip, drop, stale, hang, delay(MS)",
+                     make_faulty);
+
+}  // namespace dts

@@ -1,0 +1,555 @@
+// Tests of the faulty(KIND,INNER) backend under mpirun (NP 1-4, see comm/CMakeLists.txt): each
+// kind changes each collective's result exactly as documented in faulty_communicator.cpp, on the
+// victim only, so the collectives suite's checks have a real fault to catch.
+// Run: ctest -R faulty_mpi_test --output-on-failure
+#include "comm/faulty/faulty_communicator.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "core/element.h"
+
+namespace dts {
+namespace {
+
+enum class Collective : uint8_t {
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  reduce,
+  all_to_all,
+  send_recv,
+  all_reduce_async
+};
+constexpr std::array kAllCollectives{Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather,
+                                     Collective::broadcast,  Collective::reduce,         Collective::all_to_all,
+                                     Collective::send_recv,  Collective::all_reduce_async};
+enum class Placement : uint8_t { out_of_place, in_place };
+
+std::string collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_gather: return "all_gather";
+    case Collective::broadcast: return "broadcast";
+    case Collective::reduce: return "reduce";
+    case Collective::all_to_all: return "all_to_all";
+    case Collective::send_recv: return "send_recv";
+    case Collective::all_reduce_async: return "all_reduce_async";
+  }
+  return "?";
+}
+
+bool is_reduction(Collective c) {
+  return c == Collective::all_reduce || c == Collective::reduce_scatter || c == Collective::reduce ||
+         c == Collective::all_reduce_async;
+}
+
+// 13 elements per rank (per peer): odd, so the flipped element count/2 has neighbours on both
+// sides that must stay intact; small, so the whole binary runs in seconds at NP 4 on 2 cores.
+constexpr size_t kCount = 13;
+// broadcast and reduce use root 0 while the victim is the last rank, so with 2+ ranks the tests
+// tell "the victim" from "the root" (and at NP 1 both are rank 0).
+constexpr int kRoot = 0;
+// Fills output a collective must not write: every input below is positive, so -1 never arrives.
+constexpr int32_t kUntouched = -1;
+// Offsets of the stale test's successive calls: larger than any value of one call (7 * 3 + 5 = 26
+// per rank), so no output of one call can equal an output of another.
+constexpr int32_t kSaltStep = 100;
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+// Element i of `rank`'s input: small positive integers, so every reduction of up to 4 ranks is
+// exact in every dtype (largest sum 7 * (0+1+2+3) + 4 * 5 = 62), and no contribution is zero,
+// so a missing rank always changes a sum.
+int32_t input_value(int rank, size_t i, int32_t salt) { return rank * 7 + static_cast<int32_t>(i % 5) + 1 + salt; }
+
+struct Lengths {
+  size_t in, out;
+};
+Lengths lengths(Collective c, size_t count, int n) {
+  const size_t all = count * static_cast<size_t>(n);
+  switch (c) {
+    case Collective::reduce_scatter: return {all, count};
+    case Collective::all_gather: return {count, all};
+    case Collective::all_to_all: return {all, all};
+    default: return {count, count};
+  }
+}
+
+std::vector<int32_t> make_input(Collective c, size_t count, int n, int rank, int32_t salt) {
+  std::vector<int32_t> in(lengths(c, count, n).in);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = input_value(rank, i, salt);
+  return in;
+}
+
+int32_t identity_of(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::prod: return 1;
+    case ReduceOp::min: return std::numeric_limits<int32_t>::max();
+    case ReduceOp::max: return std::numeric_limits<int32_t>::lowest();
+    default: return 0;
+  }
+}
+
+int32_t combine(ReduceOp op, int32_t a, int32_t b) {
+  switch (op) {
+    case ReduceOp::prod: return a * b;  // at most 5 * 12 * 19 * 26 = 29640: no overflow
+    case ReduceOp::min: return std::min(a, b);
+    case ReduceOp::max: return std::max(a, b);
+    default: return a + b;
+  }
+}
+
+// What rank `me` of `n` must receive, computed on the host from the input formula. `missing`:
+// the rank whose contribution is lost (it counts as the identity in reductions and as zeros
+// elsewhere), or -1.
+std::vector<int32_t> expected_output(Collective c, ReduceOp op, size_t count, int n, int me, int32_t salt,
+                                     int missing = -1) {
+  const auto contribution = [&](int rank, size_t i) { return rank == missing ? 0 : input_value(rank, i, salt); };
+  const auto reduction = [&](size_t index) {
+    int32_t acc = identity_of(op);
+    for (int r = 0; r < n; ++r) {
+      if (r != missing) acc = combine(op, acc, input_value(r, index, salt));
+    }
+    return op == ReduceOp::avg ? acc / n : acc;  // avg divides by all ranks, as the backends do
+  };
+  std::vector<int32_t> out(lengths(c, count, n).out);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int from = static_cast<int>(i / (count == 0 ? 1 : count));
+    const size_t within = i % (count == 0 ? 1 : count);
+    switch (c) {
+      case Collective::all_reduce:
+      case Collective::all_reduce_async:
+      case Collective::reduce: out[i] = reduction(i); break;
+      case Collective::reduce_scatter: out[i] = reduction(static_cast<size_t>(me) * count + i); break;
+      case Collective::all_gather: out[i] = contribution(from, within); break;
+      case Collective::broadcast: out[i] = contribution(kRoot, i); break;
+      case Collective::all_to_all: out[i] = contribution(from, static_cast<size_t>(me) * count + within); break;
+      case Collective::send_recv: out[i] = contribution((me - 1 + n) % n, i); break;
+    }
+  }
+  return out;
+}
+
+// Runs `c` on `comm` with `in` (this rank's input) and returns the output the collective defines.
+// In place follows the interface's conventions (reduce_scatter: out == in + rank * count;
+// all_gather: in == out + rank * count; the others: in == out).
+std::vector<int32_t> run_collective(Communicator& comm, Collective c, Placement placement, ReduceOp op,
+                                    std::vector<int32_t> in, size_t count) {
+  const DType i32 = DType::i32;
+  const int rank = comm.rank(), n = comm.size();
+  const int next = (rank + 1) % n, prev = (rank - 1 + n) % n;
+  std::vector<int32_t> out(lengths(c, count, n).out, kUntouched);
+  const bool in_place = placement == Placement::in_place;
+  if (in_place && c == Collective::reduce_scatter) {
+    int32_t* slot = in.data() + static_cast<size_t>(rank) * count;
+    comm.reduce_scatter(in.data(), slot, count, i32, op);
+    return {slot, slot + count};
+  }
+  if (in_place && c == Collective::all_gather) {
+    std::copy(in.begin(), in.end(), out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rank) * count));
+    comm.all_gather(out.data() + static_cast<size_t>(rank) * count, out.data(), count, i32);
+    return out;
+  }
+  // The other collectives have in and out of one length: in place runs on the input buffer.
+  int32_t* dst = in_place ? in.data() : out.data();
+  switch (c) {
+    case Collective::all_reduce: comm.all_reduce(in.data(), dst, count, i32, op); break;
+    case Collective::reduce_scatter: comm.reduce_scatter(in.data(), dst, count, i32, op); break;
+    case Collective::all_gather: comm.all_gather(in.data(), dst, count, i32); break;
+    case Collective::broadcast: comm.broadcast(in.data(), dst, count, i32, kRoot); break;
+    case Collective::reduce: comm.reduce(in.data(), dst, count, i32, op, kRoot); break;
+    case Collective::all_to_all: comm.all_to_all(in.data(), dst, count, i32); break;
+    case Collective::send_recv: comm.send_recv(in.data(), next, dst, prev, count, i32); break;
+    case Collective::all_reduce_async: comm.all_reduce_async(in.data(), dst, count, i32, op)->wait(); break;
+  }
+  return in_place ? in : out;
+}
+
+std::unique_ptr<Communicator> make_faulty(const std::string& kind, const CommOptions& options = {}) {
+  return make_communicator("faulty(" + kind + ",mpi)", options);
+}
+
+int victim_of(const Communicator& comm) { return dynamic_cast<const FaultyCommunicator&>(comm).victim(); }
+
+
+// Catches what make_communicator throws; every rank throws alike, so no rank is left waiting.
+Error::Kind error_kind_of(const std::string& spec, const CommOptions& options = {}, std::string* message = nullptr) {
+  try {
+    make_communicator(spec, options);
+  } catch (const Error& error) {
+    if (message) *message = error.what();
+    return error.kind();
+  }
+  ADD_FAILURE() << spec << " did not throw";
+  return Error::Kind::io;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spec parsing and what the wrapper reports about itself.
+
+TEST(FaultySpec, UnknownKindListsTheKinds) {
+  std::string message;
+  EXPECT_EQ(error_kind_of("faulty(nope,mpi)", {}, &message), Error::Kind::invalid_argument);
+  EXPECT_NE(message.find("nope"), std::string::npos) << message;
+  for (const char* kind : {"bitflip", "drop", "stale", "hang", "delay(MS)"}) {
+    EXPECT_NE(message.find(kind), std::string::npos) << message;
+  }
+}
+
+TEST(FaultySpec, NeedsExactlyTwoArguments) {
+  std::string message;
+  EXPECT_EQ(error_kind_of("faulty(bitflip)", {}, &message), Error::Kind::invalid_argument);
+  EXPECT_NE(message.find("faulty(KIND,INNER)"), std::string::npos) << message;
+  EXPECT_EQ(error_kind_of("faulty"), Error::Kind::invalid_argument);
+  EXPECT_EQ(error_kind_of("faulty(bitflip,mpi,mpi)"), Error::Kind::invalid_argument);
+}
+
+TEST(FaultySpec, BadDelayAndBadInnerAreInvalid) {
+  for (const char* spec : {"faulty(delay(),mpi)", "faulty(delay(x),mpi)", "faulty(delay(-5),mpi)",
+                           "faulty(delay(5ms),mpi)", "faulty(bitflip(1),mpi)", "faulty(bitflip,nope)"}) {
+    EXPECT_EQ(error_kind_of(spec), Error::Kind::invalid_argument) << spec;
+  }
+}
+
+TEST(FaultySpec, NameRoundTripsAndPropertiesComeFromInner) {
+  auto plain = make_communicator("mpi");
+  for (const char* spec : {"faulty(bitflip,mpi)", "faulty(drop,mpi)", "faulty(stale,mpi)", "faulty(hang,mpi)",
+                           "faulty(delay,mpi)", "faulty(delay(5),mpi)"}) {
+    auto faulty = make_communicator(spec);
+    EXPECT_EQ(faulty->backend(), spec);
+    EXPECT_EQ(faulty->version(), plain->version());
+    EXPECT_EQ(faulty->rank(), world_rank());
+    EXPECT_EQ(faulty->size(), world_size());
+    EXPECT_EQ(faulty->memory(), Memory::host);
+    // The default victim is the last rank: rank 0 itself at NP 1.
+    EXPECT_EQ(victim_of(*faulty), world_size() - 1) << spec;
+  }
+  // "delay" alone is a 50 ms straggler (the documented default).
+  auto delay = make_communicator("faulty(delay,mpi)");
+  EXPECT_EQ(dynamic_cast<FaultyCommunicator&>(*delay).fault().delay, std::chrono::milliseconds(50));
+}
+
+TEST(FaultySpec, FaultRankOptionChoosesTheVictim) {
+  const int rank = world_rank(), n = world_size();
+  CommOptions options;
+  options.fault_rank = 0;
+  auto faulty = make_faulty("bitflip", options);
+  EXPECT_EQ(victim_of(*faulty), 0);
+  const auto in = make_input(Collective::all_reduce, kCount, n, rank, 0);
+  const auto got = run_collective(*faulty, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum, in, kCount);
+  auto expected = expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0);
+  if (rank == 0) expected[kCount / 2] ^= 1;
+  EXPECT_EQ(got, expected);
+
+  options.fault_rank = n;  // one past the last rank
+  EXPECT_EQ(error_kind_of("faulty(bitflip,mpi)", options), Error::Kind::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bitflip, drop and stale on every collective, out of place and in place.
+
+class FaultyCollectiveTest : public testing::TestWithParam<std::tuple<Collective, Placement>> {};
+
+TEST_P(FaultyCollectiveTest, BitflipFlipsBitZeroOfTheMiddleElementOnTheVictim) {
+  const auto [c, placement] = GetParam();
+  auto plain = make_communicator("mpi");
+  auto faulty = make_faulty("bitflip");
+  const int rank = plain->rank(), n = plain->size();
+  const auto in = make_input(c, kCount, n, rank, 0);
+  const auto reference = run_collective(*plain, c, placement, ReduceOp::sum, in, kCount);
+  const auto got = run_collective(*faulty, c, placement, ReduceOp::sum, in, kCount);
+  // reduce defines the root's output only, so the fault lands on the root.
+  const int corrupted = c == Collective::reduce ? kRoot : n - 1;
+  if (c == Collective::reduce && rank != kRoot) return;
+  EXPECT_EQ(reference, expected_output(c, ReduceOp::sum, kCount, n, rank, 0));  // the model agrees with MPI
+  ASSERT_EQ(got.size(), reference.size());
+  const size_t flipped = rank == corrupted ? got.size() / 2 : got.size();  // got.size(): none
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i] ^ reference[i], i == flipped ? 1 : 0) << "element " << i << " of " << got.size();
+  }
+}
+
+TEST_P(FaultyCollectiveTest, DropLeavesOutTheVictimsContribution) {
+  const auto [c, placement] = GetParam();
+  auto plain = make_communicator("mpi");
+  auto faulty = make_faulty("drop");
+  const int rank = plain->rank(), n = plain->size();
+  const int victim = n - 1;
+  const auto in = make_input(c, kCount, n, rank, 0);
+  const auto reference = run_collective(*plain, c, placement, ReduceOp::sum, in, kCount);
+  const auto got = run_collective(*faulty, c, placement, ReduceOp::sum, in, kCount);
+  if (c == Collective::reduce && rank != kRoot) return;
+  EXPECT_EQ(reference, expected_output(c, ReduceOp::sum, kCount, n, rank, 0));
+  if (c == Collective::broadcast && rank == victim && victim != kRoot) {
+    // A receiving victim never gets the data: its buffer keeps what it held before the call.
+    EXPECT_EQ(got, placement == Placement::in_place ? in : std::vector<int32_t>(kCount, kUntouched));
+    return;
+  }
+  // Reductions: as if the victim had contributed the identity; the others: its data are zeros.
+  EXPECT_EQ(got, expected_output(c, ReduceOp::sum, kCount, n, rank, 0, victim));
+  // Every input is positive, so a reduction without the victim is visibly wrong on every rank.
+  if (is_reduction(c)) {
+    EXPECT_NE(got, reference);
+  }
+}
+
+TEST_P(FaultyCollectiveTest, StaleReturnsThePreviousCallsResultOnTheVictim) {
+  const auto [c, placement] = GetParam();
+  auto faulty = make_faulty("stale");
+  const int rank = faulty->rank(), n = faulty->size();
+  const int stale_rank = c == Collective::reduce ? kRoot : n - 1;  // reduce: the root, as bitflip
+  // Three calls with different inputs: the 2nd returns the 1st's result, the 3rd the 2nd's.
+  for (int call = 0; call < 3; ++call) {
+    const int32_t salt = call * kSaltStep;
+    const auto got =
+        run_collective(*faulty, c, placement, ReduceOp::sum, make_input(c, kCount, n, rank, salt), kCount);
+    if (c == Collective::reduce && rank != kRoot) continue;
+    // The first call has no previous result to return.
+    const int32_t returned_salt = rank == stale_rank && call > 0 ? salt - kSaltStep : salt;
+    EXPECT_EQ(got, expected_output(c, ReduceOp::sum, kCount, n, rank, returned_salt)) << "call " << call;
+  }
+}
+
+std::string collective_case_name(const testing::TestParamInfo<std::tuple<Collective, Placement>>& info) {
+  const auto [c, placement] = info.param;
+  return collective_name(c) + (placement == Placement::in_place ? "_in_place" : "_out_of_place");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCollectives, FaultyCollectiveTest,
+                         testing::Combine(testing::ValuesIn(kAllCollectives),
+                                          testing::Values(Placement::out_of_place, Placement::in_place)),
+                         collective_case_name);
+
+// ---------------------------------------------------------------------------------------------
+// hang: the victim's call must not return until release_hangs().
+
+class FaultyHangTest : public testing::TestWithParam<Collective> {};
+
+TEST_P(FaultyHangTest, VictimBlocksUntilReleasedThenAllComplete) {
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  // The victim's call runs on a second thread while the main thread waits (never both in MPI).
+  if (thread_level < MPI_THREAD_SERIALIZED) GTEST_SKIP() << "MPI without MPI_THREAD_SERIALIZED";
+  const Collective c = GetParam();
+  auto faulty = make_faulty("hang");
+  const int rank = faulty->rank(), n = faulty->size();
+  const auto in = make_input(c, kCount, n, rank, 0);
+  std::vector<int32_t> got;
+  if (rank == n - 1) {
+    std::atomic<bool> returned{false};
+    std::string error;
+    std::thread caller([&] {
+      try {
+        got = run_collective(*faulty, c, Placement::out_of_place, ReduceOp::sum, in, kCount);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      returned = true;
+    });
+    // Until the call is really blocked in the hang: starting a thread on an oversubscribed machine
+    // takes milliseconds; 10 s is far past that, and only spent when the test fails.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (FaultyCommunicator::hanging_calls() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(FaultyCommunicator::hanging_calls(), 1);
+    // 200 ms: 20 of the hang's 10 ms polls, and thousands of times what the collective needs.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(returned.load()) << collective_name(c) << " returned while hung";
+    // Released until it returns, so a call that began late is not left hanging the test.
+    while (!returned.load()) {
+      FaultyCommunicator::release_hangs();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    caller.join();
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(FaultyCommunicator::hanging_calls(), 0);
+  } else {
+    // Peers call normally and wait inside MPI for the victim.
+    got = run_collective(*faulty, c, Placement::out_of_place, ReduceOp::sum, in, kCount);
+  }
+  if (c == Collective::reduce && rank != kRoot) return;
+  EXPECT_EQ(got, expected_output(c, ReduceOp::sum, kCount, n, rank, 0));
+}
+
+std::string hang_case_name(const testing::TestParamInfo<Collective>& info) { return collective_name(info.param); }
+
+INSTANTIATE_TEST_SUITE_P(AllCollectives, FaultyHangTest, testing::ValuesIn(kAllCollectives), hang_case_name);
+
+// ---------------------------------------------------------------------------------------------
+// Details of single kinds.
+
+TEST(FaultyBitflip, EveryDTypeDiffersInBitZeroOfOneElement) {
+  auto plain = make_communicator("mpi");
+  auto faulty = make_faulty("bitflip");
+  const int rank = plain->rank(), n = plain->size();
+  for (const DType dtype : kAllDTypes) {
+    const size_t width = size_of(dtype);
+    std::vector<std::byte> in(kCount * width), reference(in.size()), got(in.size());
+    for (size_t i = 0; i < kCount; ++i) store_double(dtype, in.data(), i, input_value(rank, i, 0));
+    plain->all_reduce(in.data(), reference.data(), kCount, dtype, ReduceOp::sum);
+    faulty->all_reduce(in.data(), got.data(), kCount, dtype, ReduceOp::sum);
+    // Bit 0 of an element is in its lowest-addressed byte on little-endian hosts.
+    const size_t lowest_byte = std::endian::native == std::endian::little ? 0 : width - 1;
+    for (size_t i = 0; i < kCount; ++i) {
+      for (size_t b = 0; b < width; ++b) {
+        const bool flipped = rank == n - 1 && i == kCount / 2 && b == lowest_byte;
+        EXPECT_EQ(std::to_integer<int>(got[i * width + b] ^ reference[i * width + b]), flipped ? 1 : 0)
+            << name(dtype) << " element " << i << " byte " << b;
+      }
+    }
+  }
+}
+
+TEST(FaultyBitflip, EmptyOutputIsLeftAlone) {
+  auto faulty = make_faulty("bitflip");
+  // Storage for one element, a count of zero: element count/2 = 0 exists in memory but is not
+  // part of the output, so it must keep its value.
+  std::array<int32_t, 1> in{5}, out{kUntouched};
+  faulty->all_reduce(in.data(), out.data(), 0, DType::i32, ReduceOp::sum);
+  EXPECT_EQ(out[0], kUntouched);
+}
+
+TEST(FaultyDrop, EveryReduceOpContributesItsIdentity) {
+  auto faulty = make_faulty("drop");
+  const int rank = faulty->rank(), n = faulty->size();
+  const auto in = make_input(Collective::all_reduce, kCount, n, rank, 0);
+  for (const ReduceOp op : kAllReduceOps) {
+    for (const Placement placement : {Placement::out_of_place, Placement::in_place}) {
+      // At NP 1 nothing is left: the result is the identity itself (0, 1, INT32_MAX, INT32_MIN).
+      EXPECT_EQ(run_collective(*faulty, Collective::all_reduce, placement, op, in, kCount),
+                expected_output(Collective::all_reduce, op, kCount, n, rank, 0, n - 1))
+          << name(op) << (placement == Placement::in_place ? " in place" : " out of place");
+    }
+  }
+}
+
+TEST(FaultyStale, SizeChangeIsNotCorruptedAndOpsAreRememberedApart) {
+  auto faulty = make_faulty("stale");
+  const int rank = faulty->rank(), n = faulty->size();
+  const bool victim = rank == n - 1;
+  const auto all_reduce = [&](size_t count, int32_t salt) {
+    return run_collective(*faulty, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
+                          make_input(Collective::all_reduce, count, n, rank, salt), count);
+  };
+  const auto expected = [&](size_t count, int32_t salt) {
+    return expected_output(Collective::all_reduce, ReduceOp::sum, count, n, rank, salt);
+  };
+  // 13 then 7 elements: the second call's byte size has no previous output, so it is correct.
+  constexpr size_t kSmaller = 7;
+  EXPECT_EQ(all_reduce(kCount, 0), expected(kCount, 0));
+  EXPECT_EQ(all_reduce(kSmaller, kSaltStep), expected(kSmaller, kSaltStep));
+  // A broadcast in between has its own memory and does not disturb all_reduce's.
+  run_collective(*faulty, Collective::broadcast, Placement::out_of_place, ReduceOp::sum,
+                 make_input(Collective::broadcast, kSmaller, n, rank, 5 * kSaltStep), kSmaller);
+  EXPECT_EQ(all_reduce(kSmaller, 2 * kSaltStep), expected(kSmaller, victim ? kSaltStep : 2 * kSaltStep));
+}
+
+TEST(FaultyDelay, VictimIsLateAndResultsAreRight) {
+  // 30 ms: far above an MPI all_reduce of 13 elements, short enough to keep the test quick.
+  constexpr auto kDelay = std::chrono::milliseconds(30);
+  auto faulty = make_communicator("faulty(delay(30),mpi)");
+  const int rank = faulty->rank(), n = faulty->size();
+  for (const Collective c : kAllCollectives) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto got = run_collective(*faulty, c, Placement::out_of_place, ReduceOp::sum,
+                                    make_input(c, kCount, n, rank, 0), kCount);
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    if (rank == n - 1) {
+      EXPECT_GE(elapsed, kDelay) << collective_name(c);
+    }
+    if (c == Collective::reduce && rank != kRoot) continue;
+    EXPECT_EQ(got, expected_output(c, ReduceOp::sum, kCount, n, rank, 0)) << collective_name(c);
+  }
+}
+
+TEST(FaultyPassThrough, PointToPointAndBarrierAreUntouched) {
+  const int rank = world_rank(), n = world_size();
+  const int next = (rank + 1) % n, prev = (rank - 1 + n) % n;
+  // hang included: a barrier or a send must not block on the victim.
+  for (const char* kind : {"bitflip", "drop", "stale", "hang", "delay(0)"}) {
+    auto faulty = make_faulty(kind);
+    // Twice with different data, so stale would show if it applied.
+    for (int32_t salt : {0, kSaltStep}) {
+      const auto in = make_input(Collective::send_recv, kCount, n, rank, salt);
+      std::vector<int32_t> out(kCount, kUntouched);
+      auto receiving = faulty->irecv(out.data(), kCount, DType::i32, prev);
+      auto sending = faulty->isend(in.data(), kCount, DType::i32, next);
+      sending->wait();
+      receiving->wait();
+      EXPECT_EQ(out, expected_output(Collective::send_recv, ReduceOp::sum, kCount, n, rank, salt)) << kind;
+      if (n > 1) {
+        // Blocking send from the victim (the last rank) to rank 0.
+        std::vector<int32_t> received(kCount, kUntouched);
+        if (rank == n - 1) faulty->send(in.data(), kCount, DType::i32, 0);
+        if (rank == 0) {
+          faulty->recv(received.data(), kCount, DType::i32, n - 1);
+          EXPECT_EQ(received, make_input(Collective::send_recv, kCount, n, n - 1, salt)) << kind;
+        }
+      }
+      faulty->barrier();
+    }
+  }
+}
+
+TEST(FaultySplit, GroupsKeepTheFault) {
+  const int world = world_rank();
+  auto faulty = make_faulty("bitflip");
+  // Even and odd world ranks: one group at NP 1, groups of 2 and 1 at NP 3.
+  auto group = faulty->split(world % 2, world);
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->backend(), "faulty(bitflip,mpi)");
+  const int rank = group->rank(), n = group->size();
+  EXPECT_EQ(victim_of(*group), n - 1);
+  const auto got = run_collective(*group, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
+                                  make_input(Collective::all_reduce, kCount, n, rank, 0), kCount);
+  auto expected = expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0);
+  if (rank == n - 1) expected[kCount / 2] ^= 1;
+  EXPECT_EQ(got, expected);
+}
+
+TEST(FaultySplit, GroupWithoutTheFaultRankHasNoVictim) {
+  const int world = world_rank();
+  if (world_size() < 2) GTEST_SKIP() << "fault_rank 1 needs 2 ranks";
+  CommOptions options;
+  options.fault_rank = 1;
+  auto faulty = make_faulty("bitflip", options);
+  auto group = faulty->split(world % 2, world);
+  const int rank = group->rank(), n = group->size();
+  // Group rank 1 exists only in groups of 2 or more (at NP 2 both groups have one rank).
+  const int victim = n > 1 ? 1 : -1;
+  EXPECT_EQ(victim_of(*group), victim);
+  const auto got = run_collective(*group, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
+                                  make_input(Collective::all_reduce, kCount, n, rank, 0), kCount);
+  auto expected = expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0);
+  if (rank == victim) expected[kCount / 2] ^= 1;
+  EXPECT_EQ(got, expected);
+}
+
+}  // namespace
+}  // namespace dts
