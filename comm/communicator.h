@@ -70,6 +70,8 @@ struct CommOptions {
   size_t chunk_bytes = size_t{1} << 17;
   // Rank that fault injection targets; -1: the last rank of the communicator.
   int fault_rank = -1;
+  // Collectives that run clean before fault injection starts (a stack that breaks mid-run).
+  int64_t fault_after_calls = 0;
   // Watchdog instrumentation (see OpObserver); null: none.
   std::shared_ptr<OpObserver> observer;
 };

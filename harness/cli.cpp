@@ -92,6 +92,9 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--fault-rank", cmd.fault_rank, "rank that faulty(...) backends target; -1: the last")
       ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
 
+  run->add_option("--fault-after", cmd.fault_after, "collectives that faulty(...) lets through before injecting")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))->capture_default_str();
+
   app.add_subcommand("list", "list the suites, backends, collectives, dtypes and ops of this build");
 
   try {

@@ -22,6 +22,7 @@ struct Command {
   std::string csv_path;   // empty: out/dtsuite-<run id>.csv
   size_t chunk_bytes = size_t{1} << 17;
   int fault_rank = -1;
+  int64_t fault_after = 0;
 };
 
 // Throws UsageError with a one-line message on any bad flag or value.

@@ -221,6 +221,7 @@ int run_with_mpi(Command& cmd) {
   comm_options.timeout_seconds = o.timeout_seconds;
   comm_options.chunk_bytes = cmd.chunk_bytes;
   comm_options.fault_rank = cmd.fault_rank;
+  comm_options.fault_after_calls = cmd.fault_after;
   comm_options.observer = observer;
   std::unique_ptr<Communicator> tested;
   std::vector<std::unique_ptr<Suite>> suites;

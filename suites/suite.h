@@ -23,7 +23,7 @@ struct RunOptions {
   std::string device = "cpu";
   int64_t min_bytes = 8;                       // -b
   int64_t max_bytes = int64_t{1} << 20;        // -e
-  double factor = 4;                           // -f
+  double factor = 8;                           // -f
   int iters = 20;                              // -n
   int warmup = 5;                              // -w
   std::vector<DType> dtypes{kAllDTypes.begin(), kAllDTypes.end()};          // -d

@@ -74,11 +74,13 @@ void flip_lowest_bit(void* out, size_t count, DType dtype) {
 }
 
 // Replaces `out` with the previous output of the same op and size, and remembers the true one.
-void apply_stale(FaultyCommunicator::StaleMemory& memory, FaultyCommunicator::Op op, void* out, size_t bytes) {
+// Remembers `out` as the op's latest true result and, when `armed`, replaces it with the previous one.
+void apply_stale(FaultyCommunicator::StaleMemory& memory, FaultyCommunicator::Op op, void* out, size_t bytes,
+                 bool armed = true) {
   auto& previous = memory[static_cast<size_t>(op)];
   const auto* data = static_cast<const std::byte*>(out);
   std::vector<std::byte> current(data, data + bytes);
-  if (previous && previous->size() == bytes && bytes > 0) std::memcpy(out, previous->data(), bytes);
+  if (armed && previous && previous->size() == bytes && bytes > 0) std::memcpy(out, previous->data(), bytes);
   previous = std::move(current);
 }
 
@@ -186,6 +188,7 @@ void FaultyCommunicator::require_host(std::string_view op) const {
 }
 
 void FaultyCommunicator::before_collective() const {
+  ++calls_;  // on every rank, so a fault armed after N calls starts at the same call everywhere
   if (!is_victim()) return;
   if (fault_.kind == FaultKind::delay) {
     std::this_thread::sleep_for(fault_.delay);
@@ -200,10 +203,10 @@ void FaultyCommunicator::before_collective() const {
 
 void FaultyCommunicator::after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank) {
   if (corrupt_rank < 0 || rank() != corrupt_rank) return;
-  if (fault_.kind == FaultKind::bitflip) {
+  if (fault_.kind == FaultKind::bitflip && armed()) {
     flip_lowest_bit(out, out_count, dtype);
   } else if (fault_.kind == FaultKind::stale) {
-    apply_stale(*stale_, op, out, out_count * size_of(dtype));
+    apply_stale(*stale_, op, out, out_count * size_of(dtype), armed());
   }
 }
 
@@ -319,10 +322,10 @@ std::unique_ptr<Work> FaultyCommunicator::all_reduce_async(const void* in, void*
   std::function<void()> on_complete;
   if (is_victim() && fault_.kind == FaultKind::bitflip) {
     on_complete = [out, count, dtype] { flip_lowest_bit(out, count, dtype); };
-  } else if (is_victim() && fault_.kind == FaultKind::stale) {
+  } else if (victim_ >= 0 && rank() == victim_ && fault_.kind == FaultKind::stale) {
     // The Work holds the memory, so it may outlive this communicator.
-    on_complete = [memory = stale_, out, count, dtype] {
-      apply_stale(*memory, Op::all_reduce_async, out, count * size_of(dtype));
+    on_complete = [memory = stale_, out, count, dtype, armed = armed()] {
+      apply_stale(*memory, Op::all_reduce_async, out, count * size_of(dtype), armed);
     };
   }
   if (!on_complete) return inner;

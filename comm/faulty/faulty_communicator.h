@@ -89,7 +89,9 @@ class FaultyCommunicator final : public Communicator {
   using StaleMemory = std::array<std::optional<std::vector<std::byte>>, kOpCount>;
 
  private:
-  bool is_victim() const { return victim_ >= 0 && rank() == victim_; }
+  // The fault starts after options.fault_after_calls collectives (counted on every rank).
+  bool armed() const { return calls_ > options_.fault_after_calls; }
+  bool is_victim() const { return victim_ >= 0 && rank() == victim_ && armed(); }
   // hang and delay, on the victim, before the collective.
   void before_collective() const;
   // bitflip and stale, on `corrupt_rank`, after the collective wrote `out_count` elements.
@@ -102,6 +104,7 @@ class FaultyCommunicator final : public Communicator {
   CommOptions options_;
   std::string spec_;
   int victim_ = -1;
+  mutable int64_t calls_ = 0;
   std::shared_ptr<StaleMemory> stale_;
 };
 

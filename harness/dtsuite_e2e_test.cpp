@@ -1,0 +1,310 @@
+// End-to-end tests of the dtsuite binary: launch it under mpirun as a user would, then read the
+// CSV it wrote (with fast-cpp-csv-parser, as `compare` will) and the exit code. Covers the
+// collectives suite at 1-4 ranks on mpi and ring(mpi), every fault kind of faulty(...) (FAIL, or
+// timeout for hang), and the bad-input paths (one line on stderr, exit 2).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+// fast-cpp-csv-parser copies file names with strncpy, which GCC flags under -Wall.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-truncation"
+#include <libfccp/csv.h>
+#pragma GCC diagnostic pop
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("dtsuite_e2e_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Runs `dtsuite ARGS` under mpirun with `np` ranks (np == 0: without a launcher).
+RunResult run_dtsuite(int np, const std::string& args) {
+  static int counter = 0;
+  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
+  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
+  std::string command;
+  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
+  command += std::string(DTS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int status = std::system(command.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// One CSV row, by column name. Parsed with fast-cpp-csv-parser from the header of SCHEMA.md.
+using Row = std::map<std::string, std::string>;
+
+const std::vector<std::string> kColumns{
+    "schema_version", "run_id", "timestamp", "suite",  "case",      "backend",  "backend_version", "mpi_version",
+    "device",         "host",   "world_size", "nodes", "ranks_per_node", "op", "dtype",           "bytes",
+    "placement",      "strategy", "config",   "metric", "value",    "unit",     "n",               "min",
+    "p05",            "median", "p95",        "max",    "verdict",  "threshold", "detail"};
+
+std::vector<Row> read_csv(const fs::path& path) {
+  io::CSVReader<31, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path.string());
+  in.read_header(io::ignore_no_column, kColumns[0], kColumns[1], kColumns[2], kColumns[3], kColumns[4], kColumns[5],
+                 kColumns[6], kColumns[7], kColumns[8], kColumns[9], kColumns[10], kColumns[11], kColumns[12],
+                 kColumns[13], kColumns[14], kColumns[15], kColumns[16], kColumns[17], kColumns[18], kColumns[19],
+                 kColumns[20], kColumns[21], kColumns[22], kColumns[23], kColumns[24], kColumns[25], kColumns[26],
+                 kColumns[27], kColumns[28], kColumns[29], kColumns[30]);
+  std::vector<Row> rows;
+  std::vector<std::string> v(31);
+  while (in.read_row(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14],
+                     v[15], v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23], v[24], v[25], v[26], v[27], v[28],
+                     v[29], v[30])) {
+    Row row;
+    for (size_t i = 0; i < 31; ++i) row[kColumns[i]] = v[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string first_line(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// A sweep small enough for CI yet covering every collective, a float, a narrow float and an
+// integer, two ops, the 0/1/1021-element extras and 8 B..4 KiB.
+const std::string kSmallSweep = "-b 8 -e 4K -f 8 -d f32,bf16,i32 -o sum,avg -n 3 -w 1";
+
+class CollectivesPass : public testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
+  const auto [np, backend] = GetParam();
+  const fs::path csv = scratch_dir() / ("pass_" + std::to_string(np) + "_" + std::to_string(backend.size()) + ".csv");
+  const RunResult r = run_dtsuite(np, "run collectives --backend '" + backend + "' " + kSmallSweep + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("# Failed cases : 0"), std::string::npos);
+  EXPECT_NE(r.out.find("# Avg bus bandwidth"), std::string::npos);
+
+  // Header exactly as SCHEMA.md.
+  std::string header;
+  for (const auto& c : kColumns) header += (header.empty() ? "" : ",") + c;
+  EXPECT_EQ(first_line(csv), header);
+
+  const std::vector<Row> rows = read_csv(csv);
+  std::set<std::string> cases, ops;
+  std::map<std::string, int> metrics;
+  for (const Row& row : rows) {
+    cases.insert(row.at("case"));
+    ops.insert(row.at("op"));
+    ++metrics[row.at("metric")];
+    // Stack identity on every row.
+    EXPECT_EQ(row.at("backend"), backend);
+    EXPECT_FALSE(row.at("mpi_version").empty());
+    EXPECT_FALSE(row.at("host").empty());
+    EXPECT_FALSE(row.at("device").empty());
+    EXPECT_EQ(row.at("world_size"), std::to_string(np));
+    EXPECT_EQ(row.at("schema_version"), "1");
+    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
+    if (row.at("metric") == "wrong") {
+      EXPECT_EQ(row.at("value"), "0") << row.at("detail");
+    }
+  }
+  EXPECT_EQ(ops.size(), 7u);  // all seven collectives ran
+  // Every case has both placements' five metrics: time, algbw, busbw, wrong, max_ulp.
+  for (const char* m : {"time", "algbw", "busbw", "wrong", "max_ulp"}) {
+    EXPECT_EQ(metrics[m], static_cast<int>(cases.size()) * 2) << m;
+  }
+  // busbw = algbw * factor: spot-check all_reduce rows, factor 2(n-1)/n.
+  std::map<std::string, double> algbw;
+  for (const Row& row : rows) {
+    if (row.at("op") == "all_reduce" && row.at("metric") == "algbw") algbw[row.at("case") + row.at("placement")] = std::stod(row.at("value"));
+  }
+  for (const Row& row : rows) {
+    if (row.at("op") != "all_reduce" || row.at("metric") != "busbw") continue;
+    const double expected = algbw.at(row.at("case") + row.at("placement")) * 2.0 * (np - 1) / np;
+    EXPECT_NEAR(std::stod(row.at("value")), expected, 1e-9 * (1 + expected));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndBackends, CollectivesPass,
+                         testing::Combine(testing::Values(1, 2, 3, 4), testing::Values("mpi", "ring(mpi)")));
+
+// Each fault kind must make the suite FAIL: the checks exist to catch exactly these.
+class FaultsAreCaught : public testing::TestWithParam<std::tuple<std::string, int, std::string>> {};
+
+TEST_P(FaultsAreCaught, SuiteFailsAndNamesTheWrongElements) {
+  const auto [kind, np, inner] = GetParam();
+  const fs::path csv = scratch_dir() / ("fault_" + kind + std::to_string(np) + std::to_string(inner.size()) + ".csv");
+  const RunResult r = run_dtsuite(
+      np, "run collectives --backend 'faulty(" + kind + "," + inner + ")' " + kSmallSweep + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::vector<Row> rows = read_csv(csv);
+  std::set<std::string> failing_ops;
+  for (const Row& row : rows) {
+    if (row.at("metric") == "wrong" && row.at("verdict") == "fail") {
+      failing_ops.insert(row.at("op"));
+      EXPECT_NE(row.at("detail").find("first: rank"), std::string::npos) << row.at("detail");
+    }
+  }
+  // Every collective is affected by every kind (cases with 0 elements have nothing to corrupt,
+  // but each collective also runs non-empty sizes).
+  EXPECT_EQ(failing_ops.size(), 7u) << kind;
+  EXPECT_EQ(r.out.find("# Failed cases : 0"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, FaultsAreCaught,
+                         testing::Values(std::make_tuple("bitflip", 3, "mpi"), std::make_tuple("drop", 3, "mpi"),
+                                         std::make_tuple("stale", 3, "mpi"), std::make_tuple("bitflip", 1, "mpi"),
+                                         std::make_tuple("drop", 1, "mpi"), std::make_tuple("stale", 1, "mpi"),
+                                         std::make_tuple("drop", 4, "ring(mpi)")));
+
+TEST(Hang, IsReportedWithinTheTimeoutNamingTheMissingRank) {
+  const fs::path csv = scratch_dir() / "hang.csv";
+  const auto start = std::chrono::steady_clock::now();
+  // Rank 1 never enters; 4 KiB all_reduce so the others block inside the collective.
+  const RunResult r = run_dtsuite(4, "run collectives --backend 'faulty(hang,mpi)' --fault-rank 1 -T 2 -b 4K -e 4K "
+                                     "-d f32 -o sum --collective all_reduce,broadcast --csv " + csv.string());
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("dtsuite: timeout: case all_reduce/f32/sum/0 timed out after 2 s: ranks that did not arrive: 1"),
+            std::string::npos)
+      << r.err;
+  // Reported after the 2 s timeout plus the watchdog's bounded wait for answers (3 s), not hung:
+  // a generous ceiling that still fails if the watchdog never fires (the ctest timeout is 600 s).
+  EXPECT_LT(took.count(), 60);
+  const std::vector<Row> rows = read_csv(csv);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().at("verdict"), "timeout");
+  EXPECT_EQ(rows.back().at("case"), "all_reduce/f32/sum/0");
+}
+
+TEST(Hang, RowsWrittenBeforeTheHangStay) {
+  const fs::path csv = scratch_dir() / "hang_later.csv";
+  // 2 ranks, all_reduce only, sizes 8 B..512 B plus extras: 7 cases of 2 placements x
+  // (1 warm-up + 3 timed + 2 checks) = 12 calls per case. Arming the hang after 40 calls lets the
+  // first 3 cases finish (36 calls) and hangs inside the 4th.
+  const RunResult r = run_dtsuite(2, "run collectives --backend 'faulty(hang,mpi)' --fault-after 40 -T 2 -b 8 -e 512 "
+                                     "-f 4 -d f32 -o sum -n 3 -w 1 --collective all_reduce --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const std::vector<Row> rows = read_csv(csv);
+  // Each finished case wrote 2 placements x 5 metrics; then the timeout row.
+  ASSERT_EQ(rows.size(), 3u * 10 + 1) << r.out;
+  EXPECT_EQ(rows.back().at("verdict"), "timeout");
+  for (size_t i = 0; i + 1 < rows.size(); ++i) EXPECT_NE(rows[i].at("verdict"), "fail");
+}
+
+TEST(Durability, SigkillLeavesEveryFinishedRowReadable) {
+  const fs::path csv = scratch_dir() / "killed.csv";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string out = (scratch_dir() / "killed.out").string();
+    freopen(out.c_str(), "w", stdout);
+    execl(DTS_BINARY, DTS_BINARY, "run", "collectives", "-b", "8", "-e", "64M", "-f", "2", "--csv", csv.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for rows to appear, then kill without warning.
+  size_t lines = 0;
+  for (int i = 0; i < 600 && lines < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string text = read_file(csv);
+    lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_GE(lines, 200u) << "the run wrote too little before it was killed";
+  // Every row that reached the file is whole: the parser reads all of them, none truncated.
+  const std::string text = read_file(csv);
+  ASSERT_EQ(text.back(), '\n');
+  const std::vector<Row> rows = read_csv(csv);
+  EXPECT_EQ(rows.size() + 1, static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
+}
+
+struct BadInput {
+  int np;
+  std::string args;
+  std::string message;  // expected in the one stderr line
+};
+
+class BadInputs : public testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputs, OneLineOnStderrAndExitTwo) {
+  const BadInput& b = GetParam();
+  const RunResult r = run_dtsuite(b.np, b.args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  // Our own line: exactly one, from rank 0 only (mpirun may add its own banner after it).
+  size_t ours = 0;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("dtsuite: ", 0) == 0) {
+      ++ours;
+      EXPECT_NE(line.find(b.message), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(ours, 1u) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, BadInputs,
+    testing::Values(BadInput{0, "run --bogus", "--bogus"}, BadInput{2, "run --bogus", "--bogus"},
+                    BadInput{0, "run -d f33", "unknown dtype 'f33'"}, BadInput{0, "run -o mean", "unknown reduction op"},
+                    BadInput{0, "run -b 1X", "bad size '1X'"}, BadInput{0, "run -b 1M -e 1K", "larger than"},
+                    BadInput{0, "run -f 0.5", "stepfactor"}, BadInput{0, "run -n 0", "iters"},
+                    BadInput{0, "run --collective allreduce", "unknown collective"},
+                    BadInput{0, "run --device tpu", "device"}, BadInput{0, "frobnicate", "frobnicate"},
+                    BadInput{0, "", "no command"}, BadInput{2, "run -r 5", "-r 5 is not a rank"},
+                    BadInput{2, "run --backend nope -e 8", "unknown backend 'nope'"},
+                    BadInput{2, "run --backend 'ring(' -e 8", "bad backend spec"},
+                    BadInput{0, "run --backend 'faulty(melt,mpi)' -e 8", "melt"},
+                    BadInput{0, "run nosuite", "unknown suite 'nosuite'"},
+                    BadInput{2, "run -e 8 --csv /proc/version/x.csv", "/proc/version/x.csv"}));
+
+TEST(Commands, ListVersionAndHelpExitZero) {
+  RunResult r = run_dtsuite(0, "list");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* expected : {"collectives", "ring(INNER)", "faulty(KIND,INNER)", "mpi", "bf16"}) {
+    EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
+  }
+  r = run_dtsuite(0, "--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("dtsuite ", 0), 0u);
+  r = run_dtsuite(0, "run --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--minbytes"), std::string::npos);
+}
+
+}  // namespace
