@@ -1,0 +1,104 @@
+// One-process tests of backend specs: parse_backend_spec() on good and malformed specs, and the
+// errors make_communicator() gives before any backend needs MPI (MPI is never initialized here).
+#include "comm/communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace dts {
+namespace {
+
+TEST(ParseBackendSpec, NameOnly) {
+  const BackendSpec spec = parse_backend_spec("mpi");
+  EXPECT_EQ(spec.name, "mpi");
+  EXPECT_TRUE(spec.args.empty());
+}
+
+TEST(ParseBackendSpec, OneArgument) {
+  const BackendSpec spec = parse_backend_spec("ring(mpi)");
+  EXPECT_EQ(spec.name, "ring");
+  EXPECT_EQ(spec.args, std::vector<std::string>{"mpi"});
+}
+
+TEST(ParseBackendSpec, NestedArgumentsStayWhole) {
+  // Commas inside an argument's parentheses belong to that argument.
+  const BackendSpec spec = parse_backend_spec("faulty(bitflip,ring(mpi))");
+  EXPECT_EQ(spec.name, "faulty");
+  EXPECT_EQ(spec.args, (std::vector<std::string>{"bitflip", "ring(mpi)"}));
+
+  const BackendSpec deep = parse_backend_spec("a(b(c,d(e,f)),g)");
+  EXPECT_EQ(deep.name, "a");
+  EXPECT_EQ(deep.args, (std::vector<std::string>{"b(c,d(e,f))", "g"}));
+}
+
+TEST(ParseBackendSpec, MalformedSpecsAreInvalidArguments) {
+  for (const char* spec : {"", "ring(", "ring()", "(mpi)", "faulty(a,,b)", "faulty(a,)", "faulty(,a)", "ring(mpi))",
+                           "ring((mpi)", "ring(mpi)x", "ring(a)(b)", "mpi)", "a,b"}) {
+    try {
+      parse_backend_spec(spec);
+      ADD_FAILURE() << "'" << spec << "' parsed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << spec;
+      // The message quotes the spec so that a user sees which flag was wrong.
+      EXPECT_NE(std::string(e.what()).find("'" + std::string(spec) + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+Error::Kind kind_of_make_error(const std::string& spec) {
+  try {
+    make_communicator(spec);
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << spec << " built a communicator";
+  return Error::Kind::io;  // any kind the callers do not expect
+}
+
+TEST(MakeCommunicator, UnknownBackendNamesTheKnownOnes) {
+  try {
+    make_communicator("nosuch");
+    ADD_FAILURE() << "built an unknown backend";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("nosuch"), std::string::npos) << what;
+    EXPECT_NE(what.find("ring(INNER)"), std::string::npos) << what;
+    EXPECT_NE(what.find("mpi"), std::string::npos) << what;
+  }
+}
+
+TEST(MakeCommunicator, MalformedSpecsAreInvalidArguments) {
+  for (const char* spec : {"ring(", "ring()", "(mpi)", "faulty(a,,b)", ""}) {
+    EXPECT_EQ(kind_of_make_error(spec), Error::Kind::invalid_argument) << spec;
+  }
+}
+
+TEST(MakeCommunicator, BadArgumentsAreInvalidArguments) {
+  // Each of these fails in the factory before touching MPI.
+  for (const char* spec : {"ring(mpi,mpi)", "ring(nosuch)", "mpi(x)", "ring(ring(nosuch))"}) {
+    EXPECT_EQ(kind_of_make_error(spec), Error::Kind::invalid_argument) << spec;
+  }
+}
+
+TEST(MakeCommunicator, MpiBeforeMpiInitIsAnError) {
+  // A thrown Error, not a crash inside MPI: the harness reports it and exits 2.
+  EXPECT_EQ(kind_of_make_error("mpi"), Error::Kind::invalid_argument);
+  EXPECT_EQ(kind_of_make_error("ring(mpi)"), Error::Kind::invalid_argument);
+}
+
+TEST(Registry, ListsTheBuiltInBackends) {
+  bool mpi = false, ring = false;
+  for (const BackendInfo& info : registered_backends()) {
+    EXPECT_FALSE(info.summary.empty()) << info.name;
+    mpi = mpi || (info.name == "mpi" && info.usage == "mpi");
+    ring = ring || (info.name == "ring" && info.usage == "ring(INNER)");
+  }
+  EXPECT_TRUE(mpi);
+  EXPECT_TRUE(ring);
+}
+
+}  // namespace
+}  // namespace dts

@@ -1,0 +1,455 @@
+// Tests of the `mpi` backend under mpirun (NP 1 2 3 4): every collective against a reference that
+// each rank computes from every rank's inputs, for all dtypes (f16/bf16 through user ops) and ops
+// (avg: integer truncation, float rounding), in and out of place, counts 0/1/odd, roots swept.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "core/element.h"
+#include "core/philox.h"
+
+namespace dts {
+namespace {
+
+constexpr uint64_t kSeed = 0xC0FFEE;  // any fixed value: inputs only need to be reproducible
+
+// 0 and 1 are the edges; 2 and 3 are below N at NP 4; 7 is odd; 129 is odd and crosses
+// 128, a size where some MPI algorithms switch.
+const std::vector<size_t> kCounts{0, 1, 2, 3, 7, 129};
+
+// Bounds every Work::wait: a hang fails the test instead of blocking until ctest's 600 s.
+constexpr double kTestTimeoutSeconds = 60;
+
+// Largest |input|. 3 keeps every result exact in every dtype for N <= 4, whatever the order of
+// combination: |sum| <= 4*3 = 12 and |prod| <= 3^4 = 81 fit i8 (127) and bf16's 8 significant
+// bits (256). Products over more ranks use {-1, 0, 1} so they stay exact too.
+int max_abs_input(ReduceOp op, int n) { return (op == ReduceOp::prod && n > 4) ? 1 : 3; }
+
+// Element `index` of rank `rank`'s input number `stream`: a small integer (u8: non-negative).
+double input_value(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t index) {
+  const auto m = static_cast<uint64_t>(max_abs_input(op, n));
+  const uint64_t bits = philox_bits(kSeed, (stream << 32) | static_cast<uint64_t>(rank), index);
+  if (dtype == DType::u8) return static_cast<double>(bits % (m + 1));
+  return static_cast<double>(static_cast<int64_t>(bits % (2 * m + 1)) - static_cast<int64_t>(m));
+}
+
+std::vector<char> make_input(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t count) {
+  std::vector<char> data(count * size_of(dtype));
+  for (size_t i = 0; i < count; ++i) store_double(dtype, data.data(), i, input_value(dtype, op, n, stream, rank, i));
+  return data;
+}
+
+// The single-process definition over `ranks`, in double (exact for these inputs), rounded once
+// to dtype by the caller's store_double. avg: integers truncate toward zero; floats round the
+// quotient once (double, then f32/f16/bf16, equals one rounding as 53 >= 2p + 2 for p <= 24).
+double reference_reduce(DType dtype, ReduceOp op, int n, uint64_t stream, size_t index, const std::vector<int>& ranks) {
+  double acc = input_value(dtype, op, n, stream, ranks.front(), index);
+  for (size_t k = 1; k < ranks.size(); ++k) {
+    const double v = input_value(dtype, op, n, stream, ranks[k], index);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        acc += v;
+        break;
+      case ReduceOp::prod:
+        acc *= v;
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, v);
+        break;
+    }
+  }
+  if (op == ReduceOp::avg) {
+    acc /= static_cast<double>(ranks.size());
+    if (!is_floating(dtype)) acc = std::trunc(acc);
+  }
+  return acc;
+}
+
+std::vector<int> all_ranks(int n) {
+  std::vector<int> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(r);
+  return ranks;
+}
+
+// "" when equal bit for bit; otherwise how many elements differ and the first few.
+std::string differences(DType dtype, const void* got, const void* want, size_t count) {
+  const size_t width = size_of(dtype);
+  std::string text;
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (std::memcmp(static_cast<const char*>(got) + i * width, static_cast<const char*>(want) + i * width, width) ==
+        0) {
+      continue;
+    }
+    if (++wrong <= 3) {
+      text += " [" + std::to_string(i) + "] got " + std::to_string(load_double(dtype, got, i)) + " want " +
+              std::to_string(load_double(dtype, want, i));
+    }
+  }
+  return wrong == 0 ? "" : std::to_string(wrong) + " of " + std::to_string(count) + " differ:" + text;
+}
+
+std::string case_name(std::string_view op_name, DType dtype, ReduceOp op, size_t count, bool in_place) {
+  return std::string(op_name) + "/" + std::string(name(dtype)) + "/" + std::string(name(op)) + "/" +
+         std::to_string(count) + (in_place ? "/in_place" : "/out_of_place");
+}
+
+class MpiBackendTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    CommOptions options;
+    options.timeout_seconds = kTestTimeoutSeconds;
+    comm_ = make_communicator("mpi", options);
+    n_ = comm_->size();
+    rank_ = comm_->rank();
+  }
+  std::unique_ptr<Communicator> comm_;
+  int n_ = 1;
+  int rank_ = 0;
+};
+
+TEST_F(MpiBackendTest, Identity) {
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  EXPECT_EQ(comm_->backend(), "mpi");
+  EXPECT_EQ(comm_->rank(), world_rank);
+  EXPECT_EQ(comm_->size(), world_size);
+  EXPECT_EQ(comm_->memory(), Memory::host);
+  EXPECT_FALSE(comm_->version().empty());
+  EXPECT_EQ(comm_->version(), mpi_library_version());
+  EXPECT_EQ(comm_->version().find('\n'), std::string::npos) << "first line only";
+  comm_->barrier();
+}
+
+TEST_F(MpiBackendTest, AllReduce) {
+  uint64_t stream = 0;
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      for (size_t count : kCounts) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(case_name("all_reduce", dtype, op, count, in_place));
+          ++stream;
+          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+          std::vector<char> want(input.size());
+          for (size_t i = 0; i < count; ++i) {
+            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i, all_ranks(n_)));
+          }
+          std::vector<char> got(input.size());
+          if (in_place) {
+            got = input;
+            comm_->all_reduce(got.data(), got.data(), count, dtype, op);
+          } else {
+            comm_->all_reduce(input.data(), got.data(), count, dtype, op);
+          }
+          EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, AllReduceAsync) {
+  uint64_t stream = 1000;  // apart from the other tests' streams, for variety only
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{129}}) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(case_name("all_reduce_async", dtype, op, count, in_place));
+          ++stream;
+          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+          std::vector<char> want(input.size());
+          for (size_t i = 0; i < count; ++i) {
+            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i, all_ranks(n_)));
+          }
+          std::vector<char> got = in_place ? input : std::vector<char>(input.size());
+          auto work = comm_->all_reduce_async(in_place ? got.data() : input.data(), got.data(), count, dtype, op);
+          work->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
+          EXPECT_TRUE(work->test()) << "complete after wait";
+          EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, ReduceScatter) {
+  uint64_t stream = 2000;
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      for (size_t out_count : kCounts) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(case_name("reduce_scatter", dtype, op, out_count, in_place));
+          ++stream;
+          const size_t width = size_of(dtype);
+          const size_t own = static_cast<size_t>(rank_) * out_count;
+          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, out_count * static_cast<size_t>(n_));
+          std::vector<char> want(out_count * width);
+          for (size_t i = 0; i < out_count; ++i) {
+            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, own + i, all_ranks(n_)));
+          }
+          std::vector<char> buffer = input, got(out_count * width);
+          const char* result = got.data();
+          if (in_place) {
+            // NCCL's convention: the output is this rank's block of the input buffer.
+            comm_->reduce_scatter(buffer.data(), buffer.data() + own * width, out_count, dtype, op);
+            result = buffer.data() + own * width;
+          } else {
+            comm_->reduce_scatter(input.data(), got.data(), out_count, dtype, op);
+          }
+          EXPECT_EQ(differences(dtype, result, want.data(), out_count), "");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, AllGather) {
+  uint64_t stream = 3000;
+  for (DType dtype : kAllDTypes) {
+    for (size_t in_count : kCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(case_name("all_gather", dtype, ReduceOp::sum, in_count, in_place));
+        ++stream;
+        const size_t width = size_of(dtype);
+        const size_t total = in_count * static_cast<size_t>(n_);
+        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
+        std::vector<char> want(total * width);
+        for (int r = 0; r < n_; ++r) {
+          for (size_t i = 0; i < in_count; ++i) {
+            store_double(dtype, want.data(), static_cast<size_t>(r) * in_count + i,
+                         input_value(dtype, ReduceOp::sum, n_, stream, r, i));
+          }
+        }
+        std::vector<char> got(total * width);
+        if (in_place) {
+          char* own = got.data() + static_cast<size_t>(rank_) * in_count * width;
+          if (in_count > 0) std::memcpy(own, input.data(), input.size());
+          comm_->all_gather(own, got.data(), in_count, dtype);
+        } else {
+          comm_->all_gather(input.data(), got.data(), in_count, dtype);
+        }
+        EXPECT_EQ(differences(dtype, got.data(), want.data(), total), "");
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, BroadcastFromEveryRoot) {
+  uint64_t stream = 4000;
+  for (DType dtype : kAllDTypes) {
+    for (size_t count : kCounts) {
+      for (int root = 0; root < n_; ++root) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(case_name("broadcast", dtype, ReduceOp::sum, count, in_place) + "/root" + std::to_string(root));
+          ++stream;
+          const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
+          const std::vector<char> want = make_input(dtype, ReduceOp::sum, n_, stream, root, count);
+          std::vector<char> got = in_place ? input : std::vector<char>(input.size());
+          comm_->broadcast(in_place ? got.data() : input.data(), got.data(), count, dtype, root);
+          EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, ReduceToEveryRoot) {
+  uint64_t stream = 5000;
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}}) {
+        for (int root = 0; root < n_; ++root) {
+          for (bool in_place : {false, true}) {
+            SCOPED_TRACE(case_name("reduce", dtype, op, count, in_place) + "/root" + std::to_string(root));
+            ++stream;
+            const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+            std::vector<char> got = in_place ? input : std::vector<char>(input.size());
+            comm_->reduce(in_place ? got.data() : input.data(), got.data(), count, dtype, op, root);
+            if (rank_ != root) continue;  // only the root's output is defined
+            std::vector<char> want(input.size());
+            for (size_t i = 0; i < count; ++i) {
+              store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i, all_ranks(n_)));
+            }
+            EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, AllToAll) {
+  uint64_t stream = 6000;
+  for (DType dtype : kAllDTypes) {
+    for (size_t per_peer : kCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(case_name("all_to_all", dtype, ReduceOp::sum, per_peer, in_place));
+        ++stream;
+        const size_t width = size_of(dtype);
+        const size_t total = per_peer * static_cast<size_t>(n_);
+        // Block p of rank q's input goes to rank p, where it becomes block q.
+        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, total);
+        std::vector<char> want(total * width);
+        for (int q = 0; q < n_; ++q) {
+          for (size_t i = 0; i < per_peer; ++i) {
+            store_double(dtype, want.data(), static_cast<size_t>(q) * per_peer + i,
+                         input_value(dtype, ReduceOp::sum, n_, stream, q, static_cast<size_t>(rank_) * per_peer + i));
+          }
+        }
+        std::vector<char> got = in_place ? input : std::vector<char>(input.size());
+        comm_->all_to_all(in_place ? got.data() : input.data(), got.data(), per_peer, dtype);
+        EXPECT_EQ(differences(dtype, got.data(), want.data(), total), "");
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, SendRecvRingExchange) {
+  const int next = (rank_ + 1) % n_;
+  const int prev = (rank_ - 1 + n_) % n_;
+  uint64_t stream = 7000;
+  for (DType dtype : kAllDTypes) {
+    for (size_t count : kCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(case_name("send_recv", dtype, ReduceOp::sum, count, in_place));
+        ++stream;
+        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
+        const std::vector<char> want = make_input(dtype, ReduceOp::sum, n_, stream, prev, count);
+        std::vector<char> got = in_place ? input : std::vector<char>(input.size());
+        comm_->send_recv(in_place ? got.data() : input.data(), next, got.data(), prev, count, dtype);
+        EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
+
+        // The same exchange with isend/irecv, receive posted first.
+        std::vector<char> by_work(input.size());
+        auto recv = comm_->irecv(by_work.data(), count, dtype, prev);
+        auto send = comm_->isend(input.data(), count, dtype, next);
+        send->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
+        recv->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
+        EXPECT_EQ(differences(dtype, by_work.data(), want.data(), count), "") << "isend/irecv";
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, BlockingSendRecvPairs) {
+  if (n_ < 2) GTEST_SKIP() << "needs a peer: a blocking send to oneself may never return";
+  // Ranks pair up (0,1), (2,3), ...; with odd N the last rank has no partner.
+  const int partner = rank_ % 2 == 0 ? rank_ + 1 : rank_ - 1;
+  if (partner >= n_) return;
+  const size_t count = 129;  // odd
+  const std::vector<char> mine = make_input(DType::f64, ReduceOp::sum, n_, 8000, rank_, count);
+  const std::vector<char> want = make_input(DType::f64, ReduceOp::sum, n_, 8000, partner, count);
+  std::vector<char> got(mine.size());
+  if (rank_ % 2 == 0) {
+    comm_->send(mine.data(), count, DType::f64, partner);
+    comm_->recv(got.data(), count, DType::f64, partner);
+  } else {
+    comm_->recv(got.data(), count, DType::f64, partner);
+    comm_->send(mine.data(), count, DType::f64, partner);
+  }
+  EXPECT_EQ(differences(DType::f64, got.data(), want.data(), count), "");
+}
+
+// avg is sum then a local divide, as NCCL defines it: integers truncate toward zero (not floor,
+// not round), floats round the quotient once to nearest even.
+TEST_F(MpiBackendTest, AvgTruncatesIntegersAndRoundsFloats) {
+  // Rank 0 contributes {-1, 2N-1, -(2N-1)}, the others 0: exact quotients -1/N, (2N-1)/N, -(2N-1)/N.
+  std::vector<int32_t> ints{0, 0, 0};
+  if (rank_ == 0) ints = {-1, 2 * n_ - 1, -(2 * n_ - 1)};
+  comm_->all_reduce(ints.data(), ints.data(), ints.size(), DType::i32, ReduceOp::avg);
+  // trunc(-1/N) is 0 for N > 1 (floor would give -1); trunc((2N-1)/N) is 1 (rounding would give 2).
+  const std::vector<int32_t> want_ints{n_ == 1 ? -1 : 0, 1, -1};
+  EXPECT_EQ(ints, want_ints);
+
+  // Rank 0 contributes 1: the average is 1/N, rounded once to each float type.
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(name(dtype)));
+    std::vector<char> value(size_of(dtype)), want(size_of(dtype));
+    store_double(dtype, value.data(), 0, rank_ == 0 ? 1.0 : 0.0);
+    comm_->all_reduce(value.data(), value.data(), 1, dtype, ReduceOp::avg);
+    store_double(dtype, want.data(), 0, 1.0 / n_);
+    EXPECT_EQ(differences(dtype, value.data(), want.data(), 1), "");
+    if (n_ == 3) {
+      // 1/3 = 0.010101...b, rounded to nearest even at each type's precision.
+      uint64_t bits = 0;
+      std::memcpy(&bits, value.data(), value.size());
+      switch (dtype) {
+        // 24 bits kept, the next ones 1 0 1..: up
+        case DType::f32:
+          EXPECT_EQ(bits, 0x3EAAAAABu);
+          break;
+        // 53 bits kept, the next ones 0 1 0..: down
+        case DType::f64:
+          EXPECT_EQ(bits, 0x3FD5555555555555u);
+          break;
+        // 11 bits kept, the next ones 0 1 0..: down
+        case DType::f16:
+          EXPECT_EQ(bits, 0x3555u);
+          break;
+        // 8 bits kept, the next ones 1 0 1..: up
+        case DType::bf16:
+          EXPECT_EQ(bits, 0x3EABu);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+TEST_F(MpiBackendTest, SplitIntoTwoHalves) {
+  const int color = rank_ % 2;  // two interleaved halves: non-contiguous world ranks
+  auto half = comm_->split(color, rank_);
+  EXPECT_EQ(half->backend(), "mpi");
+  EXPECT_EQ(half->size(), (n_ + 1 - color) / 2);  // evens: ceil(N/2), odds: floor(N/2)
+  EXPECT_EQ(half->rank(), rank_ / 2);
+  std::vector<int> members;
+  for (int r = color; r < n_; r += 2) members.push_back(r);
+
+  const uint64_t stream = 9000;
+  for (ReduceOp op : kAllReduceOps) {
+    SCOPED_TRACE(std::string(name(op)));
+    const size_t count = 7;  // odd
+    std::vector<char> data = make_input(DType::i64, op, n_, stream, rank_, count);
+    half->all_reduce(data.data(), data.data(), count, DType::i64, op);
+    std::vector<char> want(data.size());
+    for (size_t i = 0; i < count; ++i) {
+      store_double(DType::i64, want.data(), i, reference_reduce(DType::i64, op, n_, stream, i, members));
+    }
+    EXPECT_EQ(differences(DType::i64, data.data(), want.data(), count), "");
+  }
+  half->barrier();
+}
+
+// Counts past MPI's int: unsupported (a SKIP), never silently truncated. The check comes before
+// any MPI call, so every rank throws alike and no buffer is touched.
+TEST_F(MpiBackendTest, CountsPastIntMaxAreUnsupported) {
+  const size_t too_many = static_cast<size_t>(INT_MAX) + 1;
+  auto expect_unsupported = [](const char* what, auto call) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::unsupported) << what << ": " << e.what();
+    }
+  };
+  expect_unsupported("reduce_scatter",
+                     [&] { comm_->reduce_scatter(nullptr, nullptr, too_many, DType::u8, ReduceOp::sum); });
+  expect_unsupported("all_gather", [&] { comm_->all_gather(nullptr, nullptr, too_many, DType::u8); });
+  expect_unsupported("all_to_all", [&] { comm_->all_to_all(nullptr, nullptr, too_many, DType::u8); });
+  expect_unsupported("isend", [&] { comm_->isend(nullptr, too_many, DType::u8, 0); });
+}
+
+}  // namespace
+}  // namespace dts
