@@ -1,6 +1,7 @@
 // One-process tests of backend specs: parse_backend_spec() on good and malformed specs, and the
 // errors make_communicator() gives before any backend needs MPI (MPI is never initialized here).
 #include "comm/communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -98,6 +99,24 @@ TEST(Registry, ListsTheBuiltInBackends) {
   }
   EXPECT_TRUE(mpi);
   EXPECT_TRUE(ring);
+}
+
+}  // namespace
+}  // namespace dts
+
+namespace dts {
+namespace {
+
+// The mpi backend skips in-place reduce at a non-zero root on MPICH releases that crash there
+// (pmodels/mpich#6540, fixed in 4.1.2); judged from MPI_Get_library_version's first line.
+TEST(MpichKnownCrash, JudgedFromTheVersionString) {
+  EXPECT_TRUE(mpich_in_place_reduce_crashes("MPICH Version:\t4.0.2"));
+  EXPECT_TRUE(mpich_in_place_reduce_crashes("MPICH Version:\t4.1.1"));
+  EXPECT_FALSE(mpich_in_place_reduce_crashes("MPICH Version:\t4.1.2"));
+  EXPECT_FALSE(mpich_in_place_reduce_crashes("MPICH Version:\t4.2"));  // 4.2.0
+  EXPECT_TRUE(mpich_in_place_reduce_crashes("MPICH Version:\t3.4.2"));
+  EXPECT_FALSE(mpich_in_place_reduce_crashes("Open MPI v4.1.4, package: Debian OpenMPI"));
+  EXPECT_FALSE(mpich_in_place_reduce_crashes("MPICH Version: garbled"));
 }
 
 }  // namespace

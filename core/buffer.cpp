@@ -30,13 +30,15 @@ void check_cuda(cudaError_t rc, const char* what) {
 }  // namespace
 
 Buffer::Buffer(Memory memory, size_t bytes) : memory_(memory), bytes_(bytes) {
-  if (bytes == 0) return;
+  // Even an empty buffer gets its own address (as malloc(0) may): callers tell in-place from
+  // out-of-place calls by comparing pointers, and two empty buffers must not compare equal.
+  const size_t allocated = bytes == 0 ? 1 : bytes;
   if (memory == Memory::host) {
-    data_ = ::operator new(bytes, std::align_val_t(kHostAlignment));
+    data_ = ::operator new(allocated, std::align_val_t(kHostAlignment));
     return;
   }
 #if DTS_HAVE_CUDA
-  check_cuda(cudaMalloc(&data_, bytes), "cudaMalloc");
+  check_cuda(cudaMalloc(&data_, allocated), "cudaMalloc");
 #else
   throw Error(Error::Kind::unsupported, "device buffers need a build with CUDA");
 #endif

@@ -12,6 +12,8 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -177,6 +179,22 @@ std::pair<int, std::string> agree(Communicator& comm, int status, const std::str
   return {worst, text};
 }
 
+// Runs a set-up step on every rank and agrees on the outcome, so that when any rank fails all
+// ranks leave together. Returns the failure (its text on rank 0), or nothing.
+std::optional<std::string> agreed_failure(Communicator& agreement, const std::function<void()>& step) {
+  int status = 0;
+  std::string message;
+  try {
+    step();
+  } catch (const std::exception& e) {
+    status = 1;
+    message = e.what();
+  }
+  auto [worst, text] = agree(agreement, status, message);
+  if (worst == 0) return std::nullopt;
+  return text;
+}
+
 void print_preamble(const Command& cmd, const StackInfo& stack, const std::string& run_id, const std::string& csv,
                     size_t cases) {
   const RunOptions& o = cmd.run;
@@ -226,20 +244,14 @@ int run_with_mpi(Command& cmd) {
   std::unique_ptr<Communicator> tested;
   std::vector<std::unique_ptr<Suite>> suites;
   std::vector<std::pair<Suite*, Case>> cases;
-  int status = 0;
-  std::string message;
-  try {
-    for (const auto& name : o.suites) suites.push_back(make_suite(name));
-    tested = make_communicator(o.backend, comm_options);
-    for (auto& suite : suites) {
-      for (auto& c : suite->plan(o)) cases.emplace_back(suite.get(), std::move(c));
-    }
-  } catch (const std::exception& e) {
-    status = 1;
-    message = e.what();
-  }
-  if (auto [worst, text] = agree(*agreement, status, message); worst != 0) {
-    say("error: " + text);
+  if (auto failure = agreed_failure(*agreement, [&] {
+        for (const auto& name : o.suites) suites.push_back(make_suite(name));
+        tested = make_communicator(o.backend, comm_options);
+        for (auto& suite : suites) {
+          for (auto& c : suite->plan(o)) cases.emplace_back(suite.get(), std::move(c));
+        }
+      })) {
+    say("error: " + *failure);
     return kExitUsage;
   }
 
@@ -251,26 +263,20 @@ int run_with_mpi(Command& cmd) {
   const std::string csv_path = cmd.csv_path.empty() ? "out/dtsuite-" + run_id + ".csv" : cmd.csv_path;
 
   Results results;
-  status = 0;
-  message.clear();
-  if (leader) {
-    try {
-      results.add(std::make_unique<ConsoleTable>(stdout));
-      results.add(std::make_unique<CsvSink>(csv_path));
-    } catch (const std::exception& e) {
-      status = 1;
-      message = e.what();
-    }
-  }
-  if (auto [worst, text] = agree(*agreement, status, message); worst != 0) {
-    say("error: " + text);
+  if (auto failure = agreed_failure(*agreement, [&] {
+        if (!leader) return;
+        results.add(std::make_unique<ConsoleTable>(stdout));
+        results.add(std::make_unique<CsvSink>(csv_path));
+      })) {
+    say("error: " + *failure);
     return kExitUsage;
   }
   if (leader) print_preamble(cmd, stack, run_id, csv_path, cases.size());
 
   const Memory memory = o.device == "cuda" ? Memory::device : Memory::host;
   HarnessContext context(*tested, *control, o, memory, stack, run_id, &results);
-  std::string current_case, current_suite;
+  std::string current_suite;
+  const Case* current_case = nullptr;
   std::mutex current_mutex;
   Watchdog watchdog(observer, control_observer, o.timeout_seconds, [&](const std::string& why) {
     // Rank 0's watchdog thread: the main threads are stuck. Write what we know, then end the job.
@@ -278,7 +284,10 @@ int run_with_mpi(Command& cmd) {
     {
       std::lock_guard lock(current_mutex);
       r.suite = current_suite;
-      r.case_id = current_case;
+      if (current_case) {
+        r.case_id = current_case->id;
+        r.labels = current_case->labels;
+      }
     }
     r.metric = "check";
     r.unit = "ratio";
@@ -299,12 +308,12 @@ int run_with_mpi(Command& cmd) {
     auto& [suite, the_case] = cases[i];
     {
       std::lock_guard lock(current_mutex);
-      current_case = the_case.id;
+      current_case = &the_case;
       current_suite = std::string(suite->name());
     }
     watchdog.begin_case(static_cast<int64_t>(i), the_case.id);
-    status = 0;
-    message.clear();
+    int status = 0;
+    std::string message;
     try {
       suite->run(the_case, context);
     } catch (const Error& e) {
@@ -320,6 +329,7 @@ int run_with_mpi(Command& cmd) {
       Record r;
       r.suite = std::string(suite->name());
       r.case_id = the_case.id;
+      r.labels = the_case.labels;
       r.metric = "check";
       r.unit = "ratio";
       r.value = worst == 1 ? 1 : 0;

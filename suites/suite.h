@@ -40,6 +40,7 @@ struct RunOptions {
 // One unit of work: a collective at one dtype/op/root/size, a strategy at one world size, ...
 struct Case {
   std::string id;   // hierarchical: "all_reduce/f32/sum/1048576"
+  Labels labels;    // what the case is about (op, dtype, bytes, config, ...); on every record of it
   std::any params;  // suite-private description
 };
 

@@ -4,6 +4,8 @@
 #include "comm/mpi/mpi_communicator.h"
 
 #include <climits>
+#include <cstdio>
+#include <tuple>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -14,6 +16,8 @@
 namespace dts {
 
 namespace {
+
+constexpr int kFixedMajor = 4, kFixedMinor = 1, kFixedPatch = 2;
 
 void check_mpi(int rc, const char* call, std::source_location where = std::source_location::current()) {
   if (rc == MPI_SUCCESS) return;
@@ -150,6 +154,16 @@ class MpiWork final : public Work {
 
 }  // namespace
 
+bool mpich_in_place_reduce_crashes(const std::string& version) {
+  // "MPICH Version:\t4.0.2": releases before 4.1.2 read a bad address when a non-zero root
+  // reduces in place (pmodels/mpich#6540). Derivatives report other names and are not judged.
+  const std::string tag = "MPICH Version:";
+  if (version.rfind(tag, 0) != 0) return false;
+  int major = 0, minor = 0, patch = 0;
+  if (std::sscanf(version.c_str() + tag.size(), " %d.%d.%d", &major, &minor, &patch) < 2) return false;
+  return std::tie(major, minor, patch) < std::tie(kFixedMajor, kFixedMinor, kFixedPatch);
+}
+
 std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
@@ -162,7 +176,10 @@ std::string mpi_library_version() {
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string spec, std::shared_ptr<OpObserver> observer)
-    : comm_(comm), spec_(std::move(spec)), observer_(std::move(observer)) {
+    : comm_(comm),
+      spec_(std::move(spec)),
+      observer_(std::move(observer)),
+      in_place_reduce_crashes_(mpich_in_place_reduce_crashes(mpi_library_version())) {
   DTS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   DTS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DTS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -223,12 +240,21 @@ void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType d
 }
 
 void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) {
+  // Decided on every rank alike (only the root passes MPI_IN_PLACE, but all must skip together).
+  if (in == out && root != 0 && in_place_reduce_crashes_) {
+    throw Error(Error::Kind::unsupported,
+                "mpi: " + mpi_library_version() +
+                    " crashes in MPI_Reduce(MPI_IN_PLACE) at a non-zero root (pmodels/mpich#6540, fixed in 4.1.2); "
+                    "not run");
+  }
   const ObservedCall observed(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
     const void* src = (in == out && rank_ == root) ? MPI_IN_PLACE : byte_offset(in, done, dtype);
-    DTS_MPI_CHECK(MPI_Reduce(src, byte_offset(out, done, dtype), static_cast<int>(piece), mpi_type(dtype),
-                             mpi_op(dtype, op), root, comm_));
+    // The receive buffer is significant at the root only. Elsewhere pass none: an in-place call
+    // would otherwise hand MPI the send buffer twice, and MPICH 4.0 crashes on that alias.
+    void* dst = rank_ == root ? byte_offset(out, done, dtype) : nullptr;
+    DTS_MPI_CHECK(MPI_Reduce(src, dst, static_cast<int>(piece), mpi_type(dtype), mpi_op(dtype, op), root, comm_));
     done += piece;
     if (count == 0) break;
   }

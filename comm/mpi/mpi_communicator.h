@@ -44,11 +44,16 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   std::string spec_;
   std::shared_ptr<OpObserver> observer_;
+  bool in_place_reduce_crashes_;
   int rank_ = 0;
   int size_ = 1;
 };
 
 // The MPI library's own version string, first line ("Open MPI v4.1.4, ...", "MPICH Version: 4.0.2").
 std::string mpi_library_version();
+
+// True for MPICH releases that crash in MPI_Reduce(MPI_IN_PLACE) at a non-zero root
+// (pmodels/mpich#6540, fixed in 4.1.2), judged from the library version string.
+bool mpich_in_place_reduce_crashes(const std::string& version);
 
 }  // namespace dts

@@ -5,19 +5,22 @@
 #include <mpi.h>
 
 #include <climits>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/testing/reference.h"
 #include "core/element.h"
-#include "core/philox.h"
 
 namespace dts {
 namespace {
 
-constexpr uint64_t kSeed = 0xC0FFEE;  // any fixed value: inputs only need to be reproducible
+constexpr testing::Inputs kInputs{0xC0FFEE};  // inputs only need to be reproducible
+using testing::case_name;
+using testing::differences;
+using testing::world_rank;
+using testing::world_size;
 
 // 0 and 1 are the edges; 2 and 3 are below N at NP 4; 7 is odd; 129 is odd and crosses
 // 128, a size where some MPI algorithms switch.
@@ -26,85 +29,7 @@ const std::vector<size_t> kCounts{0, 1, 2, 3, 7, 129};
 // Bounds every Work::wait: a hang fails the test instead of blocking until ctest's 600 s.
 constexpr double kTestTimeoutSeconds = 60;
 
-// Largest |input|. 3 keeps every result exact in every dtype for N <= 4, whatever the order of
-// combination: |sum| <= 4*3 = 12 and |prod| <= 3^4 = 81 fit i8 (127) and bf16's 8 significant
-// bits (256). Products over more ranks use {-1, 0, 1} so they stay exact too.
-int max_abs_input(ReduceOp op, int n) { return (op == ReduceOp::prod && n > 4) ? 1 : 3; }
-
-// Element `index` of rank `rank`'s input number `stream`: a small integer (u8: non-negative).
-double input_value(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t index) {
-  const auto m = static_cast<uint64_t>(max_abs_input(op, n));
-  const uint64_t bits = philox_bits(kSeed, (stream << 32) | static_cast<uint64_t>(rank), index);
-  if (dtype == DType::u8) return static_cast<double>(bits % (m + 1));
-  return static_cast<double>(static_cast<int64_t>(bits % (2 * m + 1)) - static_cast<int64_t>(m));
-}
-
-std::vector<char> make_input(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t count) {
-  std::vector<char> data(count * size_of(dtype));
-  for (size_t i = 0; i < count; ++i) store_double(dtype, data.data(), i, input_value(dtype, op, n, stream, rank, i));
-  return data;
-}
-
-// The single-process definition over `ranks`, in double (exact for these inputs), rounded once
-// to dtype by the caller's store_double. avg: integers truncate toward zero; floats round the
-// quotient once (double, then f32/f16/bf16, equals one rounding as 53 >= 2p + 2 for p <= 24).
-double reference_reduce(DType dtype, ReduceOp op, int n, uint64_t stream, size_t index, const std::vector<int>& ranks) {
-  double acc = input_value(dtype, op, n, stream, ranks.front(), index);
-  for (size_t k = 1; k < ranks.size(); ++k) {
-    const double v = input_value(dtype, op, n, stream, ranks[k], index);
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg:
-        acc += v;
-        break;
-      case ReduceOp::prod:
-        acc *= v;
-        break;
-      case ReduceOp::min:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::max:
-        acc = std::max(acc, v);
-        break;
-    }
-  }
-  if (op == ReduceOp::avg) {
-    acc /= static_cast<double>(ranks.size());
-    if (!is_floating(dtype)) acc = std::trunc(acc);
-  }
-  return acc;
-}
-
-std::vector<int> all_ranks(int n) {
-  std::vector<int> ranks;
-  for (int r = 0; r < n; ++r) ranks.push_back(r);
-  return ranks;
-}
-
-// "" when equal bit for bit; otherwise how many elements differ and the first few.
-std::string differences(DType dtype, const void* got, const void* want, size_t count) {
-  const size_t width = size_of(dtype);
-  std::string text;
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (std::memcmp(static_cast<const char*>(got) + i * width, static_cast<const char*>(want) + i * width, width) ==
-        0) {
-      continue;
-    }
-    if (++wrong <= 3) {
-      text += " [" + std::to_string(i) + "] got " + std::to_string(load_double(dtype, got, i)) + " want " +
-              std::to_string(load_double(dtype, want, i));
-    }
-  }
-  return wrong == 0 ? "" : std::to_string(wrong) + " of " + std::to_string(count) + " differ:" + text;
-}
-
-std::string case_name(std::string_view op_name, DType dtype, ReduceOp op, size_t count, bool in_place) {
-  return std::string(op_name) + "/" + std::string(name(dtype)) + "/" + std::string(name(op)) + "/" +
-         std::to_string(count) + (in_place ? "/in_place" : "/out_of_place");
-}
-
-class MpiBackendTest : public testing::Test {
+class MpiBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     CommOptions options;
@@ -119,12 +44,9 @@ class MpiBackendTest : public testing::Test {
 };
 
 TEST_F(MpiBackendTest, Identity) {
-  int world_rank = 0, world_size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   EXPECT_EQ(comm_->backend(), "mpi");
-  EXPECT_EQ(comm_->rank(), world_rank);
-  EXPECT_EQ(comm_->size(), world_size);
+  EXPECT_EQ(comm_->rank(), world_rank());
+  EXPECT_EQ(comm_->size(), world_size());
   EXPECT_EQ(comm_->memory(), Memory::host);
   EXPECT_FALSE(comm_->version().empty());
   EXPECT_EQ(comm_->version(), mpi_library_version());
@@ -140,10 +62,10 @@ TEST_F(MpiBackendTest, AllReduce) {
         for (bool in_place : {false, true}) {
           SCOPED_TRACE(case_name("all_reduce", dtype, op, count, in_place));
           ++stream;
-          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
           std::vector<char> want(input.size());
           for (size_t i = 0; i < count; ++i) {
-            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i, all_ranks(n_)));
+            store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, i));
           }
           std::vector<char> got(input.size());
           if (in_place) {
@@ -167,10 +89,10 @@ TEST_F(MpiBackendTest, AllReduceAsync) {
         for (bool in_place : {false, true}) {
           SCOPED_TRACE(case_name("all_reduce_async", dtype, op, count, in_place));
           ++stream;
-          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
           std::vector<char> want(input.size());
           for (size_t i = 0; i < count; ++i) {
-            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i, all_ranks(n_)));
+            store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, i));
           }
           std::vector<char> got = in_place ? input : std::vector<char>(input.size());
           auto work = comm_->all_reduce_async(in_place ? got.data() : input.data(), got.data(), count, dtype, op);
@@ -193,10 +115,11 @@ TEST_F(MpiBackendTest, ReduceScatter) {
           ++stream;
           const size_t width = size_of(dtype);
           const size_t own = static_cast<size_t>(rank_) * out_count;
-          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, out_count * static_cast<size_t>(n_));
+          const std::vector<char> input =
+              kInputs.make_input(dtype, op, n_, stream, rank_, out_count * static_cast<size_t>(n_));
           std::vector<char> want(out_count * width);
           for (size_t i = 0; i < out_count; ++i) {
-            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, own + i, all_ranks(n_)));
+            store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, own + i));
           }
           std::vector<char> buffer = input, got(out_count * width);
           const char* result = got.data();
@@ -223,12 +146,12 @@ TEST_F(MpiBackendTest, AllGather) {
         ++stream;
         const size_t width = size_of(dtype);
         const size_t total = in_count * static_cast<size_t>(n_);
-        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
+        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
         std::vector<char> want(total * width);
         for (int r = 0; r < n_; ++r) {
           for (size_t i = 0; i < in_count; ++i) {
             store_double(dtype, want.data(), static_cast<size_t>(r) * in_count + i,
-                         input_value(dtype, ReduceOp::sum, n_, stream, r, i));
+                         kInputs.input_value(dtype, ReduceOp::sum, n_, stream, r, i));
           }
         }
         std::vector<char> got(total * width);
@@ -253,8 +176,8 @@ TEST_F(MpiBackendTest, BroadcastFromEveryRoot) {
         for (bool in_place : {false, true}) {
           SCOPED_TRACE(case_name("broadcast", dtype, ReduceOp::sum, count, in_place) + "/root" + std::to_string(root));
           ++stream;
-          const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
-          const std::vector<char> want = make_input(dtype, ReduceOp::sum, n_, stream, root, count);
+          const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
+          const std::vector<char> want = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, root, count);
           std::vector<char> got = in_place ? input : std::vector<char>(input.size());
           comm_->broadcast(in_place ? got.data() : input.data(), got.data(), count, dtype, root);
           EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
@@ -273,13 +196,13 @@ TEST_F(MpiBackendTest, ReduceToEveryRoot) {
           for (bool in_place : {false, true}) {
             SCOPED_TRACE(case_name("reduce", dtype, op, count, in_place) + "/root" + std::to_string(root));
             ++stream;
-            const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+            const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
             std::vector<char> got = in_place ? input : std::vector<char>(input.size());
             comm_->reduce(in_place ? got.data() : input.data(), got.data(), count, dtype, op, root);
             if (rank_ != root) continue;  // only the root's output is defined
             std::vector<char> want(input.size());
             for (size_t i = 0; i < count; ++i) {
-              store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i, all_ranks(n_)));
+              store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, i));
             }
             EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
           }
@@ -299,12 +222,13 @@ TEST_F(MpiBackendTest, AllToAll) {
         const size_t width = size_of(dtype);
         const size_t total = per_peer * static_cast<size_t>(n_);
         // Block p of rank q's input goes to rank p, where it becomes block q.
-        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, total);
+        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, total);
         std::vector<char> want(total * width);
         for (int q = 0; q < n_; ++q) {
           for (size_t i = 0; i < per_peer; ++i) {
             store_double(dtype, want.data(), static_cast<size_t>(q) * per_peer + i,
-                         input_value(dtype, ReduceOp::sum, n_, stream, q, static_cast<size_t>(rank_) * per_peer + i));
+                         kInputs.input_value(dtype, ReduceOp::sum, n_, stream, q,
+                                             static_cast<size_t>(rank_) * per_peer + i));
           }
         }
         std::vector<char> got = in_place ? input : std::vector<char>(input.size());
@@ -324,8 +248,8 @@ TEST_F(MpiBackendTest, SendRecvRingExchange) {
       for (bool in_place : {false, true}) {
         SCOPED_TRACE(case_name("send_recv", dtype, ReduceOp::sum, count, in_place));
         ++stream;
-        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
-        const std::vector<char> want = make_input(dtype, ReduceOp::sum, n_, stream, prev, count);
+        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
+        const std::vector<char> want = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, prev, count);
         std::vector<char> got = in_place ? input : std::vector<char>(input.size());
         comm_->send_recv(in_place ? got.data() : input.data(), next, got.data(), prev, count, dtype);
         EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
@@ -348,8 +272,8 @@ TEST_F(MpiBackendTest, BlockingSendRecvPairs) {
   const int partner = rank_ % 2 == 0 ? rank_ + 1 : rank_ - 1;
   if (partner >= n_) return;
   const size_t count = 129;  // odd
-  const std::vector<char> mine = make_input(DType::f64, ReduceOp::sum, n_, 8000, rank_, count);
-  const std::vector<char> want = make_input(DType::f64, ReduceOp::sum, n_, 8000, partner, count);
+  const std::vector<char> mine = kInputs.make_input(DType::f64, ReduceOp::sum, n_, 8000, rank_, count);
+  const std::vector<char> want = kInputs.make_input(DType::f64, ReduceOp::sum, n_, 8000, partner, count);
   std::vector<char> got(mine.size());
   if (rank_ % 2 == 0) {
     comm_->send(mine.data(), count, DType::f64, partner);
@@ -421,11 +345,11 @@ TEST_F(MpiBackendTest, SplitIntoTwoHalves) {
   for (ReduceOp op : kAllReduceOps) {
     SCOPED_TRACE(std::string(name(op)));
     const size_t count = 7;  // odd
-    std::vector<char> data = make_input(DType::i64, op, n_, stream, rank_, count);
+    std::vector<char> data = kInputs.make_input(DType::i64, op, n_, stream, rank_, count);
     half->all_reduce(data.data(), data.data(), count, DType::i64, op);
     std::vector<char> want(data.size());
     for (size_t i = 0; i < count; ++i) {
-      store_double(DType::i64, want.data(), i, reference_reduce(DType::i64, op, n_, stream, i, members));
+      store_double(DType::i64, want.data(), i, kInputs.reference_reduce(DType::i64, op, n_, stream, i, members));
     }
     EXPECT_EQ(differences(DType::i64, data.data(), want.data(), count), "");
   }

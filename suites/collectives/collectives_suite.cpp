@@ -137,6 +137,16 @@ Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kin
   return v;
 }
 
+Labels case_labels(const CollectiveCase& c, int world_size) {
+  Labels l;
+  l.op = std::string(name(c.collective));
+  l.dtype = std::string(name(c.dtype));
+  l.bytes = collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), world_size);
+  l.config = "redop=" + std::string(is_reducing(c.collective) ? name(c.op) : "none") + ";root=" +
+             std::to_string(c.root) + ";count=" + std::to_string(c.count);
+  return l;
+}
+
 Stats invert_stats(const Stats& time, double bytes) {
   // bytes / t is decreasing in t: the slowest iteration gives the lowest bandwidth.
   const auto inv = [&](double t) { return t > 0 ? bytes / t : 0.0; };
@@ -192,7 +202,7 @@ class CollectivesSuite final : public Suite {
           for (int root : roots) {
             for (int64_t count : counts) {
               CollectiveCase c{coll, dtype, op, root, count};
-              cases.push_back(Case{case_id(c, n), c});
+              cases.push_back(Case{case_id(c, n), case_labels(c, n), c});
             }
           }
         }
@@ -216,11 +226,7 @@ class CollectivesSuite final : public Suite {
     Record base;
     base.suite = "collectives";
     base.case_id = the_case.id;
-    base.labels.op = std::string(dts::name(c.collective));
-    base.labels.dtype = std::string(dts::name(c.dtype));
-    base.labels.bytes = bytes;
-    base.labels.config = "redop=" + std::string(is_reducing(c.collective) ? dts::name(c.op) : "none") +
-                         ";root=" + std::to_string(c.root) + ";count=" + std::to_string(c.count);
+    base.labels = the_case.labels;
 
     for (bool in_place : {false, true}) {
       Placement p = make_placement(spec, in_place, rank, ctx.memory());
