@@ -290,8 +290,7 @@ int run_with_mpi(Command& cmd) {
       }
     }
     r.metric = "check";
-    r.unit = "ratio";
-    r.value = 0;
+    r.value = 0;  // the check did not hold
     r.verdict = Verdict::timeout;
     r.threshold = o.timeout_seconds;
     r.detail = why;
@@ -331,8 +330,7 @@ int run_with_mpi(Command& cmd) {
       r.case_id = the_case.id;
       r.labels = the_case.labels;
       r.metric = "check";
-      r.unit = "ratio";
-      r.value = worst == 1 ? 1 : 0;
+      r.value = 0;  // not run (skip) or failed to run
       r.verdict = worst == 1 ? Verdict::skip : Verdict::fail;
       r.detail = text;
       context.emit(r);

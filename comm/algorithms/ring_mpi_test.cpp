@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "comm/algorithms/ring.h"
+#include "comm/testing/reference.h"
 #include "core/element.h"
 #include "core/philox.h"
 #include "core/reduce.h"
@@ -17,7 +17,14 @@
 namespace dts {
 namespace {
 
-constexpr uint64_t kSeed = 0x5EED;  // any fixed value: inputs only need to be reproducible
+constexpr testing::Inputs kInputs{0x5EED};  // inputs only need to be reproducible
+using testing::case_name;
+using testing::differences;
+using testing::guard_intact;
+using testing::kGuardByte;
+using testing::kGuardBytes;
+using testing::world_rank;
+using testing::world_size;
 
 // Counts swept: 0 and 1 are the edges; 2 and 3 are smaller than N at NP 4 (empty segments);
 // 5 and 7 are odd and divisible by no N in 2..4; 64 is divisible by 2 and 4 but not 3; 1031 is
@@ -36,101 +43,8 @@ CommOptions test_options(size_t chunk_bytes = kTestChunkBytes) {
   return options;
 }
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-// Largest |input|. 3 keeps every result exact in every dtype for N <= 4, whatever the order of
-// combination: |sum| <= 4*3 = 12 and |prod| <= 3^4 = 81 fit i8 (127) and bf16's 8 significant
-// bits (256). Products over more ranks use {-1, 0, 1} so they stay exact too.
-int max_abs_input(ReduceOp op, int n) { return (op == ReduceOp::prod && n > 4) ? 1 : 3; }
-
-// Element `index` of rank `rank`'s input number `stream`: a small integer (u8: non-negative).
-double input_value(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t index) {
-  const auto m = static_cast<uint64_t>(max_abs_input(op, n));
-  const uint64_t bits = philox_bits(kSeed, (stream << 32) | static_cast<uint64_t>(rank), index);
-  if (dtype == DType::u8) return static_cast<double>(bits % (m + 1));
-  return static_cast<double>(static_cast<int64_t>(bits % (2 * m + 1)) - static_cast<int64_t>(m));
-}
-
-std::vector<char> make_input(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t count) {
-  std::vector<char> data(count * size_of(dtype));
-  for (size_t i = 0; i < count; ++i) store_double(dtype, data.data(), i, input_value(dtype, op, n, stream, rank, i));
-  return data;
-}
-
-// The single-process definition, in double (exact for these inputs), rounded once to dtype.
-// avg: integers truncate toward zero; floats round the quotient once (the double quotient
-// rounded again to f32/f16/bf16 equals one rounding, as 53 >= 2p + 2 for p = 24, 11, 8).
-double reference_reduce(DType dtype, ReduceOp op, int n, uint64_t stream, size_t index) {
-  double acc = input_value(dtype, op, n, stream, 0, index);
-  for (int r = 1; r < n; ++r) {
-    const double v = input_value(dtype, op, n, stream, r, index);
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg:
-        acc += v;
-        break;
-      case ReduceOp::prod:
-        acc *= v;
-        break;
-      case ReduceOp::min:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::max:
-        acc = std::max(acc, v);
-        break;
-    }
-  }
-  if (op == ReduceOp::avg) {
-    acc /= n;
-    if (!is_floating(dtype)) acc = std::trunc(acc);
-  }
-  return acc;
-}
-
-// "" when equal bit for bit; otherwise how many elements differ and the first few.
-std::string differences(DType dtype, const void* got, const void* want, size_t count) {
-  const size_t width = size_of(dtype);
-  std::string text;
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (std::memcmp(static_cast<const char*>(got) + i * width, static_cast<const char*>(want) + i * width, width) ==
-        0) {
-      continue;
-    }
-    if (++wrong <= 3) {
-      text += " [" + std::to_string(i) + "] got " + std::to_string(load_double(dtype, got, i)) + " want " +
-              std::to_string(load_double(dtype, want, i));
-    }
-  }
-  return wrong == 0 ? "" : std::to_string(wrong) + " of " + std::to_string(count) + " differ:" + text;
-}
-
-std::string case_name(std::string_view op_name, DType dtype, ReduceOp op, size_t count, bool in_place) {
-  return std::string(op_name) + "/" + std::string(name(dtype)) + "/" + std::string(name(op)) + "/" +
-         std::to_string(count) + (in_place ? "/in_place" : "/out_of_place");
-}
-
-// Guard bytes after every output: an algorithm must not write past the end.
-constexpr size_t kGuardBytes = 16;
-constexpr char kGuardByte = 0x5A;
-bool guard_intact(const std::vector<char>& buffer, size_t used_bytes) {
-  for (size_t i = used_bytes; i < buffer.size(); ++i) {
-    if (buffer[i] != kGuardByte) return false;
-  }
-  return true;
-}
-
-class RingTest : public testing::Test {
+class RingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ring_ = make_communicator("ring(mpi)", test_options());
@@ -164,10 +78,8 @@ TEST_F(RingTest, AllReduceMatchesReferenceAndMpi) {
           SCOPED_TRACE(case_name("all_reduce", dtype, op, count, in_place));
           ++stream;
           const size_t bytes = count * size_of(dtype);
-          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
-          std::vector<char> want(bytes);
-          for (size_t i = 0; i < count; ++i)
-            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, i));
+          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
+          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
 
           std::vector<char> got(bytes + kGuardBytes, kGuardByte);
           if (in_place) {
@@ -201,11 +113,8 @@ TEST_F(RingTest, ReduceScatterMatchesReferenceAndMpi) {
           const size_t width = size_of(dtype);
           const size_t total = out_count * static_cast<size_t>(n_);
           const size_t own = static_cast<size_t>(rank_) * out_count;
-          const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, total);
-          std::vector<char> want(out_count * width);
-          for (size_t i = 0; i < out_count; ++i) {
-            store_double(dtype, want.data(), i, reference_reduce(dtype, op, n_, stream, own + i));
-          }
+          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, total);
+          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, own, out_count);
 
           std::vector<char> got;
           const char* result = nullptr;
@@ -244,14 +153,8 @@ TEST_F(RingTest, AllGatherMatchesReferenceAndMpi) {
         ++stream;
         const size_t width = size_of(dtype);
         const size_t total = in_count * static_cast<size_t>(n_);
-        const std::vector<char> input = make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
-        std::vector<char> want(total * width);
-        for (int r = 0; r < n_; ++r) {
-          for (size_t i = 0; i < in_count; ++i) {
-            store_double(dtype, want.data(), static_cast<size_t>(r) * in_count + i,
-                         input_value(dtype, ReduceOp::sum, n_, stream, r, i));
-          }
-        }
+        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
+        const std::vector<char> want = kInputs.reference_gathered(dtype, ReduceOp::sum, n_, stream, in_count);
 
         std::vector<char> got(total * width + kGuardBytes, kGuardByte);
         if (in_place) {
@@ -282,7 +185,8 @@ TEST_F(RingTest, AllReduceGivesEveryRankTheSameBits) {
       const size_t width = size_of(dtype);
       std::vector<char> data(count * width);
       for (size_t i = 0; i < count; ++i) {
-        store_double(dtype, data.data(), i, 0.5 + philox_uniform(kSeed, 3000 + static_cast<uint64_t>(rank_), i));
+        const double u = philox_uniform(kInputs.seed, 3000 + static_cast<uint64_t>(rank_), i);
+        store_double(dtype, data.data(), i, 0.5 + u);
       }
       ring_->all_reduce(data.data(), data.data(), count, dtype, op);
       std::vector<char> everyone(count * width * static_cast<size_t>(n_));
@@ -305,11 +209,8 @@ TEST_F(RingTest, ChunkSizeEdgesGiveTheReference) {
         SCOPED_TRACE("chunk_bytes=" + std::to_string(chunk_bytes) + "/" + std::string(name(dtype)) + "/" +
                      std::to_string(count));
         const uint64_t stream = 4000 + count;
-        std::vector<char> data = make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
-        std::vector<char> want(data.size());
-        for (size_t i = 0; i < count; ++i) {
-          store_double(dtype, want.data(), i, reference_reduce(dtype, ReduceOp::sum, n_, stream, i));
-        }
+        std::vector<char> data = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
+        const std::vector<char> want = kInputs.reference_reduced(dtype, ReduceOp::sum, n_, stream, 0, count);
         ring->all_reduce(data.data(), data.data(), count, dtype, ReduceOp::sum);
         EXPECT_EQ(differences(dtype, data.data(), want.data(), count), "");
       }
@@ -328,7 +229,7 @@ TEST_F(RingTest, LargeBuffersWithDefaultChunks) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
       SCOPED_TRACE(std::string(name(dtype)) + "/" + std::string(name(op)));
       const uint64_t stream = 6000 + static_cast<uint64_t>(op);
-      const std::vector<char> input = make_input(dtype, op, n_, stream, rank_, count);
+      const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
       std::vector<char> got(input.size()), by_mpi(input.size());
       ring->all_reduce(input.data(), got.data(), count, dtype, op);
       mpi_->all_reduce(input.data(), by_mpi.data(), count, dtype, op);
@@ -461,12 +362,12 @@ TEST_F(RingTest, SplitWrapsTheInnerSplit) {
   EXPECT_EQ(half->rank(), rank_ / 2);
   const size_t count = 37;  // odd, several 64-byte chunks of i32
   const uint64_t stream = 5000;
-  std::vector<char> data = make_input(DType::i32, ReduceOp::sum, n_, stream, rank_, count);
+  std::vector<char> data = kInputs.make_input(DType::i32, ReduceOp::sum, n_, stream, rank_, count);
   half->all_reduce(data.data(), data.data(), count, DType::i32, ReduceOp::sum);
   std::vector<int32_t> want(count, 0);
   for (int r = color; r < n_; r += 2) {
     for (size_t i = 0; i < count; ++i)
-      want[i] += static_cast<int32_t>(input_value(DType::i32, ReduceOp::sum, n_, stream, r, i));
+      want[i] += static_cast<int32_t>(kInputs.input_value(DType::i32, ReduceOp::sum, n_, stream, r, i));
   }
   EXPECT_EQ(std::memcmp(data.data(), want.data(), data.size()), 0);
 }

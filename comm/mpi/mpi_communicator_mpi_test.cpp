@@ -63,10 +63,7 @@ TEST_F(MpiBackendTest, AllReduce) {
           SCOPED_TRACE(case_name("all_reduce", dtype, op, count, in_place));
           ++stream;
           const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-          std::vector<char> want(input.size());
-          for (size_t i = 0; i < count; ++i) {
-            store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, i));
-          }
+          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
           std::vector<char> got(input.size());
           if (in_place) {
             got = input;
@@ -90,10 +87,7 @@ TEST_F(MpiBackendTest, AllReduceAsync) {
           SCOPED_TRACE(case_name("all_reduce_async", dtype, op, count, in_place));
           ++stream;
           const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-          std::vector<char> want(input.size());
-          for (size_t i = 0; i < count; ++i) {
-            store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, i));
-          }
+          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
           std::vector<char> got = in_place ? input : std::vector<char>(input.size());
           auto work = comm_->all_reduce_async(in_place ? got.data() : input.data(), got.data(), count, dtype, op);
           work->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
@@ -117,10 +111,7 @@ TEST_F(MpiBackendTest, ReduceScatter) {
           const size_t own = static_cast<size_t>(rank_) * out_count;
           const std::vector<char> input =
               kInputs.make_input(dtype, op, n_, stream, rank_, out_count * static_cast<size_t>(n_));
-          std::vector<char> want(out_count * width);
-          for (size_t i = 0; i < out_count; ++i) {
-            store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, own + i));
-          }
+          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, own, out_count);
           std::vector<char> buffer = input, got(out_count * width);
           const char* result = got.data();
           if (in_place) {
@@ -147,13 +138,7 @@ TEST_F(MpiBackendTest, AllGather) {
         const size_t width = size_of(dtype);
         const size_t total = in_count * static_cast<size_t>(n_);
         const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
-        std::vector<char> want(total * width);
-        for (int r = 0; r < n_; ++r) {
-          for (size_t i = 0; i < in_count; ++i) {
-            store_double(dtype, want.data(), static_cast<size_t>(r) * in_count + i,
-                         kInputs.input_value(dtype, ReduceOp::sum, n_, stream, r, i));
-          }
-        }
+        const std::vector<char> want = kInputs.reference_gathered(dtype, ReduceOp::sum, n_, stream, in_count);
         std::vector<char> got(total * width);
         if (in_place) {
           char* own = got.data() + static_cast<size_t>(rank_) * in_count * width;
@@ -200,10 +185,7 @@ TEST_F(MpiBackendTest, ReduceToEveryRoot) {
             std::vector<char> got = in_place ? input : std::vector<char>(input.size());
             comm_->reduce(in_place ? got.data() : input.data(), got.data(), count, dtype, op, root);
             if (rank_ != root) continue;  // only the root's output is defined
-            std::vector<char> want(input.size());
-            for (size_t i = 0; i < count; ++i) {
-              store_double(dtype, want.data(), i, kInputs.reference_reduce(dtype, op, n_, stream, i));
-            }
+            const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
             EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
           }
         }
@@ -347,10 +329,7 @@ TEST_F(MpiBackendTest, SplitIntoTwoHalves) {
     const size_t count = 7;  // odd
     std::vector<char> data = kInputs.make_input(DType::i64, op, n_, stream, rank_, count);
     half->all_reduce(data.data(), data.data(), count, DType::i64, op);
-    std::vector<char> want(data.size());
-    for (size_t i = 0; i < count; ++i) {
-      store_double(DType::i64, want.data(), i, kInputs.reference_reduce(DType::i64, op, n_, stream, i, members));
-    }
+    const std::vector<char> want = kInputs.reference_reduced(DType::i64, op, n_, stream, 0, count, members);
     EXPECT_EQ(differences(DType::i64, data.data(), want.data(), count), "");
   }
   half->barrier();
