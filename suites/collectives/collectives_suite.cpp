@@ -41,10 +41,21 @@ std::vector<int64_t> sweep_bytes(const RunOptions& o) {
 }
 
 std::string case_id(const CollectiveCase& c, int world_size) {
-  std::string id = std::string(name(c.collective)) + "/" + std::string(name(c.dtype));
-  if (is_reducing(c.collective)) id += "/" + std::string(name(c.op));
-  if (is_rooted(c.collective)) id += "/root" + std::to_string(c.root);
-  return id + "/" + std::to_string(collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), world_size));
+  // Appended piece by piece: GCC 12 at -O3 misreports `"/" + std::string` as overlapping memcpy.
+  std::string id(name(c.collective));
+  id += '/';
+  id += name(c.dtype);
+  if (is_reducing(c.collective)) {
+    id += '/';
+    id += name(c.op);
+  }
+  if (is_rooted(c.collective)) {
+    id += "/root";
+    id += std::to_string(c.root);
+  }
+  id += '/';
+  id += std::to_string(collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), world_size));
+  return id;
 }
 
 // Buffers and pointers of one placement. In place follows NCCL: reduce_scatter's output is the
