@@ -1,0 +1,33 @@
+// Host implementations of kernels/kernels.h, for T = float and double (the reference trainer
+// runs in both). gemm goes through OpenBLAS (sgemm/dgemm); the rest are plain loops.
+#pragma once
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace dts::kernels::cpu {
+
+template <class T>
+void gemm(const GemmShape& shape, T alpha, const T* a, const T* b, T beta, T* c);
+
+template <class T>
+void bias_gelu_forward(const T* x, const T* bias, T* pre, T* y, int64_t rows, int64_t cols);
+template <class T>
+void bias_gelu_backward(const T* pre, const T* dy, T* dx, T* dbias, int64_t rows, int64_t cols);
+
+// Returns the mean loss; writes dlogits (may alias nothing). Labels are int32.
+template <class T>
+double softmax_cross_entropy(const T* logits, const int32_t* labels, T* dlogits, int64_t rows, int64_t classes);
+
+template <class T>
+void sgd_momentum_step(T* param, const T* grad, T* velocity, int64_t n, const SgdMomentum& opt);
+template <class T>
+void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, const AdamW& opt, int64_t step);
+
+// f32 <-> narrow floats, round to nearest even (core/half.h bit conversions).
+void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n);
+void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n);
+void cast_f32_to_f16(const float* in, uint16_t* out, int64_t n);
+void cast_f16_to_f32(const uint16_t* in, float* out, int64_t n);
+
+}  // namespace dts::kernels::cpu

@@ -1,0 +1,25 @@
+// CUDA implementations of kernels/kernels.h for float, on device pointers. Every function runs on
+// the default stream and returns after the work is queued; call synchronize() before reading
+// results on the host. Errors: dts::Error{backend} with cudaGetErrorString / cuBLAS status.
+#pragma once
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace dts::kernels::cuda {
+
+bool available();  // a CUDA device answers (false without a driver or device; never throws)
+void synchronize();
+
+void gemm(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
+void bias_gelu_forward(const float* x, const float* bias, float* pre, float* y, int64_t rows, int64_t cols);
+void bias_gelu_backward(const float* pre, const float* dy, float* dx, float* dbias, int64_t rows, int64_t cols);
+double softmax_cross_entropy(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t classes);
+void sgd_momentum_step(float* param, const float* grad, float* velocity, int64_t n, const SgdMomentum& opt);
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, const AdamW& opt, int64_t step);
+void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n);
+void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n);
+void cast_f32_to_f16(const float* in, uint16_t* out, int64_t n);
+void cast_f16_to_f32(const uint16_t* in, float* out, int64_t n);
+
+}  // namespace dts::kernels::cuda
