@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "strategies/mlp.h"
 #include "strategies/workload.h"
 
 namespace dts {
@@ -34,17 +35,18 @@ class SingleTrainer {
   const ModelSpec& spec() const { return spec_; }
 
  private:
-  double forward_backward(const Batch& batch, bool backward);
-
   ModelSpec spec_;
   TrainConfig config_;
-  std::vector<ParameterInfo> layout_;
-  std::vector<int64_t> dims_;
+  Mlp<T> mlp_;
   std::vector<T> params_, grads_, state1_, state2_;  // state: velocity (sgd) or m, v (adamw)
   int64_t steps_ = 0;
-  // Per layer l: input activation a_l (rows x dims[l]) and pre-activation z_l (rows x dims[l+1]).
-  std::vector<std::vector<T>> activations_, pre_;
 };
+
+// One optimizer step over n elements (the config's optimizer), shared by every strategy so the
+// update is the same code wherever the parameters live. state2 is unused by SGD.
+template <class T>
+void optimizer_step(const TrainConfig& config, T* params, const T* grads, T* state1, T* state2, int64_t n,
+                    int64_t step);
 
 extern template class SingleTrainer<float>;
 extern template class SingleTrainer<double>;

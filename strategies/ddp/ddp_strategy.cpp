@@ -1,0 +1,140 @@
+// DDP step: per micro-batch, forward/backward on this rank's slice; on the last micro-batch each
+// gradient is folded into the accumulated buffer as backward produces it, and a bucket's
+// all_reduce (sum) starts as soon as its last parameter is in. Gradients are pre-scaled by
+// rows/global rows, so the sum over ranks is exactly the global mean gradient, even when the
+// rows do not split evenly. Open MPI's non-blocking collectives progress only inside MPI calls,
+// so every launch also tests the buckets in flight (PyTorch's gloo uses threads for this).
+#include "strategies/ddp/ddp_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+template <class T>
+constexpr DType dtype_of() {
+  return sizeof(T) == 4 ? DType::f32 : DType::f64;
+}
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+template <class T>
+DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm)
+    : spec_(spec), config_(config), comm_(comm), mlp_(spec) {
+  if (config.accumulation_steps < 1) throw Error(Error::Kind::invalid_argument, "ddp: accumulation_steps must be >= 1");
+  const std::vector<double> init = init_parameters(spec);
+  params_.assign(init.begin(), init.end());
+  micro_grads_.assign(params_.size(), T(0));
+  grads_.assign(params_.size(), T(0));
+  state1_.assign(params_.size(), T(0));
+  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(params_.size(), T(0));
+  // Buckets in gradient-ready order (reverse layout); each is a contiguous range because
+  // neighbours in reverse order are neighbours in the buffer.
+  const auto& layout = mlp_.layout();
+  bucket_of_.resize(layout.size());
+  const auto bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(config.bucket_bytes / sizeof(T)));
+  int64_t end = static_cast<int64_t>(params_.size()), filled = 0;
+  for (size_t i = layout.size(); i-- > 0;) {
+    if (filled == 0) {
+      buckets_.emplace_back(end, end);
+      parameters_in_bucket_.push_back(0);
+    }
+    buckets_.back().first = layout[i].offset;
+    ++parameters_in_bucket_.back();
+    bucket_of_[i] = buckets_.size() - 1;
+    filled += layout[i].size();
+    if (filled >= bucket_elements) {
+      end = layout[i].offset;
+      filled = 0;
+    }
+  }
+}
+
+template <class T>
+StepReport DdpStrategy<T>::step(const Batch& batch) {
+  if (batch.size < 1) throw Error(Error::Kind::invalid_argument, "ddp: empty global batch");
+  const auto step_start = std::chrono::steady_clock::now();
+  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.accumulation_steps;
+  StepReport report;
+  std::fill(grads_.begin(), grads_.end(), T(0));
+  std::vector<std::unique_ptr<Work>> in_flight(buckets_.size());
+  std::vector<int> missing = parameters_in_bucket_;
+  std::chrono::steady_clock::time_point first_launch;
+  bool launched = false;
+  const auto& layout = mlp_.layout();
+
+  const auto on_ready = [&](size_t index) {
+    const ParameterInfo& p = layout[index];
+    for (int64_t e = p.offset; e < p.offset + p.size(); ++e) grads_[static_cast<size_t>(e)] += micro_grads_[static_cast<size_t>(e)];
+    const size_t b = bucket_of_[index];
+    if (--missing[b] == 0) {
+      if (!launched) first_launch = std::chrono::steady_clock::now();
+      launched = true;
+      T* data = grads_.data() + buckets_[b].first;
+      const auto count = static_cast<size_t>(buckets_[b].second - buckets_[b].first);
+      in_flight[b] = comm_.all_reduce_async(data, data, count, dtype_of<T>(), ReduceOp::sum);
+      report.bytes_sent += static_cast<int64_t>(count * sizeof(T));
+    }
+    for (auto& work : in_flight) {
+      if (work) work->test();  // drive progress of collectives in flight
+    }
+  };
+
+  double loss_sum = 0;
+  for (int k = 0; k < k_steps; ++k) {
+    const auto [micro_first, micro_rows] = even_split(batch.size, k_steps, k);
+    const auto [local_first, local_rows] = even_split(micro_rows, n, rank);
+    const Batch local = slice_batch(batch, micro_first + local_first, local_rows);
+    const bool last = k == k_steps - 1;
+    const double scale = static_cast<double>(local_rows) / static_cast<double>(batch.size);
+    const auto compute_start = std::chrono::steady_clock::now();
+    const double loss = mlp_.forward_backward(params_.data(), micro_grads_.data(), local, scale,
+                                              last ? std::function<void(size_t)>(on_ready) : nullptr);
+    if (!last) {
+      for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
+    }
+    report.compute_time += seconds_since(compute_start);
+    activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
+    loss_sum += loss * static_cast<double>(local_rows);
+  }
+
+  const auto wait_start = std::chrono::steady_clock::now();
+  for (auto& work : in_flight) {
+    if (work) work->wait();  // a hang here is the harness watchdog's to report
+  }
+  report.exposed_comm_time = seconds_since(wait_start);
+  if (launched) report.comm_time = seconds_since(first_launch);
+
+  const auto optimizer_start = std::chrono::steady_clock::now();
+  ++steps_;
+  optimizer_step(config_.train, params_.data(), grads_.data(), state1_.data(),
+                 state2_.empty() ? nullptr : state2_.data(), static_cast<int64_t>(params_.size()), steps_);
+  report.compute_time += seconds_since(optimizer_start);
+
+  double global_loss = 0;
+  comm_.all_reduce(&loss_sum, &global_loss, 1, DType::f64, ReduceOp::sum);
+  report.loss = global_loss / static_cast<double>(batch.size);
+  report.step_time = seconds_since(step_start);
+  return report;
+}
+
+template <class T>
+std::vector<double> DdpStrategy<T>::full_parameters() {
+  return {params_.begin(), params_.end()};  // replicated: every rank has them all
+}
+
+template <class T>
+MemoryReport DdpStrategy<T>::memory() const {
+  const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
+  return {bytes(params_), bytes(grads_) + bytes(micro_grads_), bytes(state1_) + bytes(state2_), activations_peak_};
+}
+
+template class DdpStrategy<float>;
+template class DdpStrategy<double>;
+
+}  // namespace dts

@@ -1,0 +1,45 @@
+// DDP (PyTorch DistributedDataParallel's scheme): every rank holds the whole model, runs
+// forward/backward on its slice of the global batch, and averages gradients with all_reduce.
+// Gradients are grouped into buckets (reverse layer order, bucket_bytes each); a bucket's
+// all_reduce starts asynchronously the moment its last gradient is ready, overlapping the rest
+// of backward. With gradient accumulation over K micro-batches, only the last one communicates.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "strategies/mlp.h"
+#include "strategies/strategy.h"
+
+namespace dts {
+
+template <class T>
+class DdpStrategy final : public Strategy {
+ public:
+  DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm);
+
+  std::string_view name() const override { return "ddp"; }
+  StepReport step(const Batch& global_batch) override;
+  std::vector<double> full_parameters() override;
+  MemoryReport memory() const override;
+
+  // Buckets as [begin, end) element ranges of the flat gradient buffer, in launch order.
+  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return buckets_; }
+
+ private:
+  ModelSpec spec_;
+  ParallelConfig config_;
+  Communicator& comm_;
+  Mlp<T> mlp_;
+  std::vector<T> params_, micro_grads_, grads_, state1_, state2_;
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  std::vector<size_t> bucket_of_;        // parameter index -> bucket
+  std::vector<int> parameters_in_bucket_;
+  int64_t steps_ = 0;
+  int64_t activations_peak_ = 0;
+};
+
+extern template class DdpStrategy<float>;
+extern template class DdpStrategy<double>;
+
+}  // namespace dts

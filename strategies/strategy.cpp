@@ -1,0 +1,26 @@
+// Helpers shared by strategies: batch slicing and even splits.
+#include "strategies/strategy.h"
+
+#include "core/error.h"
+
+namespace dts {
+
+std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part) {
+  if (parts < 1 || part < 0 || part >= parts) throw Error(Error::Kind::invalid_argument, "even_split: bad part");
+  const int64_t base = rows / parts, extra = rows % parts;
+  const int64_t first = part * base + std::min<int64_t>(part, extra);
+  return {first, base + (part < extra ? 1 : 0)};
+}
+
+Batch slice_batch(const Batch& batch, int64_t first, int64_t count) {
+  if (first < 0 || count < 0 || first + count > batch.size) throw Error(Error::Kind::invalid_argument, "slice_batch: out of range");
+  const int64_t features = batch.size > 0 ? static_cast<int64_t>(batch.x.size()) / batch.size : 0;
+  Batch out;
+  out.first = batch.first + first;
+  out.size = count;
+  out.x.assign(batch.x.begin() + first * features, batch.x.begin() + (first + count) * features);
+  out.labels.assign(batch.labels.begin() + first, batch.labels.begin() + first + count);
+  return out;
+}
+
+}  // namespace dts
