@@ -56,7 +56,7 @@ Command parse_command_line(int argc, char** argv) {
   Command cmd;
   RunOptions& o = cmd.run;
   std::string min_bytes = "8", max_bytes = "1M", datatypes = "all", ops = "all", collectives = "all",
-              chunk = "128K";
+              chunk = "128K", strategies_text = "all";
   int check = 1;
 
   CLI::App* run = app.add_subcommand("run", "run suites (default: collectives) on every rank of this job");
@@ -92,6 +92,18 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--fault-rank", cmd.fault_rank, "rank that faulty(...) backends target; -1: the last")
       ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
 
+  run->add_option("--strategy", strategies_text, "training strategies, comma-separated, or all (dtsuite list)")
+      ->capture_default_str();
+  run->add_option("--steps", o.steps, "training steps per equivalence case")->check(CLI::Range(1, 100000))->capture_default_str();
+  run->add_option("--batch", o.batch, "global batch rows")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  run->add_option("--layers", o.layers, "MLP Linear layers")->check(CLI::Range(1, 1000))->capture_default_str();
+  run->add_option("--width", o.width, "MLP hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  run->add_option("--input", o.input, "features per sample")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  run->add_option("--classes", o.classes, "classes")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  run->add_option("--accumulation", o.accumulation, "micro-batches per step (gradient accumulation)")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  run->add_option("--optimizer", o.optimizer, "optimizer of the training suites")
+      ->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
   run->add_option("--fault-after", cmd.fault_after, "collectives that faulty(...) lets through before injecting")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))->capture_default_str();
 
@@ -157,6 +169,8 @@ Command parse_command_line(int argc, char** argv) {
     if (collectives != "all") {
       for (const auto& c : split_list(collectives)) o.collectives.push_back(std::string(name(parse_collective(c))));
     }
+    o.strategies.clear();
+    if (strategies_text != "all") o.strategies = split_list(strategies_text);
     if (o.suites.empty()) o.suites.push_back("collectives");
   } catch (const Error& e) {
     throw UsageError(e.what());

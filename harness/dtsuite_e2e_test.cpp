@@ -254,6 +254,46 @@ TEST(Durability, SigkillLeavesEveryFinishedRowReadable) {
   EXPECT_EQ(rows.size() + 1, static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
 }
 
+// A small model and few steps so the whole matrix (world sizes 1..3, f32 and f64) runs in seconds.
+const std::string kSmallTraining = "--steps 3 --batch 23 --layers 3 --width 12 --input 7 --classes 5";
+
+TEST(Equivalence, DdpMatchesTheReferenceAtEveryWorldSize) {
+  const fs::path csv = scratch_dir() / "equivalence.csv";
+  const RunResult r = run_dtsuite(3, "run equivalence --strategy ddp " + kSmallTraining + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::map<std::string, int> passed;
+  for (const Row& row : read_csv(csv)) {
+    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("metric") << " " << row.at("detail");
+    if (row.at("verdict") == "pass") ++passed[row.at("metric")];
+    EXPECT_EQ(row.at("strategy"), "ddp");
+  }
+  // 3 world sizes x 2 precisions, each judged on error, reproducibility and replicas.
+  EXPECT_EQ(passed["max_abs_error"], 6);
+  EXPECT_EQ(passed["reproducible"], 6);
+  EXPECT_EQ(passed["check"], 6);
+}
+
+// A dropped rank breaks the gradient (max_abs_error past its bound); a flipped low bit hides
+// under the rounding bound but splits the replicas.
+class EquivalenceFaults : public testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(EquivalenceFaults, AreCaught) {
+  const auto& [kind, metric] = GetParam();
+  const fs::path csv = scratch_dir() / ("equivalence_" + kind + ".csv");
+  const RunResult r = run_dtsuite(3, "run equivalence --strategy ddp --backend 'faulty(" + kind + ",mpi)' " +
+                                         kSmallTraining + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::set<std::string> failing;
+  for (const Row& row : read_csv(csv)) {
+    if (row.at("verdict") == "fail") failing.insert(row.at("metric"));
+  }
+  EXPECT_EQ(failing.count(metric), 1u) << kind;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EquivalenceFaults,
+                         testing::Values(std::make_pair(std::string("drop"), std::string("max_abs_error")),
+                                         std::make_pair(std::string("bitflip"), std::string("check"))));
+
 struct BadInput {
   int np;
   std::string args;

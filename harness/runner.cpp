@@ -30,6 +30,7 @@
 #include "harness/watchdog.h"
 #include "results/console_table.h"
 #include "results/csv_sink.h"
+#include "strategies/strategy.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -357,7 +358,9 @@ void print_list() {
   for (const auto& b : registered_backends()) std::printf("  %-22s %s\n", b.usage.c_str(), b.summary.c_str());
   std::printf("collectives: all_reduce reduce_scatter all_gather broadcast reduce all_to_all send_recv\n");
   std::printf("dtypes: f32 f64 f16 bf16 i8 u8 i32 i64\nops: sum prod min max avg\n");
-  std::printf("strategies: none in this build\n");
+  std::string strategies;
+  for (const auto& name : registered_strategies()) strategies += " " + name;
+  std::printf("strategies:%s\n", strategies.empty() ? " none in this build" : strategies.c_str());
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
   MPI_Get_library_version(mpi, &length);  // allowed before MPI_Init (MPI-3)

@@ -1,9 +1,41 @@
 // Helpers shared by strategies: batch slicing and even splits.
 #include "strategies/strategy.h"
 
+#include <map>
+
 #include "core/error.h"
 
 namespace dts {
+
+namespace {
+std::map<std::string, StrategyFactory>& strategy_registry() {
+  static std::map<std::string, StrategyFactory> registry;
+  return registry;
+}
+}  // namespace
+
+bool register_strategy(std::string name, StrategyFactory factory) {
+  strategy_registry()[std::move(name)] = std::move(factory);
+  return true;
+}
+
+std::vector<std::string> registered_strategies() {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : strategy_registry()) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
+                                        Communicator& comm, Precision precision) {
+  auto it = strategy_registry().find(std::string(name));
+  if (it == strategy_registry().end()) {
+    std::string known;
+    for (const auto& [n, f] : strategy_registry()) known += (known.empty() ? "" : ", ") + n;
+    throw Error(Error::Kind::invalid_argument,
+                "unknown strategy '" + std::string(name) + "' (this build has: " + known + ")");
+  }
+  return it->second(spec, config, comm, precision);
+}
 
 std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part) {
   if (parts < 1 || part < 0 || part >= parts) throw Error(Error::Kind::invalid_argument, "even_split: bad part");

@@ -2,9 +2,15 @@
 // starts from the same Philox-initialized parameters, sees the same global batches, and must end
 // with the parameters the single-process reference (single/) would have.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "comm/communicator.h"
 
 #include "strategies/single/single_trainer.h"
 #include "strategies/workload.h"
@@ -39,7 +45,51 @@ class Strategy {
   virtual StepReport step(const Batch& global_batch) = 0;  // collective: every rank, same batch
   virtual std::vector<double> full_parameters() = 0;        // reference layout (collective)
   virtual MemoryReport memory() const = 0;
+  // A hash of everything every rank should hold bit for bit alike. Default: the full parameters.
+  // Replicated strategies add gradients and optimizer state, where a corruption too small to
+  // change any parameter's rounding still shows (a flipped low bit of one gradient element).
+  virtual uint64_t replicated_state_digest() { return digest_of(full_parameters()); }
+
+ protected:
+  template <class T>
+  static uint64_t digest_of(const std::vector<T>& values, uint64_t seed = 0xcbf29ce484222325ull) {
+    // FNV-1a over the bytes: any differing bit changes the digest (collisions are irrelevant for
+    // replicas that are either identical or corrupted by a fault).
+    uint64_t h = seed;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+    for (size_t i = 0; i < values.size() * sizeof(T); ++i) {
+      h ^= bytes[i];
+      h *= 0x100000001b3ull;
+    }
+    return h;
+  }
 };
+
+// Strategies register by name beside their definition (DTS_REGISTER_STRATEGY); each is built in
+// f32 or f64 (the reference runs both) over a communicator of the ranks that train together.
+enum class Precision { f32, f64 };
+using StrategyFactory = std::function<std::unique_ptr<Strategy>(const ModelSpec&, const ParallelConfig&,
+                                                                Communicator&, Precision)>;
+bool register_strategy(std::string name, StrategyFactory factory);
+std::vector<std::string> registered_strategies();
+// Error{invalid_argument} naming the known strategies when `name` is not one.
+std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
+                                        Communicator& comm, Precision precision = Precision::f32);
+
+#define DTS_REGISTER_STRATEGY(NAME, FACTORY)                                          \
+  static const bool DTS_REGISTER_CONCAT(dts_strategy_registered_, __LINE__) = \
+      ::dts::register_strategy(NAME, FACTORY)
+
+// The DType of a strategy's element type (f32 or f64), for its collectives.
+template <class T>
+constexpr DType dtype_of() {
+  return sizeof(T) == 4 ? DType::f32 : DType::f64;
+}
+
+// Seconds since `start` on the steady clock (step reports).
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // Rows [first, first + count) of `batch` as a batch of their own.
 Batch slice_batch(const Batch& batch, int64_t first, int64_t count);

@@ -35,6 +35,13 @@ struct RunOptions {
   uint64_t seed = 1;
   bool quick = false;
   int world_size = 1;                          // filled by the harness
+  // Training suites (equivalence, later scaling and convergence).
+  std::vector<std::string> strategies;         // --strategy; empty: every registered one
+  int steps = 5;                               // --steps: training steps compared
+  int batch = 64;                              // --batch: global batch rows
+  int layers = 3, width = 64, input = 32, classes = 10;  // --layers --width --input --classes
+  int accumulation = 1;                        // --accumulation: micro-batches per step
+  std::string optimizer = "sgd";               // --optimizer sgd|adamw
 };
 
 // One unit of work: a collective at one dtype/op/root/size, a strategy at one world size, ...

@@ -9,27 +9,20 @@
 #include <cstring>
 
 #include "comm/communicator.h"
+#include "strategies/testing.h"
 #include "strategies/ddp/ddp_strategy.h"
 
 namespace dts {
 namespace {
 
+using strategy_testing::expect_replicas_identical;
+using strategy_testing::max_abs_difference;
+
 const ModelSpec kSpec{3, 12, 7, 5, 21, 22};  // odd widths: 7 -> 12 -> 12 -> 5
 constexpr int64_t kGlobalRows = 23;          // prime: uneven over 2, 3 and 4 ranks
 constexpr int kSteps = 3;
 
-double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
 
-// Every rank's parameters equal rank 0's, bit for bit (replicas must not drift).
-void expect_replicas_identical(const std::vector<double>& mine) {
-  std::vector<double> root = mine;
-  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  EXPECT_EQ(std::memcmp(root.data(), mine.data(), mine.size() * sizeof(double)), 0);
-}
 
 struct DdpRun {
   std::vector<double> params;

@@ -13,16 +13,6 @@
 
 namespace dts {
 
-namespace {
-template <class T>
-constexpr DType dtype_of() {
-  return sizeof(T) == 4 ? DType::f32 : DType::f64;
-}
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-}  // namespace
-
 template <class T>
 DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm)
     : spec_(spec), config_(config), comm_(comm), mlp_(spec) {
@@ -136,5 +126,11 @@ MemoryReport DdpStrategy<T>::memory() const {
 
 template class DdpStrategy<float>;
 template class DdpStrategy<double>;
+
+DTS_REGISTER_STRATEGY("ddp", [](const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+                                Precision precision) -> std::unique_ptr<Strategy> {
+  if (precision == Precision::f64) return std::make_unique<DdpStrategy<double>>(spec, config, comm);
+  return std::make_unique<DdpStrategy<float>>(spec, config, comm);
+});
 
 }  // namespace dts

@@ -22,6 +22,10 @@ class DdpStrategy final : public Strategy {
   StepReport step(const Batch& global_batch) override;
   std::vector<double> full_parameters() override;
   MemoryReport memory() const override;
+  // Parameters, the all-reduced gradients and the optimizer state: all replicated under DDP.
+  uint64_t replicated_state_digest() override {
+    return digest_of(state2_, digest_of(state1_, digest_of(grads_, digest_of(params_))));
+  }
 
   // Buckets as [begin, end) element ranges of the flat gradient buffer, in launch order.
   const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return buckets_; }

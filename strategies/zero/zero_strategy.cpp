@@ -1,0 +1,243 @@
+// ZeRO step: per micro-batch, forward/backward on this rank's slice of the global batch (gradients
+// pre-scaled by rows/global rows, as in ddp, so the sum over ranks is the global mean); on the last
+// micro-batch one reduce_scatter leaves each rank the summed gradient of its shard, the optimizer
+// steps the shard only, and (stages 1-2) one all_gather brings every rank the updated parameters.
+#include "strategies/zero/zero_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+// Gives the memory back (clear() keeps the capacity, and "held between steps" must be honest).
+template <class T>
+void release(std::vector<T>& buffer) {
+  std::vector<T>().swap(buffer);
+}
+}  // namespace
+
+template <class T>
+ZeroStrategy<T>::ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const ParallelConfig& config,
+                              Communicator& comm)
+    : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec) {
+  if (config.accumulation_steps < 1) {
+    throw Error(Error::Kind::invalid_argument, std::string(name()) + ": accumulation_steps must be >= 1");
+  }
+  const int n = comm.size();
+  psi_ = mlp_.parameter_count();
+  shard_size_ = (psi_ + n - 1) / n;  // even_split's largest part, so every shard fits its slot
+  std::tie(shard_first_, shard_count_) = even_split(psi_, n, comm.rank());
+
+  if (stage_ == ZeroStage::parameters) {
+    // Each rank generates only its own shard (workload.h: any element is a pure function of the
+    // seed), so the full model never exists on one rank, not even at start-up.
+    params_.assign(static_cast<size_t>(shard_size_), T(0));
+    std::vector<double> values;
+    const int64_t shard_end = shard_first_ + shard_count_;
+    for (const ParameterInfo& p : mlp_.layout()) {
+      const int64_t begin = std::max(p.offset, shard_first_), end = std::min(p.offset + p.size(), shard_end);
+      if (begin >= end) continue;
+      values.resize(static_cast<size_t>(end - begin));
+      init_parameter(spec, p, begin - p.offset, end - p.offset, values.data());
+      std::copy(values.begin(), values.end(), params_.begin() + (begin - shard_first_));
+    }
+  } else {
+    const std::vector<double> init = init_parameters(spec);
+    params_.assign(init.begin(), init.end());
+  }
+  grads_.assign(static_cast<size_t>(stage_ == ZeroStage::optimizer_states ? psi_ : shard_size_), T(0));
+  state1_.assign(static_cast<size_t>(shard_size_), T(0));
+  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(static_cast<size_t>(shard_size_), T(0));
+}
+
+template <class T>
+std::string_view ZeroStrategy<T>::name() const {
+  switch (stage_) {
+    case ZeroStage::optimizer_states: return "zero1";
+    case ZeroStage::gradients: return "zero2";
+    case ZeroStage::parameters: return "zero3";
+  }
+  return "zero";
+}
+
+template <class T>
+template <class Collective>
+void ZeroStrategy<T>::communicate(StepReport& report, Collective&& collective) {
+  const auto start = std::chrono::steady_clock::now();
+  collective();
+  const double elapsed = seconds_since(start);
+  // Every collective here blocks, so all of it is exposed. comm_time sums the collectives rather
+  // than spanning first-to-last: in stage 3 compute runs between them and is not communication.
+  report.comm_time += elapsed;
+  report.exposed_comm_time += elapsed;
+  // Ring model: N - 1 steps, each sending one S-element slot.
+  report.bytes_sent += (comm_.size() - 1) * shard_size_ * static_cast<int64_t>(sizeof(T));
+}
+
+template <class T>
+void ZeroStrategy<T>::pad(const T* full, std::vector<T>& padded) const {
+  const int n = comm_.size();
+  padded.assign(static_cast<size_t>(n * shard_size_), T(0));
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi_, n, r);
+    std::copy(full + first, full + first + count, padded.begin() + r * shard_size_);
+  }
+}
+
+template <class T>
+void ZeroStrategy<T>::unpad(const std::vector<T>& padded, T* full) const {
+  const int n = comm_.size();
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi_, n, r);
+    const auto slot = padded.begin() + r * shard_size_;
+    std::copy(slot, slot + count, full + first);
+  }
+}
+
+template <class T>
+std::vector<T> ZeroStrategy<T>::gather_parameters(StepReport& report) {
+  const int rank = comm_.rank();
+  // Stage 3's params_ is already the padded slot (S elements, zero tail).
+  std::vector<T> padded(static_cast<size_t>(comm_.size() * shard_size_), T(0));
+  std::copy(params_.begin(), params_.end(), padded.begin() + rank * shard_size_);
+  T* slot = padded.data() + rank * shard_size_;
+  communicate(report, [&] { comm_.all_gather(slot, padded.data(), static_cast<size_t>(shard_size_), dtype_of<T>()); });
+  std::vector<T> full(static_cast<size_t>(psi_));
+  unpad(padded, full.data());
+  return full;
+}
+
+template <class T>
+void ZeroStrategy<T>::reduce_scatter_gradients(const std::vector<T>& full_grads, T* shard_out, StepReport& report) {
+  std::vector<T> padded;
+  pad(full_grads.data(), padded);
+  T* slot = padded.data() + comm_.rank() * shard_size_;
+  communicate(report, [&] {
+    comm_.reduce_scatter(padded.data(), slot, static_cast<size_t>(shard_size_), dtype_of<T>(), ReduceOp::sum);
+  });
+  // Only the real elements: the padding stays out of the optimizer's reach.
+  std::copy(slot, slot + shard_count_, shard_out);
+}
+
+template <class T>
+StepReport ZeroStrategy<T>::step(const Batch& batch) {
+  if (batch.size < 1) throw Error(Error::Kind::invalid_argument, std::string(name()) + ": empty global batch");
+  const auto step_start = std::chrono::steady_clock::now();
+  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.accumulation_steps;
+  StepReport report;
+
+  // This rank's full-size gradient, accumulated over micro-batches. Stage 1 keeps it in grads_;
+  // stages 2-3 hold it only until the reduce_scatter: our Mlp writes the whole gradient in one
+  // backward, so it exists transiently. (Bucketed reduce_scatter during backward, as DeepSpeed does,
+  // would bound the transient by a bucket; with accumulation DeepSpeed also reduces every
+  // micro-batch to keep only the shard, where we follow ddp and communicate on the last one.)
+  std::vector<T> transient_grads;
+  std::vector<T>& full_grads = stage_ == ZeroStage::optimizer_states ? grads_ : transient_grads;
+  full_grads.resize(static_cast<size_t>(psi_));
+  std::vector<T> micro_grads;  // micro-batches after the first (forward_backward overwrites)
+
+  double loss_sum = 0;
+  for (int k = 0; k < k_steps; ++k) {
+    const auto [micro_first, micro_rows] = even_split(batch.size, k_steps, k);
+    const auto [local_first, local_rows] = even_split(micro_rows, n, rank);
+    const Batch local = slice_batch(batch, micro_first + local_first, local_rows);
+    const double scale = static_cast<double>(local_rows) / static_cast<double>(batch.size);
+    if (k == 1) micro_grads.resize(static_cast<size_t>(psi_));
+    T* target = k == 0 ? full_grads.data() : micro_grads.data();
+    double loss = 0;
+    if (stage_ == ZeroStage::parameters) {
+      // ZeRO-3's schedule: gather for the forward, free, gather again for the backward, free.
+      // Our Mlp cannot run backward from a stored forward without its parameters, so the second
+      // gather feeds forward_backward, whose forward is a recomputation (what activation
+      // checkpointing pays anyway). Gathering the whole model at once bounds the transient by Psi;
+      // per-layer gathering (the next refinement) bounds it by a layer and moves the same volume.
+      {
+        std::vector<T> full = gather_parameters(report);
+        const auto compute_start = std::chrono::steady_clock::now();
+        loss = mlp_.loss(full.data(), local);
+        report.compute_time += seconds_since(compute_start);
+      }  // freed here: between forward and backward the rank holds only its shard
+      std::vector<T> full = gather_parameters(report);
+      const auto compute_start = std::chrono::steady_clock::now();
+      mlp_.forward_backward(full.data(), target, local, scale);
+      report.compute_time += seconds_since(compute_start);
+    } else {
+      const auto compute_start = std::chrono::steady_clock::now();
+      loss = mlp_.forward_backward(params_.data(), target, local, scale);
+      report.compute_time += seconds_since(compute_start);
+    }
+    if (k > 0) {
+      for (size_t e = 0; e < full_grads.size(); ++e) full_grads[e] += micro_grads[e];
+    }
+    activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
+    loss_sum += loss * static_cast<double>(local_rows);
+  }
+  release(micro_grads);
+
+  // Stage 1 writes the reduced shard over its own region of the full gradient; stages 2-3 into
+  // the S-element shard buffer, and drop the full one.
+  T* shard_grads = stage_ == ZeroStage::optimizer_states ? grads_.data() + shard_first_ : grads_.data();
+  reduce_scatter_gradients(full_grads, shard_grads, report);
+  release(transient_grads);
+
+  const auto optimizer_start = std::chrono::steady_clock::now();
+  ++steps_;
+  T* shard_params = stage_ == ZeroStage::parameters ? params_.data() : params_.data() + shard_first_;
+  optimizer_step(config_.train, shard_params, shard_grads, state1_.data(), state2_.empty() ? nullptr : state2_.data(),
+                 shard_count_, steps_);
+  report.compute_time += seconds_since(optimizer_start);
+
+  if (stage_ != ZeroStage::parameters) {
+    // Replicated parameters: every rank receives every updated shard.
+    std::vector<T> padded(static_cast<size_t>(n * shard_size_), T(0));
+    T* slot = padded.data() + rank * shard_size_;
+    std::copy(shard_params, shard_params + shard_count_, slot);
+    communicate(report, [&] { comm_.all_gather(slot, padded.data(), static_cast<size_t>(shard_size_), dtype_of<T>()); });
+    unpad(padded, params_.data());
+  }
+
+  double global_loss = 0;
+  comm_.all_reduce(&loss_sum, &global_loss, 1, DType::f64, ReduceOp::sum);
+  report.loss = global_loss / static_cast<double>(batch.size);
+  report.step_time = seconds_since(step_start);
+  return report;
+}
+
+template <class T>
+std::vector<double> ZeroStrategy<T>::full_parameters() {
+  if (stage_ != ZeroStage::parameters) return {params_.begin(), params_.end()};
+  StepReport not_a_step;  // this gather is inspection, not training traffic
+  const std::vector<T> full = gather_parameters(not_a_step);
+  return {full.begin(), full.end()};
+}
+
+template <class T>
+MemoryReport ZeroStrategy<T>::memory() const {
+  // The buffers themselves, which step() leaves at exactly the sizes of the model in the header.
+  const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
+  return {bytes(params_), bytes(grads_), bytes(state1_) + bytes(state2_), activations_peak_};
+}
+
+template class ZeroStrategy<float>;
+template class ZeroStrategy<double>;
+
+namespace {
+StrategyFactory zero_factory(ZeroStage stage) {
+  return [stage](const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+                 Precision precision) -> std::unique_ptr<Strategy> {
+    if (precision == Precision::f64) return std::make_unique<ZeroStrategy<double>>(stage, spec, config, comm);
+    return std::make_unique<ZeroStrategy<float>>(stage, spec, config, comm);
+  };
+}
+}  // namespace
+
+DTS_REGISTER_STRATEGY("zero1", zero_factory(ZeroStage::optimizer_states));
+DTS_REGISTER_STRATEGY("zero2", zero_factory(ZeroStage::gradients));
+DTS_REGISTER_STRATEGY("zero3", zero_factory(ZeroStage::parameters));
+
+}  // namespace dts

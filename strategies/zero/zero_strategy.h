@@ -1,0 +1,77 @@
+// ZeRO stages 1-3 (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+// Parameter Models"): data parallel like ddp/, but each rank owns one contiguous shard of the flat
+// parameter vector and keeps optimizer state (1), also gradients (2), also parameters (3) only for it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "strategies/mlp.h"
+#include "strategies/strategy.h"
+
+namespace dts {
+
+enum class ZeroStage { optimizer_states = 1, gradients = 2, parameters = 3 };
+
+// Shards: rank r owns elements even_split(Psi, N, r) of the reference layout. Collectives need
+// equal counts, so on the wire every shard is padded to S = ceil(Psi / N) elements (a buffer of
+// N * S, shard r at r * S). Padding is zero, contributes zero to every sum, and the optimizer only
+// ever steps a shard's real elements, so it never reaches a parameter.
+//
+// Held between steps (elements; the paper's model, k = 2 for AdamW's m and v, 1 for SGD's velocity):
+//   stage 1: params Psi, grads Psi, optimizer k * S
+//   stage 2: params Psi, grads S,   optimizer k * S
+//   stage 3: params S,   grads S,   optimizer k * S
+// The padded N * S staging buffers and stage 2/3's full-size backward gradient are transient:
+// allocated inside step() and released before it returns.
+//
+// bytes_sent counts what this rank puts on the wire under the ring model: a reduce_scatter or an
+// all_gather of N * S padded elements sends (N - 1) * S elements per rank. Per step, with K
+// micro-batches: stages 1 and 2: one reduce_scatter + one all_gather = 2 (N - 1) S sizeof(T);
+// stage 3: two all_gathers per micro-batch + one reduce_scatter = (2K + 1)(N - 1) S sizeof(T)
+// (3 Psi (N - 1) / N for K = 1, the paper's 1.5x of DDP). N = 1: 0. The loss all_reduce is
+// bookkeeping, not training traffic, and is not counted (as in ddp).
+template <class T>
+class ZeroStrategy final : public Strategy {
+ public:
+  ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const ParallelConfig& config, Communicator& comm);
+
+  std::string_view name() const override;
+  StepReport step(const Batch& global_batch) override;
+  std::vector<double> full_parameters() override;  // stage 3: all_gather, so every rank must call
+  MemoryReport memory() const override;
+
+  // This rank's shard of the reference layout: {first element, real element count}.
+  std::pair<int64_t, int64_t> shard() const { return {shard_first_, shard_count_}; }
+  int64_t padded_shard_size() const { return shard_size_; }  // S
+
+ private:
+  // Full parameters in the reference layout from every rank's shard (stage 3; one all_gather).
+  std::vector<T> gather_parameters(StepReport& report);
+  // Sums `full_grads` (reference layout, Psi) over ranks and writes this rank's shard of the sum
+  // (S elements, padding included) to `shard_out` (one reduce_scatter).
+  void reduce_scatter_gradients(const std::vector<T>& full_grads, T* shard_out, StepReport& report);
+  // Copies every shard of `full` (reference layout) to its padded slot of `padded` (N * S).
+  void pad(const T* full, std::vector<T>& padded) const;
+  void unpad(const std::vector<T>& padded, T* full) const;
+  // Times a blocking collective into the report; all of it is exposed (nothing overlaps it).
+  template <class Collective>
+  void communicate(StepReport& report, Collective&& collective);
+
+  ZeroStage stage_;
+  ModelSpec spec_;
+  ParallelConfig config_;
+  Communicator& comm_;
+  Mlp<T> mlp_;
+  int64_t psi_ = 0, shard_size_ = 0, shard_first_ = 0, shard_count_ = 0;
+  // params_: stages 1-2 the whole model (Psi), stage 3 the shard (S). grads_: stage 1 Psi (the
+  // reduced shard lands at shard_first_), stages 2-3 the shard (S). state: the shard (S each).
+  std::vector<T> params_, grads_, state1_, state2_;
+  int64_t steps_ = 0;
+  int64_t activations_peak_ = 0;
+};
+
+extern template class ZeroStrategy<float>;
+extern template class ZeroStrategy<double>;
+
+}  // namespace dts
