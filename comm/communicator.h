@@ -38,9 +38,14 @@ class CompletedWork final : public Work {
 // communication call of the stack under test. Leaf backends (mpi, nccl) update it around every
 // library call; wrappers pass it down through CommOptions. A rank that is not inside while its
 // peers are has not arrived at the collective.
+// It also counts traffic: bytes this rank handed to point-to-point sends of the leaf library
+// (the real wire volume when the stack is an algorithm over send/recv, such as ring(mpi)), and
+// library collectives whose wire volume is hidden inside the library (opaque).
 struct OpObserver {
   std::atomic<int> inside{0};
   std::atomic<int64_t> entered{0};
+  std::atomic<int64_t> bytes_sent{0};
+  std::atomic<int64_t> opaque_collectives{0};
 };
 
 // RAII scope a leaf backend opens around each library call; no-op without an observer.

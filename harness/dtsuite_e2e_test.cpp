@@ -273,6 +273,21 @@ TEST(Equivalence, DdpMatchesTheReferenceAtEveryWorldSize) {
   EXPECT_EQ(passed["check"], 6);
 }
 
+TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
+  // Over ring(mpi) every byte passes the leaf backend's point-to-point counter, so bytes_sent is
+  // measured and judged against 2 Psi (N-1)/N (ddp, zero1, zero2) or 3 Psi (N-1)/N (zero3).
+  const fs::path csv = scratch_dir() / "equivalence_bytes.csv";
+  const RunResult r = run_dtsuite(3, "run equivalence --backend 'ring(mpi)' " + kSmallTraining + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  int judged = 0;
+  for (const Row& row : read_csv(csv)) {
+    if (row.at("metric") != "bytes_sent") continue;
+    EXPECT_EQ(row.at("verdict"), "pass") << row.at("case") << " " << row.at("detail");
+    ++judged;
+  }
+  EXPECT_EQ(judged, 4 * 3 * 2);  // 4 strategies x world sizes 1..3 x 2 precisions
+}
+
 // A dropped rank breaks the gradient (max_abs_error past its bound); a flipped low bit hides
 // under the rounding bound but splits the replicas.
 class EquivalenceFaults : public testing::TestWithParam<std::pair<std::string, std::string>> {};

@@ -125,14 +125,15 @@ class Results {
 class HarnessContext final : public RunContext {
  public:
   HarnessContext(Communicator& tested, Communicator& control, const RunOptions& options, Memory memory,
-                 const StackInfo& stack, std::string run_id, Results* results)
+                 const StackInfo& stack, std::string run_id, Results* results, const OpObserver* observer)
       : tested_(tested), control_(control), options_(options), memory_(memory), stack_(stack),
-        run_id_(std::move(run_id)), results_(results) {}
+        run_id_(std::move(run_id)), results_(results), observer_(observer) {}
 
   Communicator& comm() override { return tested_; }
   Communicator& control() override { return control_; }
   const RunOptions& options() const override { return options_; }
   Memory memory() const override { return memory_; }
+  Traffic traffic() const override { return {observer_->bytes_sent.load(), observer_->opaque_collectives.load()}; }
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
     return dts::time_iterations(control_, warmup, iters, iteration);
   }
@@ -164,6 +165,7 @@ class HarnessContext final : public RunContext {
   const StackInfo& stack_;
   std::string run_id_;
   Results* results_;
+  const OpObserver* observer_;
 };
 
 // Agrees on a status across ranks: returns the largest status and, on rank 0, the message of
@@ -275,7 +277,7 @@ int run_with_mpi(Command& cmd) {
   if (leader) print_preamble(cmd, stack, run_id, csv_path, cases.size());
 
   const Memory memory = o.device == "cuda" ? Memory::device : Memory::host;
-  HarnessContext context(*tested, *control, o, memory, stack, run_id, &results);
+  HarnessContext context(*tested, *control, o, memory, stack, run_id, &results, observer.get());
   std::string current_suite;
   const Case* current_case = nullptr;
   std::mutex current_mutex;

@@ -24,7 +24,11 @@ struct StepReport {
   double compute_time = 0;       // forward, backward, optimizer
   double comm_time = 0;          // from the first collective launched to the last one completed
   double exposed_comm_time = 0;  // time spent only waiting for communication (not hidden by compute)
-  int64_t bytes_sent = 0;        // see each strategy for how it is counted
+  // Wire bytes this rank sends per step under the ring model of each collective (all_reduce of c
+  // elements: 2 c (N-1)/N; reduce_scatter / all_gather of N x S: (N-1) S); gradients and
+  // parameters only, not the one-element loss all_reduce.
+  int64_t bytes_sent = 0;
+  int64_t collectives = 0;       // gradient / parameter collectives launched this step
 };
 
 // Bytes this rank holds.

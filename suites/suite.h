@@ -64,6 +64,12 @@ class RunContext {
   // Barrier, `warmup` untimed iterations, then `iters` timed ones. Returns, on rank 0, the time
   // of each iteration as the slowest rank saw it (seconds); other ranks get an empty vector.
   virtual std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) = 0;
+  // This rank's traffic through the stack under test so far (OpObserver counters): bytes handed
+  // to point-to-point sends, and library collectives whose wire volume is opaque.
+  struct Traffic {
+    int64_t bytes_sent = 0, opaque_collectives = 0;
+  };
+  virtual Traffic traffic() const = 0;
   // Hands a record to the sinks (rank 0 only; other ranks' records are dropped). The harness
   // adds the stack identity labels, run id and timestamp.
   virtual void emit(Record record) = 0;

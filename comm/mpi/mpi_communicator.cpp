@@ -17,6 +17,13 @@ namespace dts {
 
 namespace {
 
+void count_sent(OpObserver* observer, size_t count, DType dtype) {
+  if (observer) observer->bytes_sent.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
+}
+void count_opaque(OpObserver* observer) {
+  if (observer) observer->opaque_collectives.fetch_add(1, std::memory_order_relaxed);
+}
+
 constexpr int kFixedMajor = 4, kFixedMinor = 1, kFixedPatch = 2;
 
 void check_mpi(int rc, const char* call, std::source_location where = std::source_location::current()) {
@@ -195,6 +202,7 @@ std::string MpiCommunicator::version() const { return mpi_library_version(); }
 
 void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
     const void* src = in == out ? MPI_IN_PLACE : byte_offset(in, done, dtype);
@@ -208,6 +216,7 @@ void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType 
 
 void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   const int n = checked_count(out_count, "reduce_scatter");
   // In place per NCCL: out == in + rank * out_count; MPI wants MPI_IN_PLACE and leaves the
   // result at the start of the buffer, so move it to this rank's slot afterwards.
@@ -224,6 +233,7 @@ void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count
 
 void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DType dtype) {
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   const int n = checked_count(in_count, "all_gather");
   const bool in_place = in == byte_offset(out, static_cast<size_t>(rank_) * in_count, dtype);
   DTS_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
@@ -231,6 +241,7 @@ void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DTy
 
 void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   if (rank_ == root && in != out && count > 0) std::memcpy(out, in, count * size_of(dtype));
   for (size_t done = 0; done < count;) {
     const size_t piece = std::min(count - done, kMaxPiece);
@@ -248,6 +259,7 @@ void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtyp
                     "not run");
   }
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
     const void* src = (in == out && rank_ == root) ? MPI_IN_PLACE : byte_offset(in, done, dtype);
@@ -263,12 +275,14 @@ void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtyp
 
 void MpiCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   const int n = checked_count(count_per_peer, "all_to_all");
   DTS_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
 }
 
 void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get());
+  count_sent(observer_.get(), count, dtype);
   DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), mpi_type(dtype), peer, 0, comm_));
 }
 
@@ -279,6 +293,7 @@ void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
 
 void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
   const ObservedCall observed(observer_.get());
+  count_sent(observer_.get(), count, dtype);
   const int n = checked_count(count, "send_recv");
   if (in == out) {
     DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, mpi_type(dtype), send_peer, 1, recv_peer, 1, comm_, MPI_STATUS_IGNORE));
@@ -290,6 +305,7 @@ void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int re
 
 std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get());
+  count_sent(observer_.get(), count, dtype);
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), mpi_type(dtype), peer, 0, comm_, &request));
   return std::make_unique<MpiWork>(request, observer_.get());
@@ -308,6 +324,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* ou
   DTS_MPI_CHECK(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, checked_count(count, "all_reduce_async"),
                                mpi_type(dtype), mpi_op(dtype, op), comm_, &request));
   const ObservedCall observed(observer_.get());
+  count_opaque(observer_.get());
   std::function<void()> finish;
   if (op == ReduceOp::avg) {
     finish = [dtype, out, count, n = size_] { divide_by(dtype, out, count, n); };

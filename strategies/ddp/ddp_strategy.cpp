@@ -68,7 +68,9 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
       T* data = grads_.data() + buckets_[b].first;
       const auto count = static_cast<size_t>(buckets_[b].second - buckets_[b].first);
       in_flight[b] = comm_.all_reduce_async(data, data, count, dtype_of<T>(), ReduceOp::sum);
-      report.bytes_sent += static_cast<int64_t>(count * sizeof(T));
+      // Ring model: reduce-scatter then all-gather, each sending (N-1)/N of the bucket.
+      report.bytes_sent += static_cast<int64_t>(2.0 * static_cast<double>(count * sizeof(T)) * (n - 1) / n + 0.5);
+      ++report.collectives;
     }
     for (auto& work : in_flight) {
       if (work) work->test();  // drive progress of collectives in flight

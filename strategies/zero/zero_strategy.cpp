@@ -77,6 +77,7 @@ void ZeroStrategy<T>::communicate(StepReport& report, Collective&& collective) {
   report.exposed_comm_time += elapsed;
   // Ring model: N - 1 steps, each sending one S-element slot.
   report.bytes_sent += (comm_.size() - 1) * shard_size_ * static_cast<int64_t>(sizeof(T));
+  ++report.collectives;
 }
 
 template <class T>
