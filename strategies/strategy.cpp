@@ -44,6 +44,12 @@ std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part) {
   return {first, base + (part < extra ? 1 : 0)};
 }
 
+double global_mean_loss(Communicator& comm, double local_loss_sum, int64_t global_rows) {
+  double total = 0;
+  comm.all_reduce(&local_loss_sum, &total, 1, DType::f64, ReduceOp::sum);
+  return total / static_cast<double>(global_rows);
+}
+
 Batch slice_batch(const Batch& batch, int64_t first, int64_t count) {
   if (first < 0 || count < 0 || first + count > batch.size) throw Error(Error::Kind::invalid_argument, "slice_batch: out of range");
   const int64_t features = batch.size > 0 ? static_cast<int64_t>(batch.x.size()) / batch.size : 0;

@@ -95,6 +95,10 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The global batch's mean loss from each rank's sum of (shard mean loss x shard rows): one
+// all_reduce of a double over `comm` (collective).
+double global_mean_loss(Communicator& comm, double local_loss_sum, int64_t global_rows);
+
 // Rows [first, first + count) of `batch` as a batch of their own.
 Batch slice_batch(const Batch& batch, int64_t first, int64_t count);
 // Rows of part `part` of `parts` when `rows` are split as evenly as possible (the first

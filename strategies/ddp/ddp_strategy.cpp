@@ -108,9 +108,7 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
                  state2_.empty() ? nullptr : state2_.data(), static_cast<int64_t>(params_.size()), steps_);
   report.compute_time += seconds_since(optimizer_start);
 
-  double global_loss = 0;
-  comm_.all_reduce(&loss_sum, &global_loss, 1, DType::f64, ReduceOp::sum);
-  report.loss = global_loss / static_cast<double>(batch.size);
+  report.loss = global_mean_loss(comm_, loss_sum, batch.size);
   report.step_time = seconds_since(step_start);
   return report;
 }

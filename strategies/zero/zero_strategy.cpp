@@ -202,9 +202,7 @@ StepReport ZeroStrategy<T>::step(const Batch& batch) {
     unpad(padded, params_.data());
   }
 
-  double global_loss = 0;
-  comm_.all_reduce(&loss_sum, &global_loss, 1, DType::f64, ReduceOp::sum);
-  report.loss = global_loss / static_cast<double>(batch.size);
+  report.loss = global_mean_loss(comm_, loss_sum, batch.size);
   report.step_time = seconds_since(step_start);
   return report;
 }
