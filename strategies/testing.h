@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "strategies/single/single_trainer.h"
+
 namespace dts::strategy_testing {
 
 inline double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
@@ -22,6 +24,18 @@ inline void expect_replicas_identical(const std::vector<double>& mine) {
   std::vector<double> root = mine;
   MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   EXPECT_EQ(std::memcmp(root.data(), mine.data(), mine.size() * sizeof(double)), 0);
+}
+
+// The single-process reference after `steps` steps of `rows`-row global batches (batch s holds
+// samples [s * rows, (s + 1) * rows)); the loss of each step is appended to `losses` if given.
+inline std::vector<double> run_single(const ModelSpec& spec, const TrainConfig& train, int steps, int64_t rows,
+                                      std::vector<double>* losses = nullptr) {
+  SingleTrainer<double> single(spec, train);
+  for (int s = 0; s < steps; ++s) {
+    const double loss = single.step(make_batch(spec, s * rows, rows));
+    if (losses) losses->push_back(loss);
+  }
+  return single.parameters();
 }
 
 }  // namespace dts::strategy_testing

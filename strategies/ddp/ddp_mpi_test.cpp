@@ -39,12 +39,7 @@ DdpRun run_ddp(const ParallelConfig& config) {
 }
 
 std::vector<double> run_single(const TrainConfig& train, std::vector<double>* losses = nullptr) {
-  SingleTrainer<double> single(kSpec, train);
-  for (int s = 0; s < kSteps; ++s) {
-    const double loss = single.step(make_batch(kSpec, s * kGlobalRows, kGlobalRows));
-    if (losses) losses->push_back(loss);
-  }
-  return single.parameters();
+  return strategy_testing::run_single(kSpec, train, kSteps, kGlobalRows, losses);
 }
 
 class DdpMatchesSingle : public ::testing::TestWithParam<std::tuple<OptimizerKind, int, size_t>> {};

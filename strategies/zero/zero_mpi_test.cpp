@@ -50,12 +50,7 @@ ZeroRun run_zero(const std::string& name, const ParallelConfig& config, Precisio
 }
 
 std::vector<double> run_single(const TrainConfig& train, std::vector<double>* losses = nullptr) {
-  SingleTrainer<double> single(kSpec, train);
-  for (int s = 0; s < kSteps; ++s) {
-    const double loss = single.step(make_batch(kSpec, s * kGlobalRows, kGlobalRows));
-    if (losses) losses->push_back(loss);
-  }
-  return single.parameters();
+  return strategy_testing::run_single(kSpec, train, kSteps, kGlobalRows, losses);
 }
 
 const char* optimizer_name(OptimizerKind kind) { return kind == OptimizerKind::sgd ? "sgd" : "adamw"; }
