@@ -10,10 +10,19 @@
 
 namespace dts {
 
+// How the MLP computes. native: in T throughout. bf16 (T = float only): mixed precision as
+// PyTorch autocast runs it on tensor cores: the f32 master weights and the inputs are rounded
+// to bf16 for use; every matmul multiplies bf16 operands and accumulates in f32, and its output
+// is rounded to bf16 (bias added before that one rounding, as a fused epilogue does); GeLU and
+// its derivative compute in f32 from bf16 and round their output; softmax cross-entropy runs in
+// f32 on bf16 logits. Parameter gradients leave backward as bf16 values held in f32 (the .grad
+// of an f32 parameter), so strategies accumulate and communicate them in f32.
+enum class MlpCompute { native, bf16 };
+
 template <class T>
 class Mlp {
  public:
-  explicit Mlp(const ModelSpec& spec);
+  explicit Mlp(const ModelSpec& spec, MlpCompute compute = MlpCompute::native);
 
   // Mean loss of `batch` at `params` (no gradients).
   double loss(const T* params, const Batch& batch);
@@ -23,6 +32,11 @@ class Mlp {
   // turns per-shard gradients into parts of the global mean.
   double forward_backward(const T* params, T* grads, const Batch& batch, double loss_scale,
                           const std::function<void(size_t)>& on_ready = {});
+  // After forward_backward: writes, for every parameter, the sum over the batch's rows of the
+  // magnitudes of that row's contribution to its gradient (|g|^T |a| for a weight, sum |g| for a
+  // bias, with loss_scale included). It is the quantity rounding-error bounds of the gradient's
+  // row sum scale with (suites/equivalence/tolerance.h).
+  void gradient_magnitudes(T* out) const;
 
   const std::vector<ParameterInfo>& layout() const { return layout_; }
   int64_t parameter_count() const { return count_; }
@@ -32,13 +46,20 @@ class Mlp {
  private:
   double forward(const T* params, const Batch& batch);
 
+  // bf16 mode: rounds every element of v to the nearest bf16 (ties to even), in place.
+  void round(std::vector<T>& v) const;
+  void round(T* v, int64_t n) const;
+
   ModelSpec spec_;
+  MlpCompute compute_;
   std::vector<ParameterInfo> layout_;
   std::vector<int64_t> dims_;
   int64_t count_ = 0;
   int64_t activation_bytes_ = 0;
   std::vector<std::vector<T>> activations_, pre_;  // a_l (rows x dims[l]), z_l (rows x dims[l+1])
   std::vector<T> dlogits_;
+  std::vector<T> rounded_params_;                   // bf16 mode: the weights as used
+  std::vector<std::vector<T>> backprop_;            // g_l (rows x dims[l+1]) of the last backward
 };
 
 extern template class Mlp<float>;

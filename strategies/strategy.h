@@ -70,8 +70,12 @@ class Strategy {
 };
 
 // Strategies register by name beside their definition (DTS_REGISTER_STRATEGY); each is built in
-// f32 or f64 (the reference runs both) over a communicator of the ranks that train together.
-enum class Precision { f32, f64 };
+// f32, f64, or bf16 compute with f32 master weights (the reference runs all three) over a
+// communicator of the ranks that train together.
+enum class Precision { f32, f64, bf16 };
+inline MlpCompute compute_of(Precision precision) {
+  return precision == Precision::bf16 ? MlpCompute::bf16 : MlpCompute::native;
+}
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const ModelSpec&, const ParallelConfig&,
                                                                 Communicator&, Precision)>;
 bool register_strategy(std::string name, StrategyFactory factory);

@@ -41,7 +41,7 @@ struct RunOptions {
   int batch = 64;                              // --batch: global batch rows
   int layers = 3, width = 64, input = 32, classes = 10;  // --layers --width --input --classes
   int accumulation = 1;                        // --accumulation: micro-batches per step
-  std::string optimizer = "sgd";               // --optimizer sgd|adamw
+  std::string optimizer = "sgd,adamw";         // --optimizer: sgd, adamw, or both comma-separated
 };
 
 // One unit of work: a collective at one dtype/op/root/size, a strategy at one world size, ...

@@ -14,8 +14,9 @@
 namespace dts {
 
 template <class T>
-DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm)
-    : spec_(spec), config_(config), comm_(comm), mlp_(spec) {
+DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+                            MlpCompute compute)
+    : spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
   if (config.accumulation_steps < 1) throw Error(Error::Kind::invalid_argument, "ddp: accumulation_steps must be >= 1");
   const std::vector<double> init = init_parameters(spec);
   params_.assign(init.begin(), init.end());
@@ -130,7 +131,7 @@ template class DdpStrategy<double>;
 DTS_REGISTER_STRATEGY("ddp", [](const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
                                 Precision precision) -> std::unique_ptr<Strategy> {
   if (precision == Precision::f64) return std::make_unique<DdpStrategy<double>>(spec, config, comm);
-  return std::make_unique<DdpStrategy<float>>(spec, config, comm);
+  return std::make_unique<DdpStrategy<float>>(spec, config, comm, compute_of(precision));
 });
 
 }  // namespace dts

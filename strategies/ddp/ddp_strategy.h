@@ -16,7 +16,8 @@ namespace dts {
 template <class T>
 class DdpStrategy final : public Strategy {
  public:
-  DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm);
+  DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+              MlpCompute compute = MlpCompute::native);
 
   std::string_view name() const override { return "ddp"; }
   StepReport step(const Batch& global_batch) override;

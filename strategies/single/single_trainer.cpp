@@ -20,8 +20,8 @@ void optimizer_step(const TrainConfig& config, T* params, const T* grads, T* sta
 }
 
 template <class T>
-SingleTrainer<T>::SingleTrainer(const ModelSpec& spec, const TrainConfig& config)
-    : spec_(spec), config_(config), mlp_(spec) {
+SingleTrainer<T>::SingleTrainer(const ModelSpec& spec, const TrainConfig& config, MlpCompute compute)
+    : spec_(spec), config_(config), mlp_(spec, compute) {
   const std::vector<double> init = init_parameters(spec);
   params_.assign(init.begin(), init.end());
   grads_.assign(params_.size(), T(0));
@@ -30,8 +30,20 @@ SingleTrainer<T>::SingleTrainer(const ModelSpec& spec, const TrainConfig& config
 }
 
 template <class T>
-double SingleTrainer<T>::step(const Batch& batch) {
+double SingleTrainer<T>::step(const Batch& batch, StepTrace* trace,
+                              const std::function<double(size_t, double)>& perturb) {
   const double loss = mlp_.forward_backward(params_.data(), grads_.data(), batch, 1.0);
+  if (trace || perturb) {
+    std::vector<T> magnitudes(grads_.size());
+    mlp_.gradient_magnitudes(magnitudes.data());
+    if (trace) {
+      trace->gradients.assign(grads_.begin(), grads_.end());
+      trace->magnitudes.assign(magnitudes.begin(), magnitudes.end());
+    }
+    if (perturb) {
+      for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += static_cast<T>(perturb(i, magnitudes[i]));
+    }
+  }
   ++steps_;
   optimizer_step(config_, params_.data(), grads_.data(), state1_.data(), state2_.data(),
                  static_cast<int64_t>(params_.size()), steps_);

@@ -2,6 +2,7 @@
 // distributed strategy must end with the same parameters as this one (within the tolerance of
 // suites/equivalence). Also exposes gradients and forward-only loss for gradient checks.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -18,13 +19,23 @@ struct TrainConfig {
   kernels::AdamW adamw;
 };
 
+// What an error bound needs of one reference step (suites/equivalence/tolerance.h): the
+// gradient the optimizer used and, per parameter, the sum of its rows' contribution magnitudes.
+struct StepTrace {
+  std::vector<double> gradients, magnitudes;
+};
+
 template <class T>
 class SingleTrainer {
  public:
-  SingleTrainer(const ModelSpec& spec, const TrainConfig& config);
+  SingleTrainer(const ModelSpec& spec, const TrainConfig& config, MlpCompute compute = MlpCompute::native);
 
   // Forward, backward and one optimizer step on `batch`; returns the mean loss before the step.
-  double step(const Batch& batch);
+  // With `trace`, also records the step's gradient and gradient magnitudes. With `perturb`, adds
+  // perturb(i, magnitude of i) to gradient element i before the update: the equivalence bound's
+  // sensitivity runs (suites/equivalence/tolerance.h).
+  double step(const Batch& batch, StepTrace* trace = nullptr,
+              const std::function<double(size_t, double)>& perturb = {});
   // Mean loss of `batch` at the current parameters (no update).
   double loss(const Batch& batch);
   // Gradient of the mean loss in the reference layout (no update).

@@ -23,8 +23,8 @@ void release(std::vector<T>& buffer) {
 
 template <class T>
 ZeroStrategy<T>::ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const ParallelConfig& config,
-                              Communicator& comm)
-    : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec) {
+                              Communicator& comm, MlpCompute compute)
+    : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
   if (config.accumulation_steps < 1) {
     throw Error(Error::Kind::invalid_argument, std::string(name()) + ": accumulation_steps must be >= 1");
   }
@@ -230,7 +230,7 @@ StrategyFactory zero_factory(ZeroStage stage) {
   return [stage](const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
                  Precision precision) -> std::unique_ptr<Strategy> {
     if (precision == Precision::f64) return std::make_unique<ZeroStrategy<double>>(stage, spec, config, comm);
-    return std::make_unique<ZeroStrategy<float>>(stage, spec, config, comm);
+    return std::make_unique<ZeroStrategy<float>>(stage, spec, config, comm, compute_of(precision));
   };
 }
 }  // namespace

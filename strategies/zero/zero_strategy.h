@@ -34,7 +34,8 @@ enum class ZeroStage { optimizer_states = 1, gradients = 2, parameters = 3 };
 template <class T>
 class ZeroStrategy final : public Strategy {
  public:
-  ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const ParallelConfig& config, Communicator& comm);
+  ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+               MlpCompute compute = MlpCompute::native);
 
   std::string_view name() const override;
   StepReport step(const Batch& global_batch) override;
