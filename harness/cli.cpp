@@ -46,6 +46,27 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
+// A profile's [run] table: each entry fills the flag of that long name where the command line
+// left it out, through CLI11 itself so the flag's own checks apply.
+void apply_run_defaults(const Profile& profile, CLI::App& run) {
+  for (const RunDefault& d : profile.run) {
+    const std::string where = profile.path + ":" + std::to_string(d.line) + ": [run] " + d.flag;
+    CLI::Option* option = run.get_option_no_throw(d.flag == "suites" ? d.flag : "--" + d.flag);
+    if (!option) throw UsageError(where + " is not a run flag of this build");
+    if (option->count() > 0) continue;  // the command line wins
+    try {
+      if (d.flag == "suites") {
+        option->add_result(d.items);
+      } else {
+        option->add_result(d.value);
+      }
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      throw UsageError(where + ": " + e.what());
+    }
+  }
+}
+
 }  // namespace
 
 Command parse_command_line(int argc, char** argv) {
@@ -87,6 +108,12 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--seed", o.seed, "seed of every generated input")->capture_default_str();
   run->add_flag("--quick", o.quick, "a short sweep (up to 64K, f32/f16/i32, sum/max) for smoke tests");
   run->add_option("--csv", cmd.csv_path, "CSV results file (default out/dtsuite-<run id>.csv)");
+  run->add_option("--junit", cmd.junit_path, "JUnit XML results file (one testcase per case)");
+  run->add_option("--prom", cmd.prom_path, "Prometheus textfile for node_exporter's textfile collector");
+  run->add_option("--push", cmd.push_url, "Pushgateway URL to push the run's metrics to (job dtsuite)");
+  run->add_option("--metrics-port", cmd.metrics_port, "serve /metrics on this port while the run goes; 0: off")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
+  run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
   run->add_option("--chunk-bytes", chunk, "chunk size of the pipelined reference algorithms (ring)")
       ->capture_default_str();
   run->add_option("--fault-rank", cmd.fault_rank, "rank that faulty(...) backends target; -1: the last")
@@ -102,12 +129,27 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--classes", o.classes, "classes")->check(CLI::Range(2, 1 << 20))->capture_default_str();
   run->add_option("--accumulation", o.accumulation, "micro-batches per step (gradient accumulation)")
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  run->add_option("--optimizer", o.optimizer, "optimizer of the training suites")
-      ->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
+  run->add_option("--optimizer", o.optimizer, "optimizers of the training suites, comma-separated: sgd,adamw")
+      ->check(CLI::IsMember({"sgd", "adamw", "sgd,adamw", "adamw,sgd"}))->capture_default_str();
   run->add_option("--fault-after", cmd.fault_after, "collectives that faulty(...) lets through before injecting")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))->capture_default_str();
 
   app.add_subcommand("list", "list the suites, backends, collectives, dtypes and ops of this build");
+
+  CompareOptions& co = cmd.compare;
+  CLI::App* compare = app.add_subcommand("compare", "gate CURRENT against BASELINE: exit 1 on a regression");
+  compare->add_option("baseline", co.baseline_path, "baseline results CSV")->required();
+  compare->add_option("current", co.current_path, "current results CSV")->required();
+  compare->add_option("--tolerance", co.tolerance_percent, "percent change always tolerated")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  compare->add_flag("--samples", co.samples, "judge noise from per-iteration samples (one-sided Mann-Whitney U, alpha 0.01) rather than p05/p95");
+  compare->add_option("--csv", co.csv_path, "write the comparison as CSV");
+  compare->add_option("--junit", co.junit_path, "write the comparison as JUnit XML");
+
+  ReportOptions& ro = cmd.report;
+  CLI::App* report = app.add_subcommand("report", "one self-contained HTML report with plots from results CSVs");
+  report->add_option("results", ro.inputs, "results CSVs (several stacks are drawn side by side)")->required();
+  report->add_option("-o,--output", ro.output_path, "HTML file to write")->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -134,10 +176,23 @@ Command parse_command_line(int argc, char** argv) {
     cmd.kind = Command::Kind::list;
     return cmd;
   }
-  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run or list)");
+  if (app.got_subcommand("compare")) {
+    cmd.kind = Command::Kind::compare;
+    return cmd;
+  }
+  if (app.got_subcommand("report")) {
+    cmd.kind = Command::Kind::report;
+    return cmd;
+  }
+  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare or report)");
   cmd.kind = Command::Kind::run;
 
   try {
+    // Every rank reads the profile here, before MPI starts, so a bad one stops the job at once.
+    if (!cmd.profile_path.empty()) {
+      cmd.profile = load_profile(cmd.profile_path);
+      apply_run_defaults(*cmd.profile, *run);
+    }
     o.min_bytes = parse_size(min_bytes);
     o.max_bytes = parse_size(max_bytes);
     if (o.min_bytes > o.max_bytes) throw UsageError("-b " + min_bytes + " is larger than -e " + max_bytes);

@@ -3,10 +3,12 @@
 // a bad flag or value becomes UsageError, reported as one line and exit code 2.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "suites/profiles/profile.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -15,11 +17,34 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `dtsuite compare BASELINE.csv CURRENT.csv`: the regression gate (harness/compare_command.cpp).
+struct CompareOptions {
+  std::string baseline_path, current_path;
+  double tolerance_percent = 5;  // a change smaller than this is never a regression
+  bool samples = false;          // judge noise from per-iteration samples instead of p05/p95
+  std::string csv_path;          // optional: the comparison table as CSV
+  std::string junit_path;        // optional: one testcase per compared row
+};
+
+// `dtsuite report A.csv [B.csv ...] -o report.html` (harness/report_command.cpp).
+struct ReportOptions {
+  std::vector<std::string> inputs;
+  std::string output_path = "report.html";
+};
+
 struct Command {
-  enum class Kind { run, list, help, version } kind = Kind::help;
+  enum class Kind { run, list, compare, report, help, version } kind = Kind::help;
   std::string help_text;  // for Kind::help
   RunOptions run;
-  std::string csv_path;   // empty: out/dtsuite-<run id>.csv
+  std::string csv_path;      // empty: out/dtsuite-<run id>.csv
+  std::string junit_path;    // --junit: JUnit XML, one testcase per case
+  std::string prom_path;     // --prom: Prometheus textfile (node_exporter textfile collector)
+  std::string push_url;      // --push: Pushgateway URL
+  int metrics_port = 0;      // --metrics-port: serve /metrics during the run; 0: off
+  std::string profile_path;  // --profile: acceptance thresholds (suites/profiles/*.toml)
+  std::optional<Profile> profile;  // loaded from profile_path, its [run] defaults already applied
+  CompareOptions compare;
+  ReportOptions report;
   size_t chunk_bytes = size_t{1} << 17;
   int fault_rank = -1;
   int64_t fault_after = 0;

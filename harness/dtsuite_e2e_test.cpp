@@ -78,7 +78,8 @@ const std::vector<std::string> kColumns{
 
 std::vector<Row> read_csv(const fs::path& path) {
   io::CSVReader<31, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path.string());
-  in.read_header(io::ignore_no_column, kColumns[0], kColumns[1], kColumns[2], kColumns[3], kColumns[4], kColumns[5],
+  // The columns of schema 1 by name; later columns (schema 2's samples) are not read here.
+  in.read_header(io::ignore_extra_column, kColumns[0], kColumns[1], kColumns[2], kColumns[3], kColumns[4], kColumns[5],
                  kColumns[6], kColumns[7], kColumns[8], kColumns[9], kColumns[10], kColumns[11], kColumns[12],
                  kColumns[13], kColumns[14], kColumns[15], kColumns[16], kColumns[17], kColumns[18], kColumns[19],
                  kColumns[20], kColumns[21], kColumns[22], kColumns[23], kColumns[24], kColumns[25], kColumns[26],
@@ -119,7 +120,7 @@ TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
   // Header exactly as SCHEMA.md.
   std::string header;
   for (const auto& c : kColumns) header += (header.empty() ? "" : ",") + c;
-  EXPECT_EQ(first_line(csv), header);
+  EXPECT_EQ(first_line(csv), header + ",samples");  // schema 2 appended samples
 
   const std::vector<Row> rows = read_csv(csv);
   std::set<std::string> cases, ops;
@@ -134,7 +135,7 @@ TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
     EXPECT_FALSE(row.at("host").empty());
     EXPECT_FALSE(row.at("device").empty());
     EXPECT_EQ(row.at("world_size"), std::to_string(np));
-    EXPECT_EQ(row.at("schema_version"), "1");
+    EXPECT_EQ(row.at("schema_version"), "2");
     EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
     if (row.at("metric") == "wrong") {
       EXPECT_EQ(row.at("value"), "0") << row.at("detail");
@@ -254,7 +255,8 @@ TEST(Durability, SigkillLeavesEveryFinishedRowReadable) {
   EXPECT_EQ(rows.size() + 1, static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
 }
 
-// A small model and few steps so the whole matrix (world sizes 1..3, f32 and f64) runs in seconds.
+// A small model and few steps so the whole matrix (world sizes 1..3, f32/f64/bf16, sgd and adamw)
+// runs in seconds.
 const std::string kSmallTraining = "--steps 3 --batch 23 --layers 3 --width 12 --input 7 --classes 5";
 
 TEST(Equivalence, DdpMatchesTheReferenceAtEveryWorldSize) {
@@ -267,10 +269,11 @@ TEST(Equivalence, DdpMatchesTheReferenceAtEveryWorldSize) {
     if (row.at("verdict") == "pass") ++passed[row.at("metric")];
     EXPECT_EQ(row.at("strategy"), "ddp");
   }
-  // 3 world sizes x 2 precisions, each judged on error, reproducibility and replicas.
-  EXPECT_EQ(passed["max_abs_error"], 6);
-  EXPECT_EQ(passed["reproducible"], 6);
-  EXPECT_EQ(passed["check"], 6);
+  // 3 world sizes x 3 precisions x 2 optimizers, each judged on error, reproducibility and replicas.
+  EXPECT_EQ(passed["max_abs_error"], 18);
+  EXPECT_EQ(passed["error_bound_ratio"], 18);
+  EXPECT_EQ(passed["reproducible"], 18);
+  EXPECT_EQ(passed["check"], 18);
 }
 
 TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
@@ -285,7 +288,7 @@ TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
     EXPECT_EQ(row.at("verdict"), "pass") << row.at("case") << " " << row.at("detail");
     ++judged;
   }
-  EXPECT_EQ(judged, 4 * 3 * 2);  // 4 strategies x world sizes 1..3 x 2 precisions
+  EXPECT_EQ(judged, 4 * 3 * 3 * 2);  // 4 strategies x world sizes 1..3 x 3 precisions x 2 optimizers
 }
 
 // A dropped rank breaks the gradient (max_abs_error past its bound); a flipped low bit hides
@@ -298,11 +301,17 @@ TEST_P(EquivalenceFaults, AreCaught) {
   const RunResult r = run_dtsuite(3, "run equivalence --strategy ddp --backend 'faulty(" + kind + ",mpi)' " +
                                          kSmallTraining + " --csv " + csv.string());
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  std::set<std::string> failing;
+  // The fault hits the last rank, so every world-size-3 case (f32, f64 and bf16 compute, sgd and
+  // adamw) must fail on the metric that exists to catch it.
+  std::set<std::string> dp3_cases, caught;
   for (const Row& row : read_csv(csv)) {
-    if (row.at("verdict") == "fail") failing.insert(row.at("metric"));
+    const std::string& id = row.at("case");
+    if (id.size() < 4 || id.substr(id.size() - 4) != "/dp3") continue;
+    dp3_cases.insert(id);
+    if (row.at("verdict") == "fail" && row.at("metric") == metric) caught.insert(id);
   }
-  EXPECT_EQ(failing.count(metric), 1u) << kind;
+  EXPECT_EQ(dp3_cases.size(), 6u);  // 3 precisions x 2 optimizers
+  EXPECT_EQ(caught, dp3_cases) << kind;
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, EquivalenceFaults,

@@ -25,12 +25,16 @@
 #include "core/error.h"
 #include "dts/config.h"
 #include "harness/cli.h"
+#include "harness/commands.h"
+#include "harness/progress.h"
 #include "harness/stack_info.h"
 #include "harness/timing.h"
 #include "harness/watchdog.h"
 #include "results/console_table.h"
 #include "results/csv_sink.h"
+#include "results/junit_sink.h"
 #include "strategies/strategy.h"
+#include "suites/profiles/profile.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -75,9 +79,17 @@ std::string new_run_id() {
 class Results {
  public:
   void add(std::unique_ptr<Sink> sink) { sinks_.push_back(std::move(sink)); }
-
-  void write(const Record& record) {
+  // --profile: every record is judged against the profile's thresholds before any sink sees it.
+  void judge_with(const Profile& profile) { judge_.emplace(profile); }
+  // One check record per threshold (matched, failed, or matched nothing), for the end of the run.
+  std::vector<Record> profile_summary() {
     std::lock_guard lock(mutex_);
+    return judge_ ? judge_->summary() : std::vector<Record>{};
+  }
+
+  void write(Record record) {
+    std::lock_guard lock(mutex_);
+    if (judge_) judge_->apply(record);
     if (record.verdict == Verdict::fail || record.verdict == Verdict::timeout) failed_cases_.insert(record.case_id);
     for (auto& sink : sinks_) {
       if (!sink) continue;
@@ -120,6 +132,7 @@ class Results {
   std::vector<std::unique_ptr<Sink>> sinks_;
   std::set<std::string> failed_cases_;
   bool sink_failed_ = false;
+  std::optional<ProfileJudge> judge_;
 };
 
 class HarnessContext final : public RunContext {
@@ -210,6 +223,9 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   std::printf("# minBytes %lld maxBytes %lld step: %g(factor) warmup iters: %d iters: %d validation: %d timeout: %g s\n",
               static_cast<long long>(o.min_bytes), static_cast<long long>(o.max_bytes), o.factor, o.warmup, o.iters,
               o.check ? 1 : 0, o.timeout_seconds);
+  if (cmd.profile) {
+    std::printf("# profile %s: %zu thresholds\n", cmd.profile->path.c_str(), cmd.profile->thresholds.size());
+  }
   std::printf("# %zu cases; results: %s\n#\n", cases, csv.c_str());
   std::fflush(stdout);
 }
@@ -266,10 +282,14 @@ int run_with_mpi(Command& cmd) {
   const std::string csv_path = cmd.csv_path.empty() ? "out/dtsuite-" + run_id + ".csv" : cmd.csv_path;
 
   Results results;
+  if (cmd.profile) results.judge_with(*cmd.profile);
+  CaseProgress progress;  // rank 0's live outputs (--metrics-port, --prom) follow the case loop
   if (auto failure = agreed_failure(*agreement, [&] {
         if (!leader) return;
         results.add(std::make_unique<ConsoleTable>(stdout));
         results.add(std::make_unique<CsvSink>(csv_path));
+        if (!cmd.junit_path.empty()) results.add(std::make_unique<JunitSink>(cmd.junit_path));
+        if (auto prom = make_prometheus_sink(cmd, stack, run_id, cases.size(), progress)) results.add(std::move(prom));
       })) {
     say("error: " + *failure);
     return kExitUsage;
@@ -314,6 +334,7 @@ int run_with_mpi(Command& cmd) {
       current_suite = std::string(suite->name());
     }
     watchdog.begin_case(static_cast<int64_t>(i), the_case.id);
+    progress.begin(i, suite->name(), the_case.id);
     int status = 0;
     std::string message;
     try {
@@ -338,10 +359,12 @@ int run_with_mpi(Command& cmd) {
       r.detail = text;
       context.emit(r);
     }
+    progress.end(i);
   }
 
   int exit_code = kExitPass;
   if (leader) {
+    for (Record& r : results.profile_summary()) context.emit(std::move(r));
     results.close();
     if (results.failed_cases() > 0) exit_code = kExitFail;
     if (results.sink_failed() && exit_code == kExitPass) exit_code = kExitUsage;
@@ -394,6 +417,10 @@ int harness_main(int argc, char** argv) {
     case Command::Kind::list:
       if (speak) print_list();
       return kExitPass;
+    case Command::Kind::compare:
+      return run_compare(cmd.compare);
+    case Command::Kind::report:
+      return run_report(cmd.report);
     case Command::Kind::run: break;
   }
 

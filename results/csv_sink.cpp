@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -23,12 +24,43 @@ namespace {
   throw Error(Error::Kind::io, what + " '" + path + "': " + reason);
 }
 
+// One physical line per row, so line-based tools and readers (grep, tail -f, fast-cpp-csv-parser,
+// which splits lines before it unquotes) see whole rows: each line break (CRLF, CR or LF) inside a
+// field becomes one space.
+std::string single_line(std::string_view field) {
+  std::string line;
+  line.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    const char c = field[i];
+    if (c == '\r' && i + 1 < field.size() && field[i + 1] == '\n') continue;  // CRLF: the LF speaks
+    line += (c == '\r' || c == '\n') ? ' ' : c;
+  }
+  return line;
+}
+
+// Per-iteration samples, ';'-separated, %.9g: nine significant digits resolve a nanosecond in a
+// one-second iteration, and keep a 1000-iteration row near 16 KB.
+std::string format_samples(const std::vector<double>& samples) {
+  std::string text;
+  for (double sample : samples) {
+    if (!text.empty()) text += ';';
+    if (std::isnan(sample)) {
+      text += "nan";
+    } else {
+      char buffer[32];  // "%.9g" needs at most 16 chars ("-1.23456789e-308")
+      std::snprintf(buffer, sizeof buffer, "%.9g", sample);
+      text += buffer;
+    }
+  }
+  return text;
+}
+
 // Builds one row field by field, putting the separators in.
 class RowBuilder {
  public:
   RowBuilder& text(std::string_view field) {
     next();
-    row_ += csv_escape(field);
+    row_ += csv_escape(single_line(field));
     return *this;
   }
   RowBuilder& integer(int64_t value) {
@@ -97,6 +129,7 @@ std::string format_row(const Record& r) {
     row.number(r.threshold);
   }
   row.text(r.detail);
+  row.text(format_samples(r.samples));  // schema 2
   return std::move(row).finish();
 }
 
@@ -107,7 +140,7 @@ const std::vector<std::string>& csv_columns() {
       "schema_version", "run_id", "timestamp", "suite", "case", "backend", "backend_version",
       "mpi_version", "device", "host", "world_size", "nodes", "ranks_per_node", "op", "dtype",
       "bytes", "placement", "strategy", "config", "metric", "value", "unit", "n", "min", "p05",
-      "median", "p95", "max", "verdict", "threshold", "detail"};
+      "median", "p95", "max", "verdict", "threshold", "detail", "samples"};
   return columns;
 }
 

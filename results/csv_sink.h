@@ -10,7 +10,8 @@
 
 namespace dts {
 
-// The CSV columns, in order (schema_version ... detail). New columns only ever go at the end.
+// The CSV columns, in order (schema_version ... detail, samples). New columns only ever go at the
+// end. Text fields never hold a line break (each becomes a space), so one row is one line.
 const std::vector<std::string>& csv_columns();
 
 // RFC 4180 field: quoted (with quotes doubled) when it holds a comma, quote, CR or LF.

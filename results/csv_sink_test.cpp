@@ -31,8 +31,8 @@ namespace fs = std::filesystem;
 constexpr const char* kExpectedHeader =
     "schema_version,run_id,timestamp,suite,case,backend,backend_version,mpi_version,device,host,"
     "world_size,nodes,ranks_per_node,op,dtype,bytes,placement,strategy,config,metric,value,unit,"
-    "n,min,p05,median,p95,max,verdict,threshold,detail";
-constexpr size_t kColumnCount = 31;  // the names in kExpectedHeader
+    "n,min,p05,median,p95,max,verdict,threshold,detail,samples";
+constexpr size_t kColumnCount = 32;  // the names in kExpectedHeader (schema 2 added samples)
 
 using Row = std::vector<std::string>;
 
@@ -136,6 +136,7 @@ Record sample_record() {
   r.verdict = Verdict::pass;
   r.threshold = 2.0 / 3.0;
   r.detail = "say \"hi\", then\nnew line\r\nand CRLF";
+  r.samples = {0.25, 1e-07, 1.0 / 3.0};  // %.9g: "0.25", "1e-07", "0.333333333"
   return r;
 }
 
@@ -231,7 +232,9 @@ TEST_F(CsvSinkTest, RowRoundTrip) {
   EXPECT_EQ(column("max"), "1e+300");
   EXPECT_EQ(column("verdict"), "pass");
   EXPECT_EQ(parse_double(column("threshold")), r.threshold);
-  EXPECT_EQ(column("detail"), r.detail);  // quotes, comma, LF and CRLF all survive
+  // Quotes and commas survive; each line break becomes one space, so a row is one line.
+  EXPECT_EQ(column("detail"), "say \"hi\", then new line and CRLF");
+  EXPECT_EQ(column("samples"), "0.25;1e-07;0.333333333");
 }
 
 TEST_F(CsvSinkTest, NotApplicableFieldsAreEmpty) {
@@ -338,7 +341,7 @@ TEST_F(CsvSinkTest, RowsSurviveSigkill) {
     const Row& row = rows[static_cast<size_t>(i) + 1];
     ASSERT_EQ(row.size(), kColumnCount) << "row " << i;
     EXPECT_EQ(row[4], "case/" + std::to_string(i));
-    EXPECT_EQ(row[30], sample_record().detail);
+    EXPECT_EQ(row[30], "say \"hi\", then new line and CRLF");
   }
 }
 

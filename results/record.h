@@ -10,7 +10,8 @@
 
 namespace dts {
 
-inline constexpr int kSchemaVersion = 1;
+// 2 added the `samples` column (results/SCHEMA.md); readers accept 1 and 2.
+inline constexpr int kSchemaVersion = 2;
 
 enum class Verdict : uint8_t { pass, fail, skip, info, timeout };
 std::string_view name(Verdict verdict);
@@ -42,6 +43,9 @@ struct Record {
   Verdict verdict = Verdict::info;
   double threshold = std::numeric_limits<double>::quiet_NaN();  // NaN: none
   std::string detail;
+  // Per-iteration values behind `stats` (timed metrics), for `dtsuite compare --samples`;
+  // empty when not kept.
+  std::vector<double> samples;
 };
 
 // A sink writes every record as it comes. Rows must be durable (flushed to the OS) when write()

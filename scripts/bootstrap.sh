@@ -13,7 +13,8 @@ build_dir=${BUILD_DIR:-build}
 np=${NP:-4}
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libfccp-dev libopenblas-dev)
+          libbenchmark-dev libfccp-dev libexpat1-dev libopenblas-dev prometheus-cpp-dev libtomlplusplus-dev gnuplot-nox chromium
+          prometheus prometheus-pushgateway curl python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

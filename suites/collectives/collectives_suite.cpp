@@ -253,7 +253,9 @@ class CollectivesSuite final : public Suite {
       r.labels.placement = in_place ? "in_place" : "out_of_place";
       const Stats time = compute_stats(times);
       const auto b = static_cast<double>(bytes);
-      emit(ctx, r, "time", "seconds", time.median, time);
+      Record timed = r;
+      timed.samples = times;  // per iteration, for `compare --samples`; algbw/busbw follow from them
+      emit(ctx, std::move(timed), "time", "seconds", time.median, time);
       const Stats algbw = invert_stats(time, b);
       emit(ctx, r, "algbw", "bytes_per_second", algbw.median, algbw);
       const Stats busbw = scale_stats(algbw, factor);

@@ -1,0 +1,286 @@
+// End-to-end tests of the results outputs of the dtsuite binary: `run --junit` under mpirun (one
+// testcase per case of the CSV, failures under faulty(bitflip,mpi)), and `compare` on files as a CI
+// job would call it (exit 0, 1 and 2; the table; --csv and --junit; one stderr line on bad input).
+#include <expat.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "results/csv_reader.h"
+#include "results/csv_sink.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("dtsuite_compare_e2e_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Runs `dtsuite ARGS` under mpirun with `np` ranks (np == 0: without a launcher, as compare runs).
+RunResult run_dtsuite(int np, const std::string& args) {
+  static int counter = 0;
+  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
+  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
+  std::string command;
+  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
+  command += std::string(DTS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int status = std::system(command.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// Counts of a JUnit document, read with expat (a parse error fails the test).
+struct JunitCounts {
+  bool well_formed = false;
+  int testcases = 0, failures = 0, errors = 0, skipped = 0;
+  std::set<std::string> names;
+  std::string root_tests;  // the tests="" attribute of <testsuites>
+};
+
+JunitCounts read_junit(const fs::path& path) {
+  JunitCounts counts;
+  const std::string text = read_file(path);
+  XML_Parser parser = XML_ParserCreate("UTF-8");
+  XML_SetUserData(parser, &counts);
+  XML_SetStartElementHandler(parser, [](void* data, const XML_Char* element, const XML_Char** attributes) {
+    auto* c = static_cast<JunitCounts*>(data);
+    const std::string name = element;
+    for (size_t i = 0; attributes[i]; i += 2) {
+      if (name == "testcase" && std::string(attributes[i]) == "name") c->names.insert(attributes[i + 1]);
+      if (name == "testsuites" && std::string(attributes[i]) == "tests") c->root_tests = attributes[i + 1];
+    }
+    c->testcases += name == "testcase";
+    c->failures += name == "failure";
+    c->errors += name == "error";
+    c->skipped += name == "skipped";
+  });
+  counts.well_formed = XML_Parse(parser, text.data(), static_cast<int>(text.size()), 1) == XML_STATUS_OK;
+  EXPECT_TRUE(counts.well_formed) << XML_ErrorString(XML_GetErrorCode(parser)) << " at line "
+                                  << XML_GetCurrentLineNumber(parser) << " of " << path;
+  XML_ParserFree(parser);
+  return counts;
+}
+
+std::set<std::string> cases_of(const fs::path& csv) {
+  std::set<std::string> cases;
+  for (const dts::Record& r : dts::read_results_csv(csv.string())) cases.insert(r.case_id);
+  return cases;
+}
+
+// A small sweep: every collective, one float and one integer type, 8 B .. 512 B plus the extras.
+const std::string kSweep = "--quick -e 512 -d f32,i32 -o sum";
+
+TEST(JunitRun, OneTestcasePerCaseOfTheCsv) {
+  const fs::path csv = scratch_dir() / "junit_pass.csv", xml = scratch_dir() / "junit_pass.xml";
+  const RunResult r = run_dtsuite(2, "run collectives " + kSweep + " --csv " + csv.string() + " --junit " + xml.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const JunitCounts junit = read_junit(xml);
+  const std::set<std::string> cases = cases_of(csv);
+  ASSERT_GT(cases.size(), 7u);  // at least one case per collective
+  EXPECT_EQ(junit.testcases, static_cast<int>(cases.size()));
+  EXPECT_EQ(junit.root_tests, std::to_string(cases.size()));
+  EXPECT_EQ(junit.names, cases);
+  EXPECT_EQ(junit.failures, 0);
+  EXPECT_EQ(junit.errors, 0);
+}
+
+TEST(JunitRun, BitflipCasesAreFailures) {
+  const fs::path csv = scratch_dir() / "junit_fault.csv", xml = scratch_dir() / "junit_fault.xml";
+  const RunResult r = run_dtsuite(
+      2, "run collectives --backend 'faulty(bitflip,mpi)' " + kSweep + " --csv " + csv.string() + " --junit " + xml.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const JunitCounts junit = read_junit(xml);
+  std::set<std::string> failed;
+  for (const dts::Record& rec : dts::read_results_csv(csv.string())) {
+    if (rec.verdict == dts::Verdict::fail) failed.insert(rec.case_id);
+  }
+  ASSERT_FALSE(failed.empty());
+  EXPECT_EQ(junit.testcases, static_cast<int>(cases_of(csv).size()));
+  EXPECT_EQ(junit.failures, static_cast<int>(failed.size()));  // one <failure> per failed case
+}
+
+// A baseline made once by the real binary (2 ranks, the small sweep); the comparisons below work
+// on it and on copies changed in known ways.
+const fs::path& baseline_csv() {
+  static const fs::path path = [] {
+    const fs::path p = scratch_dir() / "baseline.csv";
+    const RunResult r = run_dtsuite(2, "run collectives " + kSweep + " --csv " + p.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+  }();
+  return path;
+}
+
+// Writes `records` as a results CSV with the sink the binary uses.
+fs::path write_run(const std::string& name, const std::vector<dts::Record>& records) {
+  const fs::path path = scratch_dir() / name;
+  dts::CsvSink sink(path.string());
+  for (const dts::Record& r : records) sink.write(r);
+  sink.close();
+  return path;
+}
+
+// Scales every time by `factor` (its samples and stats too) and every bandwidth by 1/factor.
+std::vector<dts::Record> slowed(std::vector<dts::Record> records, double factor) {
+  for (dts::Record& r : records) {
+    const double scale = r.unit == "seconds" ? factor : r.unit == "bytes_per_second" ? 1 / factor : 1;
+    r.value *= scale;
+    for (double* s : {&r.stats.min, &r.stats.p05, &r.stats.median, &r.stats.p95, &r.stats.max}) *s *= scale;
+    for (double& s : r.samples) s *= scale;
+  }
+  return records;
+}
+
+int our_stderr_lines(const std::string& err, std::string* line_out) {
+  int ours = 0;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("dtsuite: ", 0) == 0) {
+      ++ours;
+      *line_out = line;
+    }
+  }
+  return ours;
+}
+
+TEST(Compare, BaselineAgainstItselfPasses) {
+  const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + baseline_csv().string());
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("0 regressed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("REGRESSED  "), std::string::npos);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+// The table line of `label`'s `metric`, or "".
+std::string table_line(const std::string& table, const std::string& label, const std::string& metric) {
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string case_id, placement, line_metric;
+    words >> case_id >> placement >> line_metric;
+    if (case_id + " " + placement == label && line_metric == metric) return line;
+  }
+  return "";
+}
+
+TEST(Compare, TwentyPercentSlowerIsARegressionNamingTheCase) {
+  const std::vector<dts::Record> baseline = dts::read_results_csv(baseline_csv().string());
+  const fs::path current = write_run("slower.csv", slowed(baseline, 1.2));
+  const fs::path table = scratch_dir() / "slower_table.csv", xml = scratch_dir() / "slower.xml";
+  // Which rows must be caught is decided by the baseline's own noise, measured on this machine:
+  // scaled by 1.2, a time row's p05 clears its p95 when p95 < 1.2 p05 (the interval rule), and
+  // every scaled sample clears every original one when max < 1.2 min (complete separation, p =
+  // 1/252 with 5 iterations a side, under the U test's 0.01). Rows noisier than that may pass:
+  // that is the gate working, not failing.
+  std::set<std::string> must_intervals, must_samples;
+  for (const dts::Record& rec : baseline) {
+    if (rec.metric != "time" || rec.value <= 0) continue;
+    const std::string label = rec.case_id + " " + rec.labels.placement;
+    if (rec.stats.p95 < 1.2 * rec.stats.p05) must_intervals.insert(label);
+    if (rec.stats.max < 1.2 * rec.stats.min) must_samples.insert(label);
+  }
+  ASSERT_FALSE(must_intervals.empty()) << "every baseline row is noisier than 20%: rerun on a quieter machine";
+  for (const std::string extra : {"", " --samples"}) {
+    SCOPED_TRACE(extra);
+    const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + current.string() + extra +
+                                           " --csv " + table.string() + " --junit " + xml.string());
+    if (extra.empty() || !must_samples.empty()) {
+      EXPECT_EQ(r.exit_code, 1) << r.err << r.out.substr(0, 3000);
+      EXPECT_NE(r.out.find("# verdict: REGRESSION"), std::string::npos);
+    }
+    // The table names each case that had to be caught, flagged, with its +20% change.
+    for (const std::string& label : extra.empty() ? must_intervals : must_samples) {
+      const std::string line = table_line(r.out, label, "time");
+      EXPECT_NE(line.find("REGRESSED"), std::string::npos) << label << ": " << line;
+      EXPECT_NE(line.find("+20.0%"), std::string::npos) << label << ": " << line;
+    }
+    // The CSV output: a header, then one line per compared row; no `time` row improved.
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line.rfind("suite,case,op,dtype,bytes,placement", 0), 0u) << line;
+    int time_regressed = 0;
+    while (std::getline(in, line)) {
+      if (line.find(",time,seconds,") == std::string::npos) continue;
+      EXPECT_EQ(line.find(",improved,"), std::string::npos) << line;
+      time_regressed += line.find(",REGRESSED,") != std::string::npos;
+    }
+    EXPECT_GE(time_regressed, static_cast<int>((extra.empty() ? must_intervals : must_samples).size()));
+    // The JUnit output: well-formed, a failure per regressed row.
+    const JunitCounts junit = read_junit(xml);
+    EXPECT_GE(junit.failures, time_regressed);
+  }
+}
+
+TEST(Compare, MalformedCsvIsOneLineAndExitTwo) {
+  std::string text = read_file(baseline_csv());
+  // Corrupt the `value` of the third data row (line 4): replace the row with too few fields.
+  std::istringstream lines(text);
+  std::string rebuilt, line;
+  for (int n = 1; std::getline(lines, line); ++n) rebuilt += (n == 4 ? std::string("2,run,broken") : line) + "\n";
+  const fs::path bad = scratch_dir() / "malformed.csv";
+  std::ofstream(bad) << rebuilt;
+  const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + bad.string());
+  EXPECT_EQ(r.exit_code, 2);
+  std::string ours;
+  EXPECT_EQ(our_stderr_lines(r.err, &ours), 1) << r.err;
+  EXPECT_NE(ours.find(bad.string() + ":4: too few fields"), std::string::npos) << ours;
+}
+
+TEST(Compare, UnreadableMissingCasesAndOtherStacksAreExitTwo) {
+  std::vector<dts::Record> baseline = dts::read_results_csv(baseline_csv().string());
+  // Missing cases: the current run lacks the baseline's last case.
+  std::vector<dts::Record> fewer;
+  for (const dts::Record& rec : baseline) {
+    if (rec.case_id != baseline.back().case_id) fewer.push_back(rec);
+  }
+  // Another stack: the same numbers, said to come from 3 ranks.
+  std::vector<dts::Record> other = baseline;
+  for (dts::Record& rec : other) rec.labels.world_size = 3;
+  const struct {
+    std::string current, message;
+  } cases[] = {
+      {(scratch_dir() / "absent.csv").string(), "cannot read results CSV"},
+      {write_run("fewer.csv", fewer).string(), "1 case(s) of the baseline are missing from the current run"},
+      {write_run("other.csv", other).string(), "different stacks: world_size 2 (baseline) vs 3 (current)"},
+  };
+  for (const auto& c : cases) {
+    const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + c.current);
+    EXPECT_EQ(r.exit_code, 2) << c.current;
+    std::string ours;
+    EXPECT_EQ(our_stderr_lines(r.err, &ours), 1) << r.err;
+    EXPECT_NE(ours.find(c.message), std::string::npos) << ours;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,241 @@
+// End-to-end tests of `dtsuite run --profile`: the real binary under mpirun with small profiles
+// written here. A profile the run meets exits 0 with its verdicts and citations in the CSV; an
+// impossible threshold exits 1 naming itself in the failing rows' detail; a threshold that
+// matched nothing fails (or skips, if optional); a malformed profile is one stderr line, exit 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "results/csv_reader.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("dtsuite_profile_e2e_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+fs::path write_profile(const std::string& name, const std::string& text) {
+  const fs::path path = scratch_dir() / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Runs `dtsuite ARGS` under mpirun with `np` ranks.
+RunResult run_dtsuite(int np, const std::string& args) {
+  static int counter = 0;
+  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
+  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
+  const std::string command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " " +
+                              DTS_BINARY + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int status = std::system(command.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// The sweep of every run here: all_reduce, f32, sum, 8 B .. 512 B plus the 0/1/1021-element extras.
+const std::string kSweep = "run collectives --collective all_reduce -d f32 -o sum -b 8 -e 512 -f 8 -n 3 -w 1";
+
+TEST(Profile, ARunThatMeetsItPassesAndEveryJudgedRowCitesItsThreshold) {
+  const fs::path profile = write_profile("met.toml", R"(
+[[threshold]]
+metric = "wrong"
+max = 0
+source = "exact answers"
+
+[[threshold]]
+metric = "busbw"
+op = "all_reduce"
+min_bytes = 8
+min = 1
+source = "any positive bandwidth"
+
+[[threshold]]
+metric = "link_utilization"
+min = 0.8
+optional = true
+source = "no topology suite in this run"
+)");
+  const fs::path csv = scratch_dir() / "met.csv";
+  const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("# profile " + profile.string() + ": 3 thresholds"), std::string::npos) << r.out;
+
+  int judged_busbw = 0, summaries = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric == "busbw" && row.labels.bytes >= 8) {
+      ++judged_busbw;
+      EXPECT_EQ(row.verdict, dts::Verdict::pass) << row.case_id;
+      EXPECT_EQ(row.threshold, 1);
+      EXPECT_NE(row.detail.find(">= 1 (met.toml [[threshold]] #2)"), std::string::npos) << row.detail;
+    }
+    if (row.metric == "busbw" && row.labels.bytes == 0) {
+      EXPECT_EQ(row.verdict, dts::Verdict::info);  // below min_bytes: not judged
+    }
+    if (row.suite == "profile") {
+      ++summaries;
+      EXPECT_EQ(row.metric, "check");
+      EXPECT_EQ(row.run_id.empty(), false);  // stamped like every other row
+      const bool optional = row.case_id == "met/3/link_utilization";
+      EXPECT_EQ(row.verdict, optional ? dts::Verdict::skip : dts::Verdict::pass) << row.case_id << ": " << row.detail;
+    }
+  }
+  // Sizes 8, 64, 512 and the 1021-element extra (4084 B), 2 placements each; the 1-element extra
+  // (4 B) is below min_bytes.
+  EXPECT_EQ(judged_busbw, 4 * 2);
+  EXPECT_EQ(summaries, 3);
+}
+
+TEST(Profile, AnImpossibleBandwidthFailsTheRunAndTheCsvCitesIt) {
+  const fs::path profile = write_profile("impossible.toml", R"(
+[[threshold]]
+metric = "busbw"
+op = "all_reduce"
+min_bytes = 8
+min = 1e15
+source = "a petabyte per second, which no stack reaches"
+)");
+  const fs::path csv = scratch_dir() / "impossible.csv";
+  const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string() + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  int failed = 0;
+  bool summary_failed = false;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric == "busbw" && row.labels.bytes >= 8) {
+      EXPECT_EQ(row.verdict, dts::Verdict::fail);
+      EXPECT_EQ(row.threshold, 1e15);
+      EXPECT_NE(row.detail.find("< 1e+15 required by impossible.toml [[threshold]] #1: a petabyte per second"),
+                std::string::npos)
+          << row.detail;
+      ++failed;
+    }
+    if (row.suite == "profile") {
+      summary_failed = row.verdict == dts::Verdict::fail;
+      EXPECT_NE(row.detail.find("8 of 8 records fail"), std::string::npos) << row.detail;
+    }
+  }
+  EXPECT_EQ(failed, 4 * 2);  // every judged size and placement, as above
+  EXPECT_TRUE(summary_failed);
+}
+
+TEST(Profile, AThresholdThatMatchedNothingFailsTheRun) {
+  const fs::path profile = write_profile("unmatched.toml", R"(
+[[threshold]]
+metric = "scaling_efficiency"
+min = 0.9
+source = "weak scaling target"
+)");
+  const fs::path csv = scratch_dir() / "unmatched.csv";
+  const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string() + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::vector<dts::Record> rows = dts::read_results_csv(csv.string());
+  ASSERT_FALSE(rows.empty());
+  const dts::Record& last = rows.back();  // the summary comes after every measurement
+  EXPECT_EQ(last.suite, "profile");
+  EXPECT_EQ(last.verdict, dts::Verdict::fail);
+  EXPECT_NE(last.detail.find("matched no record"), std::string::npos) << last.detail;
+}
+
+TEST(Profile, RunDefaultsApplyWhereTheCommandLineIsSilent) {
+  const fs::path profile = write_profile("defaults.toml", R"(
+[run]
+collective = "all_reduce"
+datatype = ["f32"]
+op = "sum"
+minbytes = 8
+maxbytes = "4K"
+stepfactor = 8
+iters = 3
+warmup_iters = 1
+
+[[threshold]]
+metric = "wrong"
+max = 0
+source = "exact answers"
+)");
+  const fs::path csv = scratch_dir() / "defaults.csv";
+  // -e 512 on the command line wins over the profile's maxbytes 4K; the rest comes from the profile.
+  const RunResult r = run_dtsuite(2, "run -e 512 --profile " + profile.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> ops, dtypes;
+  std::set<int64_t> sizes;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.suite != "collectives") continue;
+    ops.insert(row.labels.op);
+    dtypes.insert(row.labels.dtype);
+    sizes.insert(row.labels.bytes);
+  }
+  EXPECT_EQ(ops, std::set<std::string>{"all_reduce"});
+  EXPECT_EQ(dtypes, std::set<std::string>{"f32"});
+  EXPECT_EQ(sizes.count(512), 1u);   // the command line's -e
+  EXPECT_EQ(sizes.count(4096), 0u);  // the profile's 4K, overridden
+}
+
+struct BadProfile {
+  std::string name, text, message;
+};
+
+class BadProfiles : public testing::TestWithParam<BadProfile> {};
+
+TEST_P(BadProfiles, OneLineOnStderrAndExitTwo) {
+  const BadProfile& b = GetParam();
+  const fs::path profile = b.text.empty() ? scratch_dir() / "missing.toml" : write_profile(b.name, b.text);
+  const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  size_t ours = 0;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("dtsuite: ", 0) == 0) {
+      ++ours;
+      EXPECT_NE(line.find(b.message), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(ours, 1u) << r.err;  // from rank 0 only, though every rank read the file
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, BadProfiles,
+    testing::Values(BadProfile{"syntax.toml", "[[threshold]]\nmetric = \"busbw\"\nmin = \n", "syntax.toml:3: TOML syntax error"},
+                    BadProfile{"metric.toml", "[[threshold]]\nmetric = \"busbandwidth\"\nmin = 1\nsource = \"s\"\n",
+                               "metric.toml:2: unknown metric 'busbandwidth'"},
+                    BadProfile{"range.toml", "[[threshold]]\nmetric = \"busbw\"\nmin = 2\nmax = 1\nsource = \"s\"\n",
+                               "range.toml:1: [[threshold]] #1: min 2 > max 1"},
+                    BadProfile{"run.toml", "[run]\ntimeout = -1.0\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "run.toml:2: [run] timeout"},
+                    BadProfile{"missing.toml", "", "missing.toml: cannot read the profile"}),
+    [](const testing::TestParamInfo<BadProfile>& param_info) {
+      return param_info.param.name.substr(0, param_info.param.name.find('.'));
+    });
+
+}  // namespace

@@ -1,0 +1,201 @@
+// End-to-end test of `dtsuite report`: two small runs of the real binary under mpirun (the mpi
+// and ring(mpi) stacks, collectives --quick and equivalence), one report of both, opened in
+// headless Chromium: it must load, hold one SVG plot per plot the CSVs call for, fetch nothing,
+// and log nothing to the console. Exits 77 (ctest SKIP) when Chromium is not installed.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "results/csv_reader.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string chromium_binary;  // found by main()
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("dtsuite_report_e2e_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+RunResult run_shell(const std::string& command) {
+  static int counter = 0;
+  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
+  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
+  const int status = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+RunResult run_dtsuite(int np, const std::string& args) {
+  std::string command;
+  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
+  return run_shell(command + DTS_BINARY + " " + args);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Lines of ours on stderr ("dtsuite: ..."): bad input must produce exactly one.
+std::vector<std::string> our_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("dtsuite: ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+class Report : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // A small model and two strategies keep the equivalence runs to seconds.
+    const std::string training = "--strategy ddp,zero1 --steps 2 --batch 16 --layers 2 --width 8 --input 5 --classes 3";
+    for (const std::string backend : {"mpi", "ring(mpi)"}) {
+      const fs::path csv = scratch_dir() / (backend == "mpi" ? "mpi.csv" : "ring.csv");
+      const RunResult r = run_dtsuite(2, "run collectives equivalence --quick --backend '" + backend + "' " + training +
+                                             " --csv " + csv.string());
+      ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+      csvs_.push_back(csv);
+    }
+    html_ = scratch_dir() / "report.html";
+    const RunResult report =
+        run_dtsuite(0, "report " + csvs_[0].string() + " " + csvs_[1].string() + " -o " + html_.string());
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    // --enable-logging=stderr --v=0 makes Chromium print every console message (errors, warnings,
+    // uncaught exceptions, failed loads) as a ":CONSOLE" line on stderr.
+    dom_ = run_shell(chromium_binary + " --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 "
+                                       "--dump-dom file://" + html_.string());
+  }
+
+  static std::vector<fs::path> csvs_;
+  static fs::path html_;
+  static RunResult dom_;
+};
+
+std::vector<fs::path> Report::csvs_;
+fs::path Report::html_;
+RunResult Report::dom_;
+
+TEST_F(Report, LoadsInChromiumWithoutConsoleMessages) {
+  ASSERT_EQ(dom_.exit_code, 0) << dom_.err;
+  EXPECT_NE(dom_.out.find("<h1>dtsuite report</h1>"), std::string::npos);
+  std::istringstream lines(dom_.err);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line.find(":CONSOLE"), std::string::npos) << line;
+  }
+}
+
+TEST_F(Report, HasOneSvgPlotPerPlotTheResultsCallFor) {
+  // What the CSVs call for, counted from the rows themselves: per collective with busbw rows, a
+  // bandwidth plot; per collective with time rows at 1 B..64 KiB, a latency plot; per dtype of
+  // equivalence with a non-zero max_abs_error (0 cannot be drawn on a log axis), one plot. The
+  // runs have no scaling or convergence rows, so those sections show a note instead.
+  std::set<std::string> busbw_ops, latency_ops, equivalence_dtypes;
+  for (const fs::path& csv : csvs_) {
+    for (const dts::Record& r : dts::read_results_csv(csv.string())) {
+      if (r.verdict == dts::Verdict::skip || r.labels.placement == "in_place") continue;
+      if (r.metric == "busbw" && r.labels.bytes > 0) busbw_ops.insert(r.labels.op);
+      if (r.metric == "time" && r.labels.bytes > 0 && r.labels.bytes <= 65536) latency_ops.insert(r.labels.op);
+      if (r.metric == "max_abs_error" && r.value > 0) equivalence_dtypes.insert(r.labels.dtype);
+    }
+  }
+  EXPECT_EQ(busbw_ops.size(), 7u);  // every collective ran
+  const size_t expected = busbw_ops.size() + latency_ops.size() + equivalence_dtypes.size();
+  EXPECT_EQ(count(dom_.out, "<svg"), expected);
+  EXPECT_EQ(count(dom_.out, "<figure class=\"plot\""), expected);
+  EXPECT_NE(dom_.out.find("No scaling_efficiency rows"), std::string::npos);
+  EXPECT_NE(dom_.out.find("No loss or accuracy rows"), std::string::npos);
+  // Both stacks are drawn side by side: each is named in the legends.
+  EXPECT_GE(count(dom_.out, "ring(mpi) | "), expected);
+  EXPECT_GE(count(dom_.out, "mpi | "), expected);  // "ring(mpi) | " does not contain it
+}
+
+TEST_F(Report, IsSelfContained) {
+  const std::string html = read_file(html_);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("@import"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("url(http"), std::string::npos);
+  // The pass/fail table lists both stacks' suites.
+  EXPECT_NE(html.find("<td>equivalence</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>collectives</td>"), std::string::npos);
+}
+
+TEST(ReportInput, AnUnreadableCsvIsOneLineAndExitTwo) {
+  const fs::path bad = scratch_dir() / "bad.csv";
+  std::ofstream(bad) << "not,a,results,file\n1,2,3,4\n";
+  for (const fs::path& input : {bad, scratch_dir() / "absent.csv"}) {
+    const RunResult r = run_dtsuite(0, "report " + input.string() + " -o " + (scratch_dir() / "x.html").string());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find(input.filename().string()), std::string::npos) << lines[0];
+  }
+}
+
+TEST(ReportInput, MissingGnuplotIsOneLineAndExitTwo) {
+  // A results file with one bandwidth row, so there is a plot to draw.
+  const fs::path csv = scratch_dir() / "one.csv";
+  const RunResult run = run_dtsuite(1, "run collectives --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 1 -w 0 --csv " +
+                                           csv.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const RunResult r = run_shell("env PATH=" + scratch_dir().string() + " " + DTS_BINARY + " report " + csv.string() +
+                                " -o " + (scratch_dir() / "y.html").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = our_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("gnuplot"), std::string::npos) << lines[0];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    if (std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0) {
+      chromium_binary = name;
+      break;
+    }
+  }
+  if (chromium_binary.empty()) {
+    std::printf("SKIP: no chromium on PATH; the report is checked by loading it in a headless browser\n");
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}

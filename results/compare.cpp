@@ -1,0 +1,413 @@
+// compare_runs: the join, the direction of each metric, and the two noise rules (p05/p95 intervals;
+// a Mann–Whitney U test on per-iteration samples). The rules are argued where they are applied.
+#include "results/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+constexpr size_t kExactLimit = 50;  // exact U distribution up to this many samples a side
+
+bool is_failure(Verdict v) { return v == Verdict::fail || v == Verdict::timeout; }
+
+std::string join_key(const Record& r, std::string_view metric) {
+  const Labels& l = r.labels;
+  std::string key;
+  for (std::string_view part : {std::string_view(r.suite), std::string_view(r.case_id), metric, std::string_view(l.op),
+                                std::string_view(l.dtype), std::string_view(l.placement), std::string_view(l.strategy),
+                                std::string_view(l.config)}) {
+    key += part;
+    key += '\x1f';  // unit separator: appears in no field
+  }
+  key += std::to_string(l.bytes) + '\x1f' + std::to_string(l.world_size);
+  return key;
+}
+std::string join_key(const Record& r) { return join_key(r, r.metric); }
+
+std::string case_key(const Record& r) { return r.suite + '\x1f' + r.case_id; }
+
+using Stack = std::tuple<std::string, std::string, int, int, int>;
+Stack stack_of(const Record& r) {
+  const Labels& l = r.labels;
+  return {l.backend, l.device, l.world_size, l.nodes, l.ranks_per_node};
+}
+
+// "backend 'mpi' (baseline) vs 'ring(mpi)' (current), world_size 4 vs 2"
+std::string stack_difference(const Stack& b, const Stack& c) {
+  std::string text;
+  const auto add = [&](const char* field, const std::string& bv, const std::string& cv, bool quote) {
+    if (bv == cv) return;
+    const std::string q = quote ? "'" : "";
+    text += (text.empty() ? "" : ", ") + std::string(field) + " " + q + bv + q + " (baseline) vs " + q + cv + q +
+            " (current)";
+  };
+  add("backend", std::get<0>(b), std::get<0>(c), true);
+  add("device", std::get<1>(b), std::get<1>(c), true);
+  add("world_size", std::to_string(std::get<2>(b)), std::to_string(std::get<2>(c)), false);
+  add("nodes", std::to_string(std::get<3>(b)), std::to_string(std::get<3>(c)), false);
+  add("ranks_per_node", std::to_string(std::get<4>(b)), std::to_string(std::get<4>(c)), false);
+  return text;
+}
+
+std::vector<Stack> distinct_stacks(const std::vector<Record>& records) {
+  std::vector<Stack> stacks;
+  for (const Record& r : records) {
+    const Stack s = stack_of(r);
+    if (std::find(stacks.begin(), stacks.end(), s) == stacks.end()) stacks.push_back(s);
+  }
+  return stacks;
+}
+
+// Comparing two different stacks with a regression gate would blame the code for the hardware;
+// `report` is the tool for comparing stacks side by side.
+void check_same_stack(const std::vector<Record>& baseline, const std::vector<Record>& current) {
+  const std::vector<Stack> b = distinct_stacks(baseline), c = distinct_stacks(current);
+  if (b.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
+  if (c.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
+  for (const Stack& s : b) {
+    if (std::find(c.begin(), c.end(), s) == c.end()) {
+      throw Error(Error::Kind::invalid_argument, "the runs are of different stacks: " + stack_difference(s, c.front()) +
+                                                     "; compare runs of one stack (use `dtsuite report` to set stacks side by side)");
+    }
+  }
+  for (const Stack& s : c) {
+    if (std::find(b.begin(), b.end(), s) == b.end()) {
+      throw Error(Error::Kind::invalid_argument, "the runs are of different stacks: " + stack_difference(b.front(), s) +
+                                                     "; compare runs of one stack (use `dtsuite report` to set stacks side by side)");
+    }
+  }
+}
+
+std::string format_number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", value);
+  return buffer;
+}
+
+std::string percent(double fraction) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3g%%", fraction * 100);
+  return buffer;
+}
+
+// Noise judged from the two runs' distributions. Returns whether the change is outside the noise
+// in the direction `worse` (true: towards worse), and says why in `reason`.
+//
+// p05/p95 rule, when no samples decide: the change is outside the noise when the runs' p05..p95
+// intervals do not overlap on the side of the change — for a slowdown, the current run's p05 lies
+// above the baseline's p95: 95% of current iterations were slower than 95% of baseline ones, a
+// shift larger than the spread of either run. If nothing changed, both runs draw from one
+// distribution and such a separation is rare: with the quick suite's 5 iterations a side p05 and
+// p95 sit within a fifth of the way from the extreme samples, so it takes (nearly) every current
+// sample above every baseline sample, probability about 1/C(10,5) = 0.4% per row; with more
+// iterations the middle 90% of two samples of one distribution are disjoint with a probability
+// that falls exponentially in n. The rule is conservative by design: a false alarm in a CI gate
+// costs more trust than a slowdown smaller than the run-to-run spread, which this gate cannot see
+// anyway. Rows without a distribution (memory, single values) are deterministic or have no noise
+// estimate: the tolerance alone decides.
+bool outside_intervals(const Record& b, const Record& c, Direction direction, bool worse, std::string& reason) {
+  if (b.stats.n == 0 || c.stats.n == 0) {
+    reason = "no distribution: the tolerance decides";
+    return true;
+  }
+  // Lower is better and worse, or higher is better and better: the current run moved up.
+  const bool current_moved_up = (direction == Direction::lower_is_better) == worse;
+  if (current_moved_up) {
+    const bool separated = c.stats.p05 > b.stats.p95;
+    reason = "p05 " + format_number(c.stats.p05) + (separated ? " > " : " <= ") + "baseline p95 " +
+             format_number(b.stats.p95) + (separated ? "" : ": inside the noise");
+    return separated;
+  }
+  const bool separated = c.stats.p95 < b.stats.p05;
+  reason = "p95 " + format_number(c.stats.p95) + (separated ? " < " : " >= ") + "baseline p05 " +
+           format_number(b.stats.p05) + (separated ? "" : ": inside the noise");
+  return separated;
+}
+
+}  // namespace
+
+Direction direction_of(const Record& r) {
+  if (r.unit == "seconds") return Direction::lower_is_better;
+  if (r.unit == "bytes_per_second") return Direction::higher_is_better;
+  if (r.metric == "scaling_efficiency" || r.metric == "throughput") return Direction::higher_is_better;
+  if (r.metric.rfind("memory_", 0) == 0 && r.unit == "bytes") return Direction::lower_is_better;
+  return Direction::not_judged;
+}
+
+std::string_view name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::unchanged: return "ok";
+    case Outcome::improved: return "improved";
+    case Outcome::regressed: return "REGRESSED";
+    case Outcome::not_judged: return "-";
+    case Outcome::missing: return "MISSING";
+  }
+  return "?";
+}
+
+double mann_whitney_smallest_p(size_t n, size_t m) {
+  // 1 / C(n+m, n), as a product to stay in range.
+  double p = 1;
+  for (size_t k = 1; k <= std::min(n, m); ++k) p *= static_cast<double>(k) / static_cast<double>(std::max(n, m) + k);
+  return p;
+}
+
+double mann_whitney_p_greater(const std::vector<double>& worse, const std::vector<double>& better) {
+  const size_t n = worse.size(), m = better.size();
+  if (n == 0 || m == 0) return 1;
+  double u = 0;
+  for (double x : worse) {
+    for (double y : better) u += x > y ? 1.0 : (x == y ? 0.5 : 0.0);
+  }
+  std::vector<double> all(worse);
+  all.insert(all.end(), better.begin(), better.end());
+  std::sort(all.begin(), all.end());
+  double tie_term = 0;  // sum of t^3 - t over groups of t tied values
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    while (j < all.size() && all[j] == all[i]) ++j;
+    const auto t = static_cast<double>(j - i);
+    tie_term += t * t * t - t;
+    i = j;
+  }
+  if (tie_term == 0 && n <= kExactLimit && m <= kExactLimit) {
+    // Exact: count the arrangements of n worse and m better values by their U. The largest value
+    // is either a `worse` one, beating all j `better` ones (U grows by j), or a `better` one:
+    // f(i, j, u) = f(i-1, j, u-j) + f(i, j-1, u). All additions of positive counts, so the doubles
+    // stay accurate (C(100, 50) ~ 1e29 is well inside their range).
+    const size_t max_u = n * m;
+    std::vector<std::vector<double>> previous(m + 1, std::vector<double>(max_u + 1, 0)), row = previous;
+    for (size_t j = 0; j <= m; ++j) previous[j][0] = 1;  // i = 0: no worse values, U = 0
+    for (size_t i = 1; i <= n; ++i) {
+      for (size_t j = 0; j <= m; ++j) {
+        std::fill(row[j].begin(), row[j].end(), 0);
+        for (size_t v = 0; v <= i * j; ++v) {
+          double count = v >= j ? previous[j][v - j] : 0;
+          if (j > 0) count += row[j - 1][v];
+          row[j][v] = count;
+        }
+      }
+      std::swap(previous, row);
+    }
+    const std::vector<double>& counts = previous[m];
+    double total = 0, tail = 0;
+    const auto observed = static_cast<size_t>(u);  // an integer without ties
+    for (size_t v = 0; v <= max_u; ++v) {
+      total += counts[v];
+      if (v >= observed) tail += counts[v];
+    }
+    return tail / total;
+  }
+  const auto nd = static_cast<double>(n), md = static_cast<double>(m), total = nd + md;
+  const double mean = nd * md / 2;
+  const double variance = nd * md / 12 * ((total + 1) - tie_term / (total * (total - 1)));
+  if (variance <= 0) return 1;  // every value equal: no evidence either way
+  const double z = (u - mean - 0.5) / std::sqrt(variance);  // 0.5: continuity correction
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
+                        const CompareSettings& settings) {
+  check_same_stack(baseline, current);
+
+  std::set<std::string> current_cases, baseline_failed_cases;
+  for (const Record& r : current) current_cases.insert(case_key(r));
+  size_t missing_cases = 0;
+  std::string first_missing;
+  std::set<std::string> counted;
+  for (const Record& r : baseline) {
+    if (is_failure(r.verdict)) baseline_failed_cases.insert(case_key(r));
+    if (current_cases.count(case_key(r)) || !counted.insert(case_key(r)).second) continue;
+    if (missing_cases++ == 0) first_missing = r.suite + " " + r.case_id;
+  }
+  if (missing_cases > 0) {
+    throw Error(Error::Kind::invalid_argument,
+                std::to_string(missing_cases) + " case(s) of the baseline are missing from the current run (first: " +
+                    first_missing + "); run the same suites and sweep as the baseline");
+  }
+
+  // The join: the k-th row of a key in the baseline with the k-th of the same key in the current run.
+  std::map<std::string, std::vector<size_t>> current_by_key;
+  for (size_t i = 0; i < current.size(); ++i) current_by_key[join_key(current[i])].push_back(i);
+  std::vector<size_t> match(baseline.size(), SIZE_MAX);
+  std::vector<bool> matched(current.size(), false);
+  std::map<std::string, size_t> seen;
+  std::map<std::string, size_t> label_uses;
+  for (size_t i = 0; i < baseline.size(); ++i) {
+    const std::string key = join_key(baseline[i]);
+    const size_t occurrence = seen[key]++;
+    const auto it = current_by_key.find(key);
+    if (it != current_by_key.end() && occurrence < it->second.size()) {
+      match[i] = it->second[occurrence];
+      matched[match[i]] = true;
+    }
+    const Record& b = baseline[i];
+    ++label_uses[b.suite + '\x1f' + b.case_id + '\x1f' + b.labels.placement + '\x1f' + b.metric];
+  }
+  // Cases that ran in the baseline and no longer run (a skip, fail or timeout `check` row of their
+  // own): that one row carries the regression, in place of each measurement it lost.
+  std::set<std::string> not_run_now;
+  for (size_t i = 0; i < current.size(); ++i) {
+    const Record& c = current[i];
+    if (!matched[i] && c.metric == "check" && (c.verdict == Verdict::skip || is_failure(c.verdict))) {
+      not_run_now.insert(case_key(c));
+    }
+  }
+  const auto label_of = [&](const Record& r) {
+    std::string label = r.case_id;
+    if (!r.labels.placement.empty()) label += " " + r.labels.placement;
+    const auto uses = label_uses.find(r.suite + '\x1f' + r.case_id + '\x1f' + r.labels.placement + '\x1f' + r.metric);
+    if (uses != label_uses.end() && uses->second > 1 && !r.labels.config.empty()) label += " " + r.labels.config;
+    return label;
+  };
+
+  // Per-iteration samples of a row, or of its sibling `time` row for a bandwidth: bandwidth is
+  // bytes * factor / time with the same constant in both runs, a monotone map, so the rank-based U
+  // test gives the same answer on times (with the direction turned).
+  std::map<std::string, size_t> baseline_by_key;
+  for (size_t i = 0; i < baseline.size(); ++i) baseline_by_key.emplace(join_key(baseline[i]), i);
+  const auto time_sibling = [&](const Record& b, bool in_current) -> const Record* {
+    const std::string key = join_key(b, "time");
+    if (in_current) {
+      const auto it = current_by_key.find(key);
+      return it == current_by_key.end() ? nullptr : &current[it->second.front()];
+    }
+    const auto it = baseline_by_key.find(key);
+    return it == baseline_by_key.end() ? nullptr : &baseline[it->second];
+  };
+
+  Comparison result;
+  const auto add = [&](ComparedRow row) {
+    switch (row.outcome) {
+      case Outcome::regressed:
+      case Outcome::missing: ++result.regressions; break;
+      case Outcome::improved: ++result.improvements; break;
+      case Outcome::unchanged: ++result.unchanged; break;
+      case Outcome::not_judged: ++result.not_judged; break;
+    }
+    result.rows.push_back(std::move(row));
+  };
+
+  for (size_t i = 0; i < baseline.size(); ++i) {
+    const Record& b = baseline[i];
+    ComparedRow row;
+    row.baseline = b;
+    row.label = label_of(b);
+    row.direction = direction_of(b);
+    row.change_percent = std::nan("");
+    row.p_value = std::nan("");
+    if (match[i] == SIZE_MAX) {
+      if (not_run_now.count(case_key(b))) continue;  // the case's check row speaks for it
+      row.outcome = Outcome::missing;
+      row.reason = "row missing from the current run";
+      add(std::move(row));
+      continue;
+    }
+    const Record& c = current[match[i]];
+    row.current = c;
+    if (b.value != 0 && std::isfinite(b.value) && std::isfinite(c.value)) {
+      row.change_percent = (c.value - b.value) / std::fabs(b.value) * 100;
+    }
+    // A verdict that turns to fail or timeout is a regression whatever the numbers say.
+    if (is_failure(c.verdict) && !is_failure(b.verdict)) {
+      row.outcome = Outcome::regressed;
+      row.reason = "verdict " + std::string(name(b.verdict)) + " -> " + std::string(name(c.verdict));
+      if (!c.detail.empty()) row.reason += ": " + c.detail;
+      add(std::move(row));
+      continue;
+    }
+    if (is_failure(b.verdict) && !is_failure(c.verdict)) {
+      row.outcome = Outcome::improved;
+      row.reason = "verdict " + std::string(name(b.verdict)) + " -> " + std::string(name(c.verdict));
+      add(std::move(row));
+      continue;
+    }
+    if (row.direction == Direction::not_judged) {
+      row.outcome = Outcome::not_judged;
+      add(std::move(row));
+      continue;
+    }
+    if (std::isnan(row.change_percent)) {
+      row.outcome = Outcome::not_judged;
+      row.reason = "baseline value " + format_number(b.value) + " gives no relative change";
+      add(std::move(row));
+      continue;
+    }
+    // Positive: worse by that fraction of the baseline.
+    const double worse_by = (row.direction == Direction::lower_is_better ? 1 : -1) * row.change_percent / 100;
+    if (std::fabs(worse_by) <= settings.tolerance) {
+      row.outcome = Outcome::unchanged;
+      row.reason = "within the tolerance (" + percent(settings.tolerance) + ")";
+      add(std::move(row));
+      continue;
+    }
+    const bool worse = worse_by > 0;
+    bool outside = false, decided = false;
+    std::string note;
+    if (settings.use_samples) {
+      // The samples to test, and the direction they are tested in.
+      const Record* bs = &b;
+      const Record* cs = &c;
+      Direction direction = row.direction;
+      if (b.samples.empty() && b.unit == "bytes_per_second") {
+        bs = time_sibling(b, false);
+        cs = time_sibling(b, true);
+        direction = Direction::lower_is_better;
+      }
+      if (bs && cs && !bs->samples.empty() && !cs->samples.empty()) {
+        if (mann_whitney_smallest_p(bs->samples.size(), cs->samples.size()) >= settings.alpha) {
+          note = "too few samples for the U test; ";
+        } else {
+          // Test "current moved up" when a slower time or (for higher-is-better) a better value.
+          const bool current_up = (direction == Direction::lower_is_better) == worse;
+          row.p_value = current_up ? mann_whitney_p_greater(cs->samples, bs->samples)
+                                   : mann_whitney_p_greater(bs->samples, cs->samples);
+          outside = row.p_value < settings.alpha;
+          decided = true;
+          row.reason = "U test p = " + format_number(row.p_value) + (outside ? " < " : " >= ") +
+                       format_number(settings.alpha) + (outside ? "" : ": inside the noise");
+        }
+      } else {
+        note = "no samples; ";
+      }
+    }
+    if (!decided) {
+      outside = outside_intervals(b, c, row.direction, worse, row.reason);
+      row.reason = note + row.reason;
+    }
+    row.outcome = !outside ? Outcome::unchanged : (worse ? Outcome::regressed : Outcome::improved);
+    add(std::move(row));
+  }
+
+  for (size_t i = 0; i < current.size(); ++i) {
+    if (matched[i]) continue;
+    const Record& c = current[i];
+    const bool no_longer_runs = c.metric == "check" && not_run_now.count(case_key(c)) &&
+                                !baseline_failed_cases.count(case_key(c)) && c.verdict == Verdict::skip;
+    if ((is_failure(c.verdict) && !baseline_failed_cases.count(case_key(c))) || no_longer_runs) {
+      ComparedRow row;
+      row.current = c;
+      row.label = label_of(c);
+      row.change_percent = std::nan("");
+      row.p_value = std::nan("");
+      row.outcome = Outcome::regressed;
+      row.reason = (no_longer_runs ? "ran in the baseline, now " : "new ") + std::string(name(c.verdict));
+      if (!c.detail.empty()) row.reason += ": " + c.detail;
+      add(std::move(row));
+    } else {
+      ++result.only_in_current;
+    }
+  }
+  return result;
+}
+
+}  // namespace dts

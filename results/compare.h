@@ -1,0 +1,74 @@
+// The logic of `dtsuite compare`: joins a baseline run and a current run row by row and judges
+// each change against a tolerance AND the runs' own noise. Lives in results/ (depends on Record
+// only) so it is unit-testable; harness/compare_command.cpp reads the files and prints the table.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "results/record.h"
+
+namespace dts {
+
+// Which way is worse, from the unit and the metric (results/SCHEMA.md): time in seconds lower,
+// bandwidth (bytes_per_second), scaling_efficiency and throughput higher, memory_* bytes lower.
+// Everything else (errors, counts, ratios such as bubble_fraction) is shown but not judged:
+// correctness has its own verdicts, and a verdict change is judged separately.
+enum class Direction : uint8_t { lower_is_better, higher_is_better, not_judged };
+Direction direction_of(const Record& record);
+
+enum class Outcome : uint8_t {
+  unchanged,   // within the tolerance or inside the noise
+  improved,    // better by more than the tolerance and the noise
+  regressed,   // worse by more than the tolerance and the noise, or pass -> fail/timeout, or no longer runs
+  not_judged,  // no direction, or no usable baseline value
+  missing,     // in the baseline, not in the current run, though the case ran: a regression too
+};
+std::string_view name(Outcome outcome);
+
+struct CompareSettings {
+  double tolerance = 0.05;  // relative change that is never a regression, however significant
+  bool use_samples = false; // judge noise from per-iteration samples (Mann–Whitney U) where present
+  // One-sided significance level of the U test. 0.01: a gate judges hundreds of rows per run, so
+  // a false alarm rate near 5% per row (the usual 0.05) would flag several unchanged rows in every
+  // run; and with the quick suite's 5 iterations per side the only p-values below 0.01 are 1/252
+  // (every current sample worse than every baseline sample) and 2/252 (all but one pair), the same
+  // strictness as the p05/p95 rule, while longer runs let smaller, consistent shifts count.
+  double alpha = 0.01;
+};
+
+struct ComparedRow {
+  Record baseline, current;  // current is empty (metric "") for a missing row; baseline for a new failure
+  std::string label;         // case id, placement, and config when needed to tell rows apart
+  Direction direction = Direction::not_judged;
+  Outcome outcome = Outcome::not_judged;
+  double change_percent = std::numeric_limits<double>::quiet_NaN();  // (current - baseline) / |baseline| * 100
+  double p_value = std::numeric_limits<double>::quiet_NaN();  // the U test's, when it decided
+  std::string reason;        // why the outcome, in a few words ("p05 1.3e-05 > baseline p95 1.2e-05")
+};
+
+struct Comparison {
+  std::vector<ComparedRow> rows;  // baseline order; then failures that only the current run has
+  size_t regressions = 0, improvements = 0, unchanged = 0, not_judged = 0;
+  size_t only_in_current = 0;     // rows the baseline lacks (new metrics or cases): not judged, not listed
+};
+
+// Joins by (suite, case, metric, op, dtype, bytes, placement, strategy, config, world_size); a key
+// that repeats within a run is matched occurrence by occurrence. Throws Error{invalid_argument}
+// with one line when the stacks differ (backend, device, world_size, nodes, ranks_per_node) or
+// when cases of the baseline are missing from the current run.
+Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
+                        const CompareSettings& settings);
+
+// One-sided Mann–Whitney U test. U counts the pairs (x from `worse`, y from `better`) with x > y,
+// ties counting 1/2; returns P(U >= observed) when both samples come from one distribution. Exact
+// (the permutation distribution) without ties up to 50 samples a side; otherwise the normal
+// approximation with tie and continuity corrections.
+double mann_whitney_p_greater(const std::vector<double>& worse, const std::vector<double>& better);
+
+// The smallest p-value the exact test can give with n and m samples: 1 / C(n+m, n).
+double mann_whitney_smallest_p(size_t n, size_t m);
+
+}  // namespace dts

@@ -1,0 +1,377 @@
+// Tests of compare_runs and the Mann–Whitney U test: planted slowdowns and bandwidth drops are
+// caught, identical runs and changes under the tolerance or inside the noise are not, verdict
+// changes and lost cases are regressions, mismatched stacks and missing cases are errors, and the
+// U test's p-values match known answers and a brute-force enumeration.
+#include "results/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dts {
+namespace {
+
+// Five iterations a side, as the quick suite runs: the median time times these factors, a ±2%
+// spread (p05 = 0.982, p95 = 1.018 of the median by linear interpolation).
+const std::vector<double> kSpread{0.98, 0.99, 1.00, 1.01, 1.02};
+
+Labels stack_labels() {
+  Labels l;
+  l.backend = "mpi";
+  l.device = "cpu";
+  l.host = "node-a";
+  l.world_size = 4;
+  l.nodes = 1;
+  l.ranks_per_node = 4;
+  return l;
+}
+
+// One collectives case as the suite writes it: time (with samples), algbw, busbw, wrong, max_ulp.
+// `slowdown` scales the times; `busbw_scale` the busbw row alone.
+std::vector<Record> collectives_case(const std::string& id, int64_t bytes, double median_time, double slowdown,
+                                     double busbw_scale = 1, const std::vector<double>& spread = kSpread) {
+  Record base;
+  base.run_id = "run";
+  base.suite = "collectives";
+  base.case_id = id;
+  base.labels = stack_labels();
+  base.labels.op = "all_reduce";
+  base.labels.dtype = "f32";
+  base.labels.bytes = bytes;
+  base.labels.placement = "out_of_place";
+  base.labels.config = "redop=sum;root=-1;count=" + std::to_string(bytes / 4);
+  std::vector<Record> rows;
+  Record time = base;
+  time.metric = "time";
+  time.unit = "seconds";
+  for (double f : spread) time.samples.push_back(median_time * slowdown * f);
+  time.stats = compute_stats(time.samples);
+  time.value = time.stats.median;
+  rows.push_back(time);
+  const auto bandwidth = [&](const char* metric, double factor) {
+    Record r = base;
+    r.metric = metric;
+    r.unit = "bytes_per_second";
+    const double b = static_cast<double>(bytes) * factor;
+    r.stats = time.stats;
+    r.stats.min = b / time.stats.max;
+    r.stats.p05 = b / time.stats.p95;
+    r.stats.median = b / time.stats.median;
+    r.stats.p95 = b / time.stats.p05;
+    r.stats.max = b / time.stats.min;
+    r.value = r.stats.median;
+    return r;
+  };
+  rows.push_back(bandwidth("algbw", 1));
+  Record busbw = bandwidth("busbw", 1.5 * busbw_scale);  // 2(n-1)/n = 1.5 at n = 4
+  rows.push_back(busbw);
+  Record wrong = base;
+  wrong.metric = "wrong";
+  wrong.unit = "elements";
+  wrong.value = 0;
+  wrong.verdict = Verdict::pass;
+  wrong.threshold = 0;
+  rows.push_back(wrong);
+  Record ulp = base;
+  ulp.metric = "max_ulp";
+  ulp.unit = "ulp";
+  ulp.value = 0;
+  rows.push_back(ulp);
+  return rows;
+}
+
+// Three cases, 8 B to 1 MiB, with times of a small-message latency and a large-message bandwidth.
+std::vector<Record> run(double slowdown = 1, double busbw_scale = 1, const std::vector<double>& spread = kSpread) {
+  std::vector<Record> all;
+  for (const auto& [id, bytes, t] : {std::tuple<const char*, int64_t, double>{"all_reduce/f32/sum/8", 8, 4e-6},
+                                     {"all_reduce/f32/sum/4096", 4096, 1.2e-5},
+                                     {"all_reduce/f32/sum/1048576", 1048576, 3.5e-4}}) {
+    for (Record& r : collectives_case(id, bytes, t, slowdown, busbw_scale, spread)) all.push_back(std::move(r));
+  }
+  return all;
+}
+
+size_t count(const Comparison& c, const std::string& metric, Outcome outcome) {
+  return static_cast<size_t>(std::count_if(c.rows.begin(), c.rows.end(), [&](const ComparedRow& r) {
+    return (r.baseline.metric == metric || r.current.metric == metric) && r.outcome == outcome;
+  }));
+}
+
+TEST(Compare, IdenticalRunsHaveNoRegressions) {
+  const Comparison c = compare_runs(run(), run(), {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.improvements, 0u);
+  EXPECT_EQ(c.rows.size(), 15u);     // 3 cases x 5 metrics
+  EXPECT_EQ(c.unchanged, 9u);        // time, algbw, busbw of each case
+  EXPECT_EQ(c.not_judged, 6u);       // wrong, max_ulp: no direction
+  EXPECT_EQ(c.only_in_current, 0u);
+}
+
+TEST(Compare, TwentyPercentSlowerTimesAreCaught) {
+  // 1.2x: past the 5% tolerance, and the current p05 (1.2 * 0.982 = 1.178) is above the baseline
+  // p95 (1.018): outside the noise. Bandwidths fall to 1/1.2 = 83%: caught too.
+  const Comparison c = compare_runs(run(), run(1.2), {});
+  EXPECT_EQ(count(c, "time", Outcome::regressed), 3u);
+  EXPECT_EQ(count(c, "algbw", Outcome::regressed), 3u);
+  EXPECT_EQ(count(c, "busbw", Outcome::regressed), 3u);
+  EXPECT_EQ(c.regressions, 9u);
+  for (const ComparedRow& row : c.rows) {
+    if (row.baseline.metric == "time") {
+      EXPECT_NEAR(row.change_percent, 20, 1e-9);  // (1.2 - 1) / 1, in percent
+      EXPECT_EQ(row.label, row.baseline.case_id + " out_of_place");
+    }
+  }
+}
+
+TEST(Compare, TwentyPercentBusbwDropIsCaughtAlone) {
+  const Comparison c = compare_runs(run(), run(1, 0.8), {});
+  EXPECT_EQ(count(c, "busbw", Outcome::regressed), 3u);
+  EXPECT_EQ(count(c, "time", Outcome::unchanged), 3u);
+  EXPECT_EQ(c.regressions, 3u);
+}
+
+TEST(Compare, FasterIsAnImprovementNotARegression) {
+  const Comparison c = compare_runs(run(1.2), run(), {});  // the reverse of the slowdown
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.improvements, 9u);
+}
+
+TEST(Compare, ChangeUnderTheToleranceIsNotFlagged) {
+  // 4% slower: the intervals are disjoint (1.04 * 0.982 = 1.021 > 1.018) but 4% < 5%.
+  const Comparison c = compare_runs(run(), run(1.04), {});
+  EXPECT_EQ(c.regressions, 0u);
+  // The same change against a 3% tolerance is a regression: the tolerance decided.
+  CompareSettings strict;
+  strict.tolerance = 0.03;
+  EXPECT_EQ(compare_runs(run(), run(1.04), strict).regressions, 9u);
+}
+
+TEST(Compare, ChangeInsideTheNoiseIsNotFlagged) {
+  // ±30% spread: a 10% slowdown is past the tolerance, but the current p05 (1.1 * 0.76 = 0.836)
+  // is far below the baseline p95 (1.26): the runs' own noise covers it.
+  const std::vector<double> wide{0.7, 0.85, 1.0, 1.15, 1.3};
+  const Comparison c = compare_runs(run(1, 1, wide), run(1.1, 1, wide), {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(count(c, "time", Outcome::unchanged), 3u);
+  for (const ComparedRow& row : c.rows) {
+    if (row.baseline.metric == "time") {
+      EXPECT_NE(row.reason.find("inside the noise"), std::string::npos) << row.reason;
+    }
+  }
+}
+
+TEST(Compare, SamplesDecideWhereIntervalsOverlap) {
+  // 20 iterations a side, baseline 1.00 .. 1.19, current the same shifted by 0.10 (about +9% at
+  // the median). The intervals overlap (current p05 1.1095 < baseline p95 1.1805), so the p05/p95
+  // rule calls it noise; the U test sees that nearly every current sample is slower: U is about
+  // 345 of 400 pairs (current i beats baseline j when j < i + 10: 400 - 55 losses, give or take
+  // the 10 pairs j = i + 10 that rounding may tie or swap), p far below 0.01.
+  std::vector<double> spread;
+  for (int i = 0; i < 20; ++i) spread.push_back(1.0 + 0.01 * i);
+  std::vector<double> shifted;
+  for (double s : spread) shifted.push_back(s + 0.10);
+  std::vector<Record> baseline = collectives_case("all_reduce/f32/sum/8", 8, 1e-5, 1, 1, spread);
+  std::vector<Record> current = collectives_case("all_reduce/f32/sum/8", 8, 1e-5, 1, 1, shifted);
+
+  const Comparison by_intervals = compare_runs(baseline, current, {});
+  EXPECT_EQ(count(by_intervals, "time", Outcome::unchanged), 1u);
+
+  CompareSettings with_samples;
+  with_samples.use_samples = true;
+  const Comparison by_samples = compare_runs(baseline, current, with_samples);
+  EXPECT_EQ(count(by_samples, "time", Outcome::regressed), 1u);
+  // Bandwidths carry no samples of their own: their time row's samples decide (a monotone map).
+  EXPECT_EQ(count(by_samples, "busbw", Outcome::regressed), 1u);
+  for (const ComparedRow& row : by_samples.rows) {
+    if (row.baseline.metric == "time") {
+      EXPECT_LT(row.p_value, 1e-4) << row.reason;
+      EXPECT_NE(row.reason.find("U test"), std::string::npos);
+    }
+  }
+  // Identical samples: p = P(U >= nm/2) is about one half: never significant.
+  EXPECT_EQ(compare_runs(baseline, baseline, with_samples).regressions, 0u);
+}
+
+TEST(Compare, TooFewSamplesForTheUTestFallBackToIntervals) {
+  // 3 a side: the smallest exact p is 1/C(6,3) = 0.05 > 0.01, so the test could never decide.
+  const std::vector<double> three{0.99, 1.0, 1.01};
+  CompareSettings with_samples;
+  with_samples.use_samples = true;
+  const Comparison c = compare_runs(run(1, 1, three), run(1.2, 1, three), with_samples);
+  EXPECT_EQ(count(c, "time", Outcome::regressed), 3u);
+  for (const ComparedRow& row : c.rows) {
+    if (row.baseline.metric == "time") {
+      EXPECT_NE(row.reason.find("too few samples"), std::string::npos) << row.reason;
+    }
+  }
+}
+
+TEST(Compare, VerdictTurningToFailIsARegression) {
+  std::vector<Record> current = run();
+  for (Record& r : current) {
+    if (r.metric == "wrong" && r.labels.bytes == 4096) {
+      r.value = 3;
+      r.verdict = Verdict::fail;
+      r.detail = "first: rank 1";
+    }
+  }
+  const Comparison c = compare_runs(run(), current, {});
+  EXPECT_EQ(c.regressions, 1u);
+  EXPECT_EQ(count(c, "wrong", Outcome::regressed), 1u);
+}
+
+TEST(Compare, CaseThatNoLongerRunsIsOneRegression) {
+  // The 4096 B case is skipped now: one `check` row instead of its five measurements.
+  std::vector<Record> current;
+  for (const Record& r : run()) {
+    if (r.labels.bytes != 4096) current.push_back(r);
+  }
+  Record check = run()[5];  // any row of the 4096 B case, for its labels
+  check.metric = "check";
+  check.unit = "";
+  check.value = 0;
+  check.stats = {};
+  check.samples.clear();
+  check.labels.placement = "";
+  check.verdict = Verdict::skip;
+  check.detail = "unsupported";
+  current.push_back(check);
+  const Comparison c = compare_runs(run(), current, {});
+  EXPECT_EQ(c.regressions, 1u);
+  EXPECT_EQ(count(c, "check", Outcome::regressed), 1u);
+}
+
+TEST(Compare, MemoryGrowthBeyondToleranceIsARegression) {
+  Record memory;
+  memory.suite = "equivalence";
+  memory.case_id = "zero2/f32/dp4";
+  memory.labels = stack_labels();
+  memory.metric = "memory_optimizer";
+  memory.unit = "bytes";
+  memory.value = 1000;
+  Record grown = memory;
+  grown.value = 1100;  // +10%: past 5%; no distribution, so the tolerance alone decides
+  EXPECT_EQ(compare_runs({memory}, {grown}, {}).regressions, 1u);
+  grown.value = 1040;  // +4%: under the tolerance
+  EXPECT_EQ(compare_runs({memory}, {grown}, {}).regressions, 0u);
+}
+
+TEST(Compare, UnjudgedMetricsAreShownNotJudged) {
+  std::vector<Record> current = run();
+  for (Record& r : current) {
+    if (r.metric == "max_ulp") r.value = 7;  // error sizes have verdicts of their own
+  }
+  const Comparison c = compare_runs(run(), current, {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(count(c, "max_ulp", Outcome::not_judged), 3u);
+}
+
+TEST(Compare, MissingCasesAreAnError) {
+  std::vector<Record> current;
+  for (const Record& r : run()) {
+    if (r.labels.bytes != 1048576) current.push_back(r);
+  }
+  try {
+    compare_runs(run(), current, {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("1 case(s) of the baseline are missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("all_reduce/f32/sum/1048576"), std::string::npos) << e.what();
+  }
+  // The other way round is fine: extra cases in the current run are new, not judged.
+  const Comparison c = compare_runs(current, run(), {});
+  EXPECT_EQ(c.only_in_current, 5u);
+  EXPECT_EQ(c.regressions, 0u);
+}
+
+TEST(Compare, MismatchedStacksAreAnError) {
+  const auto expect_mismatch = [](const std::string& field, auto change) {
+    std::vector<Record> current = run();
+    for (Record& r : current) change(r.labels);
+    try {
+      compare_runs(run(), current, {});
+      ADD_FAILURE() << "no error for " << field;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("different stacks: " + field), std::string::npos) << e.what();
+    }
+  };
+  expect_mismatch("backend 'mpi' (baseline) vs 'ring(mpi)' (current)", [](Labels& l) { l.backend = "ring(mpi)"; });
+  expect_mismatch("device", [](Labels& l) { l.device = "cuda:NVIDIA H100"; });
+  expect_mismatch("world_size 4 (baseline) vs 2 (current)", [](Labels& l) { l.world_size = 2; });
+  expect_mismatch("nodes", [](Labels& l) { l.nodes = 2; });
+  expect_mismatch("ranks_per_node", [](Labels& l) { l.ranks_per_node = 2; });
+  // Host, run id and versions are not the stack's identity: a rerun on another node of the
+  // same kind compares.
+  std::vector<Record> current = run();
+  for (Record& r : current) {
+    r.labels.host = "node-b";
+    r.run_id = "other";
+    r.labels.backend_version = "newer";
+  }
+  EXPECT_EQ(compare_runs(run(), current, {}).regressions, 0u);
+}
+
+TEST(MannWhitney, KnownAnswersForCompleteSeparation) {
+  const std::vector<double> low{1, 2, 3, 4, 5}, high{6, 7, 8, 9, 10};
+  // Every high value beats every low one: U = 25, the largest of C(10,5) = 252 equally likely
+  // arrangements, so p = 1/252.
+  EXPECT_NEAR(mann_whitney_p_greater(high, low), 1.0 / 252, 1e-15);
+  // Swap one adjacent pair (5 and 6): U = 24; arrangements with U >= 24 are two, p = 2/252.
+  EXPECT_NEAR(mann_whitney_p_greater({5, 7, 8, 9, 10}, {1, 2, 3, 4, 6}), 2.0 / 252, 1e-15);
+  // The other direction: every arrangement has U >= 0, p = 1.
+  EXPECT_NEAR(mann_whitney_p_greater(low, high), 1.0, 1e-15);
+  EXPECT_NEAR(mann_whitney_smallest_p(5, 5), 1.0 / 252, 1e-15);
+  EXPECT_NEAR(mann_whitney_smallest_p(3, 3), 1.0 / 20, 1e-15);  // C(6,3) = 20
+}
+
+// The exact tail against an enumeration of every split of the pooled values: C(10,4) = 210 for
+// 4 vs 6 samples, each split equally likely when nothing changed.
+TEST(MannWhitney, ExactTailMatchesBruteForce) {
+  const std::vector<double> worse{3.1, 4.7, 5.2, 9.9}, better{1.0, 2.2, 3.3, 4.1, 6.0, 7.5};
+  std::vector<double> pooled(worse);
+  pooled.insert(pooled.end(), better.begin(), better.end());
+  const auto u_of = [](const std::vector<double>& x, const std::vector<double>& y) {
+    double u = 0;
+    for (double a : x) {
+      for (double b : y) u += a > b ? 1 : 0;
+    }
+    return u;
+  };
+  const double observed = u_of(worse, better);
+  int at_least = 0, total = 0;
+  for (unsigned mask = 0; mask < (1u << 10); ++mask) {
+    if (__builtin_popcount(mask) != 4) continue;
+    std::vector<double> x, y;
+    for (unsigned i = 0; i < 10; ++i) ((mask >> i) & 1 ? x : y).push_back(pooled[i]);
+    ++total;
+    if (u_of(x, y) >= observed) ++at_least;
+  }
+  ASSERT_EQ(total, 210);
+  EXPECT_NEAR(mann_whitney_p_greater(worse, better), static_cast<double>(at_least) / total, 1e-12);
+}
+
+TEST(MannWhitney, LargeSamplesUseTheNormalApproximation) {
+  // 60 a side, past the exact limit. Identical samples: every value is tied with its twin, so
+  // U = nm/2 exactly, z = -0.5 / sd = -0.5 / 190.5, p = 0.501: just above one half.
+  std::vector<double> a;
+  for (int i = 0; i < 60; ++i) a.push_back(i);
+  const double p_same = mann_whitney_p_greater(a, a);
+  EXPECT_GT(p_same, 0.5);
+  EXPECT_LT(p_same, 0.55);
+  // Shifted past every value: complete separation, z = (3600 - 1800 - 0.5) / sqrt(3600 * 121 / 12)
+  // = 1799.5 / 190.5 = 9.45: p ~ 1e-21.
+  std::vector<double> b;
+  for (double v : a) b.push_back(v + 100);
+  EXPECT_LT(mann_whitney_p_greater(b, a), 1e-18);
+  EXPECT_GT(mann_whitney_p_greater(b, a), 1e-24);
+}
+
+}  // namespace
+}  // namespace dts

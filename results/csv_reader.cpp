@@ -1,0 +1,243 @@
+// read_results_csv: fast-cpp-csv-parser splits and unquotes the rows; this file checks every field
+// against results/SCHEMA.md and names the file and line of the first thing that is wrong, because
+// a gate that silently misreads a baseline is worse than one that refuses it.
+#include "results/csv_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>  // fast-cpp-csv-parser uses std::numeric_limits without including it
+#include <set>
+#include <string_view>
+
+// fast-cpp-csv-parser copies file names with strncpy, which GCC flags under -Wall.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-truncation"
+#include <libfccp/csv.h>
+#pragma GCC diagnostic pop
+
+#include "core/error.h"
+#include "results/csv_sink.h"
+
+namespace dts {
+
+namespace {
+
+// Columns of schema version 1 (the first 31 of csv_columns()); version 2 added `samples`.
+constexpr size_t kVersion1Columns = 31;
+constexpr size_t kColumns = 32;  // csv_columns().size() of this build; the parser's template arity
+
+class RowError : public std::exception {
+ public:
+  explicit RowError(std::string reason) : reason_(std::move(reason)) {}
+  const char* what() const noexcept override { return reason_.c_str(); }
+
+ private:
+  std::string reason_;
+};
+
+[[noreturn]] void malformed(const std::string& path, unsigned line, const std::string& reason) {
+  throw Error(Error::Kind::invalid_argument, path + ":" + std::to_string(line) + ": " + reason);
+}
+
+// The header, split by hand: the parser ignores unknown columns silently, and we want their names.
+std::vector<std::string> header_names(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!std::getline(in, line)) {
+    if (in.bad()) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "'");
+    malformed(path, 1, "empty file: no header line");
+  }
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::vector<std::string> names;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = line.find(',', start);
+    std::string name = line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.size() >= 2 && name.front() == '"' && name.back() == '"') name = name.substr(1, name.size() - 2);
+    names.push_back(std::move(name));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
+}
+
+int64_t parse_integer(const std::string& column, const std::string& text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    throw RowError("column '" + column + "': bad integer '" + text + "'");
+  }
+  return value;
+}
+
+// Decimal or exponent form, and inf, -inf, nan (as CsvSink writes them).
+double parse_number(const std::string& column, const std::string& text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    throw RowError("column '" + column + "': bad number '" + text + "'");
+  }
+  return value;
+}
+
+Verdict parse_verdict(const std::string& text) {
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::skip, Verdict::info, Verdict::timeout}) {
+    if (text == name(v)) return v;
+  }
+  throw RowError("unknown verdict '" + text + "' (pass, fail, skip, info, timeout)");
+}
+
+const std::string& required(const std::string& column, const std::string& text) {
+  if (text.empty()) throw RowError("column '" + column + "' is empty");
+  return text;
+}
+
+std::vector<double> parse_samples(const std::string& text) {
+  std::vector<double> samples;
+  if (text.empty()) return samples;
+  size_t start = 0;
+  for (;;) {
+    const size_t semicolon = text.find(';', start);
+    const std::string one = text.substr(start, semicolon == std::string::npos ? std::string::npos : semicolon - start);
+    samples.push_back(parse_number("samples", one));
+    if (semicolon == std::string::npos) break;
+    start = semicolon + 1;
+  }
+  return samples;
+}
+
+// One row's fields, in csv_columns() order, into a Record. `version` is the row's schema_version.
+Record to_record(const std::vector<std::string>& f) {
+  const auto& c = csv_columns();
+  Record r;
+  r.run_id = f[1];
+  r.timestamp = f[2];
+  r.suite = required(c[3], f[3]);
+  r.case_id = required(c[4], f[4]);
+  Labels& l = r.labels;
+  l.backend = f[5];
+  l.backend_version = f[6];
+  l.mpi_version = f[7];
+  l.device = f[8];
+  l.host = f[9];
+  const auto small = [&](size_t i) {
+    const int64_t v = parse_integer(c[i], f[i]);
+    if (v < 0 || v > std::numeric_limits<int>::max()) throw RowError("column '" + c[i] + "': out of range '" + f[i] + "'");
+    return static_cast<int>(v);
+  };
+  l.world_size = small(10);
+  l.nodes = small(11);
+  l.ranks_per_node = small(12);
+  l.op = f[13];
+  l.dtype = f[14];
+  l.bytes = f[15].empty() ? -1 : parse_integer(c[15], f[15]);
+  if (!f[15].empty() && l.bytes < 0) throw RowError("column 'bytes': negative '" + f[15] + "'");
+  l.placement = f[16];
+  l.strategy = f[17];
+  l.config = f[18];
+  r.metric = required(c[19], f[19]);
+  r.value = parse_number(c[20], f[20]);
+  r.unit = f[21];
+  if (!f[22].empty()) {
+    r.stats.n = parse_integer(c[22], f[22]);
+    if (r.stats.n < 0) throw RowError("column 'n': negative '" + f[22] + "'");
+    if (r.stats.n > 0) {
+      r.stats.min = parse_number(c[23], f[23]);
+      r.stats.p05 = parse_number(c[24], f[24]);
+      r.stats.median = parse_number(c[25], f[25]);
+      r.stats.p95 = parse_number(c[26], f[26]);
+      r.stats.max = parse_number(c[27], f[27]);
+    }
+  }
+  r.verdict = parse_verdict(f[28]);
+  r.threshold = f[29].empty() ? std::numeric_limits<double>::quiet_NaN() : parse_number(c[29], f[29]);
+  r.detail = f[30];
+  r.samples = parse_samples(f[31]);
+  return r;
+}
+
+}  // namespace
+
+std::vector<Record> read_results_csv(const std::string& path) {
+  const std::vector<std::string>& columns = csv_columns();
+  static_assert(kColumns == 32, "the parser's arity below lists 32 columns");
+  if (columns.size() != kColumns) throw Error(Error::Kind::invalid_argument, "csv_reader: column list out of date");
+
+  // Readable and a file: fopen() inside the parser would accept a directory and read nothing.
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "': " + std::strerror(errno));
+    struct stat info {};
+    const bool is_directory = ::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode);
+    ::close(fd);
+    if (is_directory) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "': it is a directory");
+  }
+
+  const std::vector<std::string> header = header_names(path);
+  std::set<std::string> seen;
+  std::vector<std::string> unknown;
+  for (const std::string& h : header) {
+    if (!seen.insert(h).second) malformed(path, 1, "column '" + h + "' appears twice in the header");
+    if (std::find(columns.begin(), columns.end(), h) == columns.end()) unknown.push_back(h);
+  }
+  for (size_t i = 0; i < kVersion1Columns; ++i) {
+    if (!seen.count(columns[i])) malformed(path, 1, "missing column '" + columns[i] + "'");
+  }
+
+  std::vector<Record> records;
+  unsigned line = 1;
+  try {
+    // No trimming: a detail's leading spaces are data. Double quotes as RFC 4180.
+    io::CSVReader<kColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_extra_column | io::ignore_missing_column, columns[0], columns[1], columns[2],
+                   columns[3], columns[4], columns[5], columns[6], columns[7], columns[8], columns[9], columns[10],
+                   columns[11], columns[12], columns[13], columns[14], columns[15], columns[16], columns[17],
+                   columns[18], columns[19], columns[20], columns[21], columns[22], columns[23], columns[24],
+                   columns[25], columns[26], columns[27], columns[28], columns[29], columns[30], columns[31]);
+    std::vector<std::string> f(kColumns);
+    for (;;) {
+      f[31].clear();  // absent in version 1 files: the parser leaves a missing column untouched
+      line = in.get_file_line() + 1;
+      if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14],
+                       f[15], f[16], f[17], f[18], f[19], f[20], f[21], f[22], f[23], f[24], f[25], f[26], f[27],
+                       f[28], f[29], f[30], f[31])) {
+        break;
+      }
+      line = in.get_file_line();
+      const int64_t version = parse_integer(columns[0], f[0]);
+      if (version > kSchemaVersion) {
+        throw RowError("schema_version " + f[0] + " is newer than this build reads (1.." +
+                       std::to_string(kSchemaVersion) + "); use a newer dtsuite");
+      }
+      if (version < 1) throw RowError("schema_version " + f[0] + " is not a version (1.." + std::to_string(kSchemaVersion) + ")");
+      if (!unknown.empty()) malformed(path, 1, "unknown column '" + unknown.front() + "'");
+      records.push_back(to_record(f));
+    }
+  } catch (const RowError& e) {
+    malformed(path, line, e.what());
+  } catch (const io::error::too_few_columns&) {
+    malformed(path, line, "too few fields (header has " + std::to_string(header.size()) + ")");
+  } catch (const io::error::too_many_columns&) {
+    malformed(path, line, "too many fields (header has " + std::to_string(header.size()) + ")");
+  } catch (const io::error::escaped_string_not_closed&) {
+    malformed(path, line, "a quoted field is not closed on its line");
+  } catch (const io::error::line_length_limit_exceeded&) {
+    malformed(path, line, "line longer than the reader's limit");
+  } catch (const io::error::can_not_open_file&) {
+    throw Error(Error::Kind::io, "cannot read results CSV '" + path + "'");
+  } catch (const io::error::base& e) {
+    malformed(path, line, e.what());
+  }
+  // A header only: nothing to say about the unknown columns' version, so they are the error.
+  if (!unknown.empty()) malformed(path, 1, "unknown column '" + unknown.front() + "'");
+  return records;
+}
+
+}  // namespace dts

@@ -1,0 +1,289 @@
+// Tests of read_results_csv: what CsvSink writes comes back field for field (quotes, commas, line
+// breaks, special numbers, samples); schema version 1 files still read; every kind of malformed
+// input is refused with "PATH:LINE: reason" naming the right line.
+#include "results/csv_reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "results/csv_sink.h"
+
+namespace dts {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CsvReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("dts_csv_reader_test_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write_text(const std::string& name, const std::string& text) {
+    const fs::path path = dir_ / name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+// Every field set, and strings that need every escaping rule.
+Record full_record() {
+  Record r;
+  r.run_id = "20240501T120000Z-abcdef";
+  r.timestamp = "2024-05-01T12:00:00.125Z";
+  r.suite = "collectives";
+  r.case_id = "all_reduce/f32/sum/1048576";
+  r.metric = "time";
+  r.unit = "seconds";
+  r.labels.backend = "faulty(bitflip,mpi)";                                           // comma
+  r.labels.backend_version = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4";  // commas
+  r.labels.mpi_version = "MPI \"3.1\"";                                               // quotes
+  r.labels.device = "cpu:Intel(R) Xeon(R)";
+  r.labels.host = "node-1";
+  r.labels.world_size = 4;
+  r.labels.nodes = 2;
+  r.labels.ranks_per_node = 2;
+  r.labels.op = "all_reduce";
+  r.labels.dtype = "f32";
+  r.labels.bytes = 1048576;
+  r.labels.placement = "in_place";
+  r.labels.strategy = "zero2";
+  r.labels.config = "redop=sum;root=-1;count=262144";
+  r.value = 0.1 + 0.2;  // needs all 17 digits: the shortest round-trip form must keep it
+  r.stats = compute_stats({3e-6, 1e-6, 2e-6, 5e-6, 4e-6});
+  r.verdict = Verdict::fail;
+  r.threshold = 2.0 / 3.0;
+  r.detail = "  leading spaces, a \"quote\", a comma";
+  // Exactly representable in 9 significant digits, so %.9g gives them back bit for bit.
+  r.samples = {3e-06, 1e-06, 2.5e-06, 0.125, 1048576};
+  return r;
+}
+
+void expect_same(const Record& a, const Record& b) {
+  EXPECT_EQ(a.run_id, b.run_id);
+  EXPECT_EQ(a.timestamp, b.timestamp);
+  EXPECT_EQ(a.suite, b.suite);
+  EXPECT_EQ(a.case_id, b.case_id);
+  EXPECT_EQ(a.metric, b.metric);
+  EXPECT_EQ(a.unit, b.unit);
+  EXPECT_EQ(a.labels.backend, b.labels.backend);
+  EXPECT_EQ(a.labels.backend_version, b.labels.backend_version);
+  EXPECT_EQ(a.labels.mpi_version, b.labels.mpi_version);
+  EXPECT_EQ(a.labels.device, b.labels.device);
+  EXPECT_EQ(a.labels.host, b.labels.host);
+  EXPECT_EQ(a.labels.world_size, b.labels.world_size);
+  EXPECT_EQ(a.labels.nodes, b.labels.nodes);
+  EXPECT_EQ(a.labels.ranks_per_node, b.labels.ranks_per_node);
+  EXPECT_EQ(a.labels.op, b.labels.op);
+  EXPECT_EQ(a.labels.dtype, b.labels.dtype);
+  EXPECT_EQ(a.labels.bytes, b.labels.bytes);
+  EXPECT_EQ(a.labels.placement, b.labels.placement);
+  EXPECT_EQ(a.labels.strategy, b.labels.strategy);
+  EXPECT_EQ(a.labels.config, b.labels.config);
+  EXPECT_EQ(a.value, b.value);  // bit-exact: shortest round-trip text
+  EXPECT_EQ(a.stats.n, b.stats.n);
+  EXPECT_EQ(a.stats.min, b.stats.min);
+  EXPECT_EQ(a.stats.p05, b.stats.p05);
+  EXPECT_EQ(a.stats.median, b.stats.median);
+  EXPECT_EQ(a.stats.p95, b.stats.p95);
+  EXPECT_EQ(a.stats.max, b.stats.max);
+  EXPECT_EQ(a.verdict, b.verdict);
+  EXPECT_TRUE(a.threshold == b.threshold || (std::isnan(a.threshold) && std::isnan(b.threshold)));
+  EXPECT_EQ(a.detail, b.detail);
+  EXPECT_EQ(a.samples, b.samples);
+}
+
+TEST_F(CsvReaderTest, RoundTripsWhatCsvSinkWrites) {
+  std::vector<Record> written{full_record()};
+  Record sparse;  // not-applicable fields: bytes -1, no stats, no threshold, no samples
+  sparse.suite = "topology";
+  sparse.case_id = "p2p/0-1";
+  sparse.metric = "check";
+  sparse.value = 0;
+  sparse.verdict = Verdict::skip;
+  sparse.labels.world_size = 1;
+  sparse.detail = "unsupported, by \"design\"";
+  written.push_back(sparse);
+  Record special = full_record();  // inf, -inf and nan as values
+  special.value = std::numeric_limits<double>::infinity();
+  special.threshold = -std::numeric_limits<double>::infinity();
+  special.verdict = Verdict::timeout;
+  written.push_back(special);
+
+  const fs::path path = dir_ / "results.csv";
+  {
+    CsvSink sink(path.string());
+    for (const Record& r : written) sink.write(r);
+  }
+  const std::vector<Record> read = read_results_csv(path.string());
+  ASSERT_EQ(read.size(), written.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    expect_same(read[i], written[i]);
+  }
+}
+
+TEST_F(CsvReaderTest, LineBreaksInFieldsBecomeSpacesSoEachRowIsOneLine) {
+  Record r = full_record();
+  r.detail = "first\nsecond\r\nthird\rfourth";
+  const fs::path path = dir_ / "lines.csv";
+  {
+    CsvSink sink(path.string());
+    sink.write(r);
+    sink.write(r);
+  }
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_EQ(lines, 3);  // header + two rows: no physical line inside a field
+  const std::vector<Record> read = read_results_csv(path.string());
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[1].detail, "first second third fourth");  // one space per CRLF, CR or LF
+}
+
+TEST_F(CsvReaderTest, ReadsSchemaVersion1WithoutSamples) {
+  // A version 1 file: 31 columns, no `samples`; CRLF line ends, as some tools rewrite them.
+  const std::string header =
+      "schema_version,run_id,timestamp,suite,case,backend,backend_version,mpi_version,device,host,"
+      "world_size,nodes,ranks_per_node,op,dtype,bytes,placement,strategy,config,metric,value,unit,"
+      "n,min,p05,median,p95,max,verdict,threshold,detail\r\n";
+  const std::string row =
+      "1,r1,2024-05-01T12:00:00.000Z,collectives,all_reduce/f32/sum/8,mpi,\"v4.1.4, x\",MPI 3.1,cpu,h,2,1,2,"
+      "all_reduce,f32,8,out_of_place,,redop=sum;root=-1;count=2,time,2e-06,seconds,5,1e-06,1.2e-06,2e-06,"
+      "3e-06,4e-06,info,,\r\n";
+  const fs::path path = write_text("v1.csv", header + row);
+  const std::vector<Record> read = read_results_csv(path.string());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].labels.backend_version, "v4.1.4, x");
+  EXPECT_EQ(read[0].labels.bytes, 8);
+  EXPECT_EQ(read[0].stats.n, 5);
+  EXPECT_EQ(read[0].stats.p95, 3e-06);
+  EXPECT_EQ(read[0].value, 2e-06);
+  EXPECT_TRUE(std::isnan(read[0].threshold));
+  EXPECT_TRUE(read[0].samples.empty());
+}
+
+TEST_F(CsvReaderTest, ColumnsAreFoundByNameInAnyOrder) {
+  // Same columns, reordered: a reader that indexes by position would swap suite and case.
+  std::vector<std::string> columns = csv_columns();
+  std::swap(columns[3], columns[4]);
+  std::string header;
+  for (const auto& c : columns) header += (header.empty() ? "" : ",") + c;
+  const std::string row =
+      "2,r,t,THE_CASE,THE_SUITE,mpi,,,cpu,h,1,1,1,,,,,,,check,1,,,,,,,,pass,,,\n";
+  const fs::path path = write_text("reordered.csv", header + "\n" + row);
+  const std::vector<Record> read = read_results_csv(path.string());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].suite, "THE_SUITE");
+  EXPECT_EQ(read[0].case_id, "THE_CASE");
+}
+
+// A valid version 2 header and row; each malformed case changes one thing.
+std::string header_line() {
+  std::string header;
+  for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
+  return header + "\n";
+}
+const std::string kGoodRow =
+    "2,r,t,collectives,all_reduce/f32/sum/8,mpi,,,cpu,h,2,1,2,all_reduce,f32,8,in_place,,,time,2e-06,seconds,"
+    "3,1e-06,1e-06,2e-06,3e-06,3e-06,info,,,1e-06;2e-06;3e-06\n";
+
+std::string replace_field(std::string row, size_t index, const std::string& value) {
+  // Fields of kGoodRow hold no quotes, so commas split it.
+  size_t start = 0;
+  for (size_t i = 0; i < index; ++i) start = row.find(',', start) + 1;
+  size_t end = row.find_first_of(",\n", start);
+  return row.replace(start, end - start, value);
+}
+
+struct Malformed {
+  std::string name;
+  std::string text;
+  int line;              // the line the message must name
+  std::string reason;    // a piece of the message
+};
+
+class CsvReaderMalformed : public CsvReaderTest, public ::testing::WithParamInterface<Malformed> {};
+
+TEST_P(CsvReaderMalformed, NamesFileAndLine) {
+  const Malformed& m = GetParam();
+  const fs::path path = write_text(m.name + ".csv", m.text);
+  try {
+    read_results_csv(path.string());
+    ADD_FAILURE() << "no error for " << m.name;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << e.what();
+    const std::string message = e.what();
+    const std::string where = path.string() + ":" + std::to_string(m.line) + ": ";
+    EXPECT_EQ(message.rfind(where, 0), 0u) << message;
+    EXPECT_NE(message.find(m.reason), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
+}
+
+std::vector<Malformed> malformed_cases() {
+  const std::string h = header_line();
+  const std::string ok = kGoodRow;
+  const std::string newer = replace_field(ok, 0, "3");
+  const std::string newer_with_extra = newer.substr(0, newer.size() - 1) + ",x\n";
+  // Line numbers: the header is line 1, kGoodRow line 2, the bad row line 3.
+  return {
+      {"empty", "", 1, "no header"},
+      {"missing_column", "schema_version,run_id\n", 1, "missing column 'timestamp'"},
+      {"unknown_column", h.substr(0, h.size() - 1) + ",flavour\n" + ok.substr(0, ok.size() - 1) + ",x\n", 1,
+       "unknown column 'flavour'"},
+      {"duplicate_column", h.substr(0, h.size() - 1) + ",detail\n", 1, "appears twice"},
+      {"bad_number", h + ok + replace_field(ok, 20, "fast"), 3, "column 'value': bad number 'fast'"},
+      {"empty_value", h + ok + replace_field(ok, 20, ""), 3, "column 'value': bad number ''"},
+      {"bad_integer", h + ok + replace_field(ok, 10, "4.5"), 3, "column 'world_size': bad integer '4.5'"},
+      {"bad_bytes", h + ok + replace_field(ok, 15, "8K"), 3, "column 'bytes': bad integer '8K'"},
+      {"bad_stat", h + ok + replace_field(ok, 26, "1e-6x"), 3, "column 'p95': bad number"},
+      {"unknown_verdict", h + ok + replace_field(ok, 28, "maybe"), 3, "unknown verdict 'maybe'"},
+      {"newer_schema", h + ok + replace_field(ok, 0, "3"), 3, "schema_version 3 is newer"},
+      {"newer_schema_with_new_column", h.substr(0, h.size() - 1) + ",flavour\n" + newer_with_extra,
+       2, "schema_version 3 is newer"},
+      {"zero_schema", h + replace_field(ok, 0, "0"), 2, "not a version"},
+      {"too_few_fields", h + ok + "2,r,t\n", 3, "too few fields"},
+      {"too_many_fields", h + ok + ok.substr(0, ok.size() - 1) + ",extra\n", 3, "too many fields"},
+      {"unclosed_quote", h + ok + replace_field(ok, 30, "\"open"), 3, "not closed"},
+      {"bad_sample", h + ok + replace_field(ok, 31, "1e-06;;3e-06"), 3, "column 'samples': bad number ''"},
+      {"empty_case", h + ok + replace_field(ok, 4, ""), 3, "column 'case' is empty"},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Inputs, CsvReaderMalformed, ::testing::ValuesIn(malformed_cases()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+TEST_F(CsvReaderTest, UnreadableFileIsAnIoError) {
+  for (const std::string& path : {(dir_ / "absent.csv").string(), dir_.string()}) {
+    try {
+      read_results_csv(path);
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::io) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(CsvReaderTest, HeaderOnlyIsNoRecords) {
+  const fs::path path = write_text("header.csv", header_line());
+  EXPECT_TRUE(read_results_csv(path.string()).empty());
+}
+
+}  // namespace
+}  // namespace dts

@@ -1,0 +1,314 @@
+// JunitSink implementation: the file layout and why it stays well-formed after every write are
+// described in junit_sink.h. Writes go straight to the file descriptor (pwrite), as CsvSink's do.
+#include "results/junit_sink.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+// Width of each counts region: ` tests="N" failures="N" errors="N" skipped="N" time="S"` with
+// 19-digit counts (int64) and a 20-character time is 131 characters; the rest is padding.
+constexpr size_t kCountsWidth = 136;
+constexpr std::string_view kTrailer = "  </testsuite>\n</testsuites>\n";
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+[[noreturn]] void throw_io(const std::string& what, const std::string& path, const std::string& reason) {
+  throw Error(Error::Kind::io, what + " '" + path + "': " + reason);
+}
+
+// Length of the valid UTF-8 sequence at text[i] that XML may carry, or 0.
+size_t xml_char_length(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const auto continuation = [&](size_t k, unsigned lo, unsigned hi) {
+    return k < text.size() && byte(k) >= lo && byte(k) <= hi;
+  };
+  const unsigned b = byte(i);
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return continuation(i + 1, 0x80, 0xBF) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    const unsigned lo = b == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
+    const unsigned hi = b == 0xED ? 0x9F : 0xBF;  // no surrogates
+    if (!continuation(i + 1, lo, hi) || !continuation(i + 2, 0x80, 0xBF)) return 0;
+    // U+FFFE and U+FFFF are not XML characters.
+    if (b == 0xEF && byte(i + 1) == 0xBF && byte(i + 2) >= 0xBE) return 0;
+    return 3;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    const unsigned lo = b == 0xF0 ? 0x90 : 0x80;
+    const unsigned hi = b == 0xF4 ? 0x8F : 0xBF;  // nothing past U+10FFFF
+    return continuation(i + 1, lo, hi) && continuation(i + 2, 0x80, 0xBF) && continuation(i + 3, 0x80, 0xBF) ? 4 : 0;
+  }
+  return 0;
+}
+
+std::string format_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.6g", value);
+  return buffer;
+}
+
+// "wrong in_place = 3 elements (threshold 0): first: rank 1 ..." — what a CI page shows per record.
+std::string describe(const Record& r) {
+  std::string text = r.metric;
+  if (!r.labels.placement.empty()) text += " " + r.labels.placement;
+  text += " = " + format_number(r.value);
+  if (!r.unit.empty()) text += " " + r.unit;
+  if (!std::isnan(r.threshold)) text += " (threshold " + format_number(r.threshold) + ")";
+  text += " [" + std::string(name(r.verdict)) + "]";
+  if (!r.detail.empty()) text += ": " + r.detail;
+  return text;
+}
+
+std::string format_seconds(double seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3f", seconds);
+  return buffer;
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view text, bool attribute) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    switch (c) {
+      case '&': out += "&amp;"; ++i; continue;
+      case '<': out += "&lt;"; ++i; continue;
+      case '>': out += "&gt;"; ++i; continue;  // also keeps "]]>" out of character data
+      case '"': out += attribute ? "&quot;" : "\""; ++i; continue;
+      case '\'': out += attribute ? "&apos;" : "'"; ++i; continue;
+      // A parser normalizes a raw line break or tab in an attribute to a space, and a raw CR in
+      // text to LF; character references keep them.
+      case '\n': out += attribute ? "&#10;" : "\n"; ++i; continue;
+      case '\t': out += attribute ? "&#9;" : "\t"; ++i; continue;
+      case '\r': out += "&#13;"; ++i; continue;
+      default: break;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) {  // not allowed in XML 1.0, even as a reference
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    const size_t length = xml_char_length(text, i);
+    if (length == 0) {
+      out += kReplacement;  // one per invalid byte
+      ++i;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
+}
+
+JunitSink::JunitSink(std::string path)
+    : path_(std::move(path)), case_start_(std::chrono::steady_clock::now()), last_record_(case_start_) {
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) throw_io("cannot create directory for JUnit file", path_, ec.message());
+  }
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io("cannot open JUnit file", path_, std::strerror(errno));
+  try {
+    // An empty run is still a valid report: header (no properties yet) and trailer.
+    const std::string header = render_header(closed_);
+    pwrite_all(header + std::string(kTrailer), 0);
+    header_size_ = static_cast<int64_t>(header.size());
+    closed_end_ = header_size_;
+    file_size_ = header_size_ + static_cast<int64_t>(kTrailer.size());
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+JunitSink::~JunitSink() {
+  if (fd_ >= 0) ::close(fd_);  // no throw from a destructor; close() reports errors
+}
+
+std::string JunitSink::render_counts(const Counts& counts) const {
+  std::string text = " tests=\"" + std::to_string(counts.tests) + "\" failures=\"" + std::to_string(counts.failures) +
+                     "\" errors=\"" + std::to_string(counts.errors) + "\" skipped=\"" +
+                     std::to_string(counts.skipped) + "\" time=\"" + format_seconds(counts.seconds) + "\"";
+  if (text.size() > kCountsWidth) throw Error(Error::Kind::io, "JUnit counts overflow their field in '" + path_ + "'");
+  text.resize(kCountsWidth, ' ');
+  return text;
+}
+
+// The counts regions sit at fixed offsets: everything before them is fixed once the first record
+// has arrived (its stack identity is in the header).
+std::string JunitSink::render_header(const Counts& counts) const {
+  std::string header = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"dtsuite\"";
+  header += render_counts(counts);
+  header += ">\n  <testsuite name=\"dtsuite\"";
+  if (first_) {
+    header += " timestamp=\"" + xml_escape(first_->timestamp, true) + "\" hostname=\"" +
+              xml_escape(first_->labels.host, true) + "\"";
+  }
+  header += render_counts(counts);
+  header += ">\n";
+  if (first_) {
+    const Labels& l = first_->labels;
+    const std::pair<const char*, std::string> properties[] = {
+        {"run_id", first_->run_id},          {"backend", l.backend},
+        {"backend_version", l.backend_version}, {"mpi_version", l.mpi_version},
+        {"device", l.device},                {"world_size", std::to_string(l.world_size)},
+        {"nodes", std::to_string(l.nodes)},  {"ranks_per_node", std::to_string(l.ranks_per_node)}};
+    header += "    <properties>\n";
+    for (const auto& [key, value] : properties) {
+      header += "      <property name=\"" + std::string(key) + "\" value=\"" + xml_escape(value, true) + "\"/>\n";
+    }
+    header += "    </properties>\n";
+  }
+  return header;
+}
+
+std::string JunitSink::render_case(const OpenCase& c) const {
+  std::string xml = "    <testcase name=\"" + xml_escape(c.case_id, true) + "\" classname=\"" +
+                    xml_escape(c.classname, true) + "\" time=\"" + format_seconds(c.seconds) + "\">\n";
+  const auto body = [](const std::vector<std::string>& lines) {
+    std::string text;
+    for (const auto& line : lines) text += xml_escape(line, false) + "\n";
+    return text;
+  };
+  if (!c.errors.empty()) {
+    xml += "      <error type=\"timeout\" message=\"" + xml_escape(c.error_message, true) + "\">" +
+           body(c.errors) + body(c.failures) + "</error>\n";
+  } else if (!c.failures.empty()) {
+    xml += "      <failure type=\"fail\" message=\"" + xml_escape(c.failure_message, true) + "\">" +
+           body(c.failures) + "</failure>\n";
+  } else if (!c.skips.empty()) {
+    xml += "      <skipped message=\"" + xml_escape(c.skip_message, true) + "\"/>\n";
+  }
+  xml += "      <system-out>" + body(c.output) + "</system-out>\n";
+  xml += "    </testcase>\n";
+  return xml;
+}
+
+JunitSink::Counts JunitSink::counts_with_open_case() const {
+  Counts counts = closed_;
+  if (open_) {
+    ++counts.tests;
+    if (!open_->errors.empty()) {
+      ++counts.errors;
+    } else if (!open_->failures.empty()) {
+      ++counts.failures;
+    } else if (!open_->skips.empty()) {
+      ++counts.skipped;
+    }
+    counts.seconds += open_->seconds;
+  }
+  return counts;
+}
+
+void JunitSink::write(const Record& record) {
+  if (fd_ < 0) throw Error(Error::Kind::io, "JUnit file '" + path_ + "' is closed");
+  bool rewrite_header = false;
+  if (!first_) {
+    first_ = record;
+    first_->samples.clear();  // only the identity is kept
+    rewrite_header = true;
+  }
+  if (open_ && (open_->suite != record.suite || open_->case_id != record.case_id)) {
+    closed_ = counts_with_open_case();  // the open case is final: it stays in the file as written
+    closed_end_ += open_size_;
+    open_.reset();
+    open_size_ = 0;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!open_) {
+    open_.emplace();
+    open_->suite = record.suite;
+    open_->case_id = record.case_id;
+    // Suite as the package, the stack as the class: CI pages group by both.
+    open_->classname = record.suite + "." + record.labels.backend + "-np" + std::to_string(record.labels.world_size);
+    case_start_ = last_record_;  // the previous case ended with its last record
+  }
+  // A case's time: from the end of the previous case to its latest record.
+  open_->seconds = std::chrono::duration<double>(now - case_start_).count();
+  last_record_ = now;
+  const std::string line = describe(record);
+  open_->output.push_back(line);
+  switch (record.verdict) {
+    case Verdict::fail:
+      if (open_->failures.empty()) open_->failure_message = line;
+      open_->failures.push_back(line);
+      break;
+    case Verdict::timeout:
+      if (open_->errors.empty()) open_->error_message = record.detail.empty() ? line : record.detail;
+      open_->errors.push_back(line);
+      break;
+    case Verdict::skip:
+      if (open_->skips.empty()) open_->skip_message = record.detail.empty() ? line : record.detail;
+      open_->skips.push_back(line);
+      break;
+    case Verdict::pass:
+    case Verdict::info: break;
+  }
+
+  const Counts counts = counts_with_open_case();
+  const std::string element = render_case(*open_);
+  std::string tail = element + std::string(kTrailer);
+  int64_t at = closed_end_;
+  if (rewrite_header) {
+    // The first record fixes the header (stack identity); nothing follows it yet but this case.
+    const std::string header = render_header(counts);
+    header_size_ = static_cast<int64_t>(header.size());
+    closed_end_ = header_size_;
+    const size_t first = header.find(" tests=\"");
+    counts_at_ = {static_cast<int64_t>(first), static_cast<int64_t>(header.find(" tests=\"", first + 1))};
+    tail = header + tail;
+    at = 0;
+  }
+  pwrite_all(tail, at);
+  open_size_ = static_cast<int64_t>(element.size());
+  const int64_t end = closed_end_ + open_size_ + static_cast<int64_t>(kTrailer.size());
+  if (end < file_size_ && ::ftruncate(fd_, end) != 0) throw_io("cannot truncate JUnit file", path_, std::strerror(errno));
+  file_size_ = end;
+  if (!rewrite_header) {
+    // Counts last: a kill between the two writes leaves a valid document whose counts lag by
+    // this one record.
+    const std::string region = render_counts(counts);
+    for (const int64_t at_counts : counts_at_) pwrite_all(region, at_counts);
+  }
+}
+
+void JunitSink::close() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw_io("cannot close JUnit file", path_, std::strerror(errno));
+}
+
+void JunitSink::pwrite_all(std::string_view text, int64_t offset) {
+  while (!text.empty()) {
+    const ssize_t written = ::pwrite(fd_, text.data(), text.size(), static_cast<off_t>(offset));
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot write JUnit file", path_, std::strerror(errno));
+    }
+    text.remove_prefix(static_cast<size_t>(written));
+    offset += written;
+  }
+}
+
+}  // namespace dts

@@ -1,0 +1,303 @@
+// Tests of JunitSink: what it writes is read back with a real XML parser (expat, strict about
+// well-formedness) after every single write, so a run killed at any point leaves a valid report;
+// verdicts map to <failure>, <error>, <skipped>; text that needs escaping survives; SIGKILL.
+#include "results/junit_sink.h"
+
+#include <expat.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dts {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Element {
+  std::string name;
+  std::map<std::string, std::string> attributes;
+  std::string text;
+  std::vector<std::unique_ptr<Element>> children;
+  Element* parent = nullptr;
+
+  std::vector<const Element*> all(const std::string& child_name) const {
+    std::vector<const Element*> found;
+    for (const auto& c : children) {
+      if (c->name == child_name) found.push_back(c.get());
+    }
+    return found;
+  }
+  const Element* first(const std::string& child_name) const {
+    const auto found = all(child_name);
+    return found.empty() ? nullptr : found.front();
+  }
+};
+
+// Parses `text` with expat into a tree; a parse error is a test failure and returns null.
+std::unique_ptr<Element> parse_xml(const std::string& text) {
+  struct State {
+    std::unique_ptr<Element> root;
+    Element* current = nullptr;
+  } state;
+  XML_Parser parser = XML_ParserCreate("UTF-8");
+  XML_SetUserData(parser, &state);
+  XML_SetElementHandler(
+      parser,
+      [](void* data, const XML_Char* name, const XML_Char** attributes) {
+        auto* s = static_cast<State*>(data);
+        auto element = std::make_unique<Element>();
+        element->name = name;
+        for (size_t i = 0; attributes[i]; i += 2) element->attributes[attributes[i]] = attributes[i + 1];
+        Element* raw = element.get();
+        if (s->current) {
+          raw->parent = s->current;
+          s->current->children.push_back(std::move(element));
+        } else {
+          s->root = std::move(element);
+        }
+        s->current = raw;
+      },
+      [](void* data, const XML_Char*) {
+        auto* s = static_cast<State*>(data);
+        s->current = s->current->parent;
+      });
+  XML_SetCharacterDataHandler(parser, [](void* data, const XML_Char* chars, int length) {
+    auto* s = static_cast<State*>(data);
+    if (s->current) s->current->text.append(chars, static_cast<size_t>(length));
+  });
+  const bool ok = XML_Parse(parser, text.data(), static_cast<int>(text.size()), 1) == XML_STATUS_OK;
+  if (!ok) {
+    ADD_FAILURE() << "not well-formed XML: " << XML_ErrorString(XML_GetErrorCode(parser)) << " at line "
+                  << XML_GetCurrentLineNumber(parser) << "\n"
+                  << text;
+  }
+  XML_ParserFree(parser);
+  return ok ? std::move(state.root) : nullptr;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Record record(const std::string& case_id, const std::string& metric, Verdict verdict, double value = 1) {
+  Record r;
+  r.run_id = "run-1";
+  r.timestamp = "2024-05-01T12:00:00.125Z";
+  r.suite = "collectives";
+  r.case_id = case_id;
+  r.metric = metric;
+  r.unit = "elements";
+  r.value = value;
+  r.verdict = verdict;
+  r.labels.backend = "faulty(bitflip,mpi)";
+  r.labels.world_size = 2;
+  r.labels.nodes = 1;
+  r.labels.ranks_per_node = 2;
+  r.labels.host = "node-1";
+  r.labels.placement = "in_place";
+  return r;
+}
+
+class JunitSinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("dts_junit_sink_test_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+const Element* suite_of(const Element& root) {
+  EXPECT_EQ(root.name, "testsuites");
+  return root.first("testsuite");
+}
+
+TEST_F(JunitSinkTest, EmptyRunIsAValidReport) {
+  const fs::path path = dir_ / "empty.xml";
+  JunitSink sink(path.string());
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->attributes.at("tests"), "0");
+  ASSERT_TRUE(suite_of(*root));
+  EXPECT_TRUE(suite_of(*root)->all("testcase").empty());
+}
+
+TEST_F(JunitSinkTest, VerdictsMapToFailureErrorSkipped) {
+  const fs::path path = dir_ / "verdicts.xml";
+  JunitSink sink(path.string());
+  // Case a passes (info + pass); b fails on its second record; c is skipped; d times out.
+  sink.write(record("a", "time", Verdict::info));
+  sink.write(record("a", "wrong", Verdict::pass, 0));
+  sink.write(record("b", "time", Verdict::info));
+  Record wrong = record("b", "wrong", Verdict::fail, 3);
+  wrong.threshold = 0;
+  wrong.detail = "first: rank 1 element 7";
+  sink.write(wrong);
+  Record skip = record("c", "check", Verdict::skip, 0);
+  skip.detail = "unsupported by ring(mpi)";
+  sink.write(skip);
+  Record timeout = record("d", "check", Verdict::timeout, 0);
+  timeout.detail = "case d timed out after 2 s: ranks that did not arrive: 1";
+  sink.write(timeout);
+  sink.close();
+
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  // 4 cases: one each of pass, fail, skip, timeout.
+  EXPECT_EQ(root->attributes.at("tests"), "4");
+  EXPECT_EQ(root->attributes.at("failures"), "1");
+  EXPECT_EQ(root->attributes.at("errors"), "1");
+  EXPECT_EQ(root->attributes.at("skipped"), "1");
+  const Element* suite = suite_of(*root);
+  ASSERT_TRUE(suite);
+  EXPECT_EQ(suite->attributes.at("tests"), "4");
+  EXPECT_EQ(suite->attributes.at("hostname"), "node-1");
+  const auto cases = suite->all("testcase");
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[0]->attributes.at("name"), "a");
+  EXPECT_EQ(cases[0]->attributes.at("classname"), "collectives.faulty(bitflip,mpi)-np2");
+  EXPECT_FALSE(cases[0]->first("failure"));
+  EXPECT_NE(cases[0]->first("system-out")->text.find("wrong in_place = 0 elements [pass]"), std::string::npos);
+
+  const Element* failure = cases[1]->first("failure");
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->attributes.at("message"),
+            "wrong in_place = 3 elements (threshold 0) [fail]: first: rank 1 element 7");
+  ASSERT_TRUE(cases[2]->first("skipped"));
+  EXPECT_EQ(cases[2]->first("skipped")->attributes.at("message"), "unsupported by ring(mpi)");
+  const Element* error = cases[3]->first("error");
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->attributes.at("type"), "timeout");
+  EXPECT_EQ(error->attributes.at("message"), timeout.detail);
+
+  // Stack identity as properties.
+  std::map<std::string, std::string> properties;
+  for (const Element* p : suite->first("properties")->all("property")) {
+    properties[p->attributes.at("name")] = p->attributes.at("value");
+  }
+  EXPECT_EQ(properties["backend"], "faulty(bitflip,mpi)");
+  EXPECT_EQ(properties["world_size"], "2");
+  EXPECT_EQ(properties["run_id"], "run-1");
+}
+
+TEST_F(JunitSinkTest, WellFormedAfterEveryWrite) {
+  const fs::path path = dir_ / "every.xml";
+  JunitSink sink(path.string());
+  // 7 cases of 1..3 records, failing every third case: after each write the document parses and
+  // counts exactly the cases seen so far (the open one included).
+  int cases = 0, failures = 0;
+  for (int c = 0; c < 7; ++c) {
+    ++cases;
+    if (c % 3 == 2) ++failures;
+    for (int k = 0; k <= c % 3; ++k) {
+      const bool fail = c % 3 == 2 && k == 2;
+      sink.write(record("case/" + std::to_string(c), "m" + std::to_string(k), fail ? Verdict::fail : Verdict::info));
+      const auto root = parse_xml(read_file(path));
+      ASSERT_TRUE(root) << "after case " << c << " record " << k;
+      // The failing record is the case's last, so the failure count moves on its write.
+      const int failures_now = failures - (c % 3 == 2 && k < 2 ? 1 : 0);
+      EXPECT_EQ(root->attributes.at("tests"), std::to_string(cases));
+      EXPECT_EQ(root->attributes.at("failures"), std::to_string(failures_now));
+      EXPECT_EQ(suite_of(*root)->all("testcase").size(), static_cast<size_t>(cases));
+      EXPECT_EQ(suite_of(*root)->all("testcase").back()->first("system-out")->text,
+                [&] {
+                  std::string lines;
+                  for (int j = 0; j <= k; ++j) {
+                    const bool failed = c % 3 == 2 && j == 2;
+                    lines += "m" + std::to_string(j) + " in_place = 1 elements [" + (failed ? "fail" : "info") + "]\n";
+                  }
+                  return lines;
+                }());
+    }
+  }
+}
+
+TEST_F(JunitSinkTest, EscapesTextAttributesAndBytesXmlCannotCarry) {
+  const fs::path path = dir_ / "escape.xml";
+  Record r = record("all_reduce/<f32>&\"'", "wrong", Verdict::fail, 1);
+  // Markup characters, a line break and a tab (kept through character references), a control
+  // character and an invalid UTF-8 byte (both replaced by U+FFFD), valid UTF-8 (kept).
+  r.detail = std::string("a<b & c>d \"q\" 'a'\nnext\tline \x01 bad\xff ok \xc3\xa9 ]]>");
+  {
+    JunitSink sink(path.string());
+    sink.write(r);
+  }
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  const Element* testcase = suite_of(*root)->first("testcase");
+  EXPECT_EQ(testcase->attributes.at("name"), "all_reduce/<f32>&\"'");
+  const std::string expected_detail = "a<b & c>d \"q\" 'a'\nnext\tline \xEF\xBF\xBD bad\xEF\xBF\xBD ok \xc3\xa9 ]]>";
+  EXPECT_EQ(testcase->first("failure")->attributes.at("message"),
+            "wrong in_place = 1 elements [fail]: " + expected_detail);
+  EXPECT_NE(testcase->first("failure")->text.find(expected_detail), std::string::npos);
+}
+
+TEST(XmlEscape, Rules) {
+  EXPECT_EQ(xml_escape("a&b<c>d", false), "a&amp;b&lt;c&gt;d");
+  EXPECT_EQ(xml_escape("\"'", false), "\"'");            // quotes are plain in character data
+  EXPECT_EQ(xml_escape("\"'", true), "&quot;&apos;");
+  EXPECT_EQ(xml_escape("a\nb\tc", false), "a\nb\tc");
+  EXPECT_EQ(xml_escape("a\nb\tc\rd", true), "a&#10;b&#9;c&#13;d");
+  EXPECT_EQ(xml_escape("\x1b", false), "\xEF\xBF\xBD");
+  EXPECT_EQ(xml_escape("\xed\xa0\x80", false), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: 3 bad bytes
+  EXPECT_EQ(xml_escape("\xef\xbf\xbf", false), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // U+FFFF
+  EXPECT_EQ(xml_escape("\xf0\x9f\x98\x80", false), "\xf0\x9f\x98\x80");                  // U+1F600 kept
+}
+
+// SIGKILL skips destructors: only what reached the OS survives, and it must parse.
+TEST_F(JunitSinkTest, ReportSurvivesSigkill) {
+  constexpr int kCases = 50;  // enough that a lagging write would show; small enough to be quick
+  const fs::path path = dir_ / "killed.xml";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      JunitSink sink(path.string());
+      for (int i = 0; i < kCases; ++i) {
+        sink.write(record("case/" + std::to_string(i), "time", Verdict::info));
+        sink.write(record("case/" + std::to_string(i), "wrong", i % 10 == 0 ? Verdict::fail : Verdict::pass));
+      }
+      std::raise(SIGKILL);
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->attributes.at("tests"), std::to_string(kCases));
+  EXPECT_EQ(root->attributes.at("failures"), "5");  // cases 0, 10, 20, 30, 40
+  EXPECT_EQ(suite_of(*root)->all("testcase").size(), size_t{kCases});
+}
+
+TEST(JunitSinkErrors, UnwritablePathIsAnIoError) {
+  try {
+    JunitSink sink("/proc/version/x/report.xml");  // /proc/version is a file: no directory under it
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::io);
+    EXPECT_NE(std::string(e.what()).find("/proc/version/x/report.xml"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dts

@@ -1,0 +1,672 @@
+// `dtsuite report`: groups records into plots (group_results), has gnuplot draw each as SVG
+// (run_gnuplot), and writes one HTML page with everything inline (render_html). The page fetches
+// nothing when viewed: the SVG, the CSS and the text are all in the file.
+#include "results/report.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.h"
+
+extern char** environ;
+
+namespace dts {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The collectives in the order the suite runs them, so the page reads like the console table.
+const std::vector<std::string> kOps{"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                    "reduce",     "all_to_all",     "send_recv"};
+// Distinguishable colours (the "tab10" set), one per stack.
+const std::vector<std::string> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+const std::vector<std::string> kVerdicts{"pass", "fail", "timeout", "skip", "info"};
+// A plot whose largest value exceeds its smallest by more than this gets a log y axis.
+constexpr double kLogAxisSpread = 100;
+// At most this many failing records are listed; the rest are counted.
+constexpr size_t kMaxFailuresListed = 500;
+
+bool measured(const Record& r) { return r.verdict != Verdict::skip && r.verdict != Verdict::timeout; }
+
+std::string config_value(const std::string& config, const std::string& key) {
+  std::stringstream pairs(config);
+  for (std::string pair; std::getline(pairs, pair, ';');) {
+    const size_t eq = pair.find('=');
+    if (eq != std::string::npos && pair.compare(0, eq, key) == 0 && eq == key.size()) return pair.substr(eq + 1);
+  }
+  return {};
+}
+
+// Ranks a strategy record is about: the data-parallel degree of its sub-world when the config
+// names one, else the job's world size.
+double ranks_of(const Record& r) {
+  const std::string dp = config_value(r.labels.config, "dp");
+  if (!dp.empty()) {
+    try {
+      return std::stod(dp);
+    } catch (const std::exception&) {
+    }
+  }
+  return r.labels.world_size;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string short_device(const std::string& device) {
+  constexpr size_t kMax = 32;  // keeps a legend entry on one line beside its neighbours
+  return device.size() <= kMax ? device : device.substr(0, kMax - 3) + "...";
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string stack_identity(const Record& r) {
+  return r.labels.backend + '\n' + r.labels.device + '\n' + std::to_string(r.labels.world_size);
+}
+
+// Collects records into series keyed by (stack, variant name) and x, then reduces each x to the
+// median of its values.
+class SeriesBuilder {
+ public:
+  void add(int stack, const std::string& variant, double x, double y) { values_[{stack, variant}][x].push_back(y); }
+  bool empty() const { return values_.empty(); }
+
+  // Series in (stack, variant) order; the variant (dtype, strategy) is named in the legend.
+  std::vector<PlotSeries> build(const std::vector<ReportStack>& stacks) const {
+    std::set<std::string> variants;
+    for (const auto& [key, points] : values_) variants.insert(key.second);
+    std::vector<PlotSeries> series;
+    for (const auto& [key, points] : values_) {
+      PlotSeries s;
+      s.stack = key.first;
+      s.variant = static_cast<int>(std::distance(variants.begin(), variants.find(key.second)));
+      s.label = stacks[static_cast<size_t>(key.first)].label;
+      if (!key.second.empty()) s.label += " | " + key.second;
+      for (const auto& [x, ys] : points) s.points.push_back({x, median_of(ys)});
+      series.push_back(std::move(s));
+    }
+    return series;
+  }
+
+ private:
+  std::map<std::pair<int, std::string>, std::map<double, std::vector<double>>> values_;
+};
+
+std::string count_note(int64_t count, const std::string& what) {
+  if (count == 0) return {};
+  return std::to_string(count) + (count == 1 ? " record " : " records ") + what + ".";
+}
+
+void append_note(std::string& note, const std::string& text) {
+  if (text.empty()) return;
+  note += (note.empty() ? "" : " ") + text;
+}
+
+// Per collective, `metric` against message size, out-of-place, per stack and dtype.
+using StackIndex = std::map<std::pair<size_t, std::string>, int>;  // (file, stack identity) -> stack
+
+std::vector<Plot> collective_plots(const std::vector<ResultsFile>& files, const StackIndex& stack_of,
+                                   const std::vector<ReportStack>& stacks, const std::string& metric, int64_t max_bytes) {
+  std::vector<Plot> plots;
+  for (const std::string& op : kOps) {
+    SeriesBuilder builder;
+    int64_t zero_bytes = 0, not_finite = 0, non_positive = 0;
+    for (size_t f = 0; f < files.size(); ++f) {
+      for (const Record& r : files[f].records) {
+        if (r.suite != "collectives" || r.metric != metric || r.labels.op != op || !measured(r)) continue;
+        if (r.labels.placement == "in_place") continue;  // out-of-place is nccl-tests' headline figure
+        if (r.labels.bytes < 0 || (max_bytes >= 0 && r.labels.bytes > max_bytes)) continue;
+        if (r.labels.bytes == 0) {
+          ++zero_bytes;
+          continue;
+        }
+        if (!std::isfinite(r.value)) {
+          ++not_finite;
+          continue;
+        }
+        if (r.value <= 0) {  // an op too fast for the clock, or no bytes moved: nothing for a log axis
+          ++non_positive;
+          continue;
+        }
+        builder.add(stack_of.at({f, stack_identity(r)}), r.labels.dtype, static_cast<double>(r.labels.bytes), r.value);
+      }
+    }
+    if (builder.empty()) continue;
+    Plot p;
+    p.log_x = true;
+    p.x_label = "message size (bytes)";
+    p.series = builder.build(stacks);
+    if (metric == "busbw") {
+      p.id = "busbw-" + op;
+      p.title = op + ": bus bandwidth (out of place)";
+      p.y_label = "busbw (GB/s)";
+      p.y_scale = 1e9;
+    } else {
+      p.id = "latency-" + op;
+      p.title = op + ": time per call, sizes up to " + std::to_string(max_bytes >> 10) + " KiB (out of place)";
+      p.y_label = "time (us)";
+      p.y_scale = 1e-6;
+    }
+    // Sizes span decades; when the values do too, a linear axis flattens the small sizes (or one
+    // slow outlier flattens the rest), so the y axis turns logarithmic.
+    double y_lo = INFINITY, y_hi = 0;
+    for (const auto& series : p.series) {
+      for (const auto& point : series.points) {
+        if (point.y > 0) y_lo = std::min(y_lo, point.y);
+        y_hi = std::max(y_hi, point.y);
+      }
+    }
+    p.log_y = y_hi > kLogAxisSpread * y_lo;
+    append_note(p.note, count_note(zero_bytes, "of 0 bytes cannot be drawn on the log size axis"));
+    append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
+    append_note(p.note, count_note(non_positive, "with a value of 0 are not drawn"));
+    plots.push_back(std::move(p));
+  }
+  return plots;
+}
+
+// `metric` of strategy records against x(record), per stack and strategy; one plot per dtype when
+// `per_dtype`.
+struct StrategyPlotSpec {
+  std::string suite, metric, id, title, x_label, y_label;
+  bool log_y = false, per_dtype = false;
+  std::function<bool(const Record&, double&)> x_of;
+};
+
+std::vector<Plot> strategy_plots(const std::vector<ResultsFile>& files, const StackIndex& stack_of,
+                                 const std::vector<ReportStack>& stacks, const StrategyPlotSpec& spec) {
+  std::set<std::string> dtypes;
+  for (const auto& file : files) {
+    for (const Record& r : file.records) {
+      if ((spec.suite.empty() || r.suite == spec.suite) && r.metric == spec.metric && measured(r)) {
+        dtypes.insert(spec.per_dtype ? r.labels.dtype : "");
+      }
+    }
+  }
+  std::vector<Plot> plots;
+  for (const std::string& dtype : dtypes) {
+    SeriesBuilder builder;
+    int64_t exact = 0, not_finite = 0, no_x = 0;
+    std::map<double, std::set<double>> bounds_at;  // thresholds of the drawn cases at each x
+    bool unbounded = false;
+    for (size_t f = 0; f < files.size(); ++f) {
+      for (const Record& r : files[f].records) {
+        if ((!spec.suite.empty() && r.suite != spec.suite) || r.metric != spec.metric || !measured(r)) continue;
+        if (spec.per_dtype && r.labels.dtype != dtype) continue;
+        double x = 0;
+        if (!spec.x_of(r, x)) {
+          ++no_x;
+          continue;
+        }
+        if (!std::isfinite(r.value)) {
+          ++not_finite;
+          continue;
+        }
+        if (spec.log_y && r.value <= 0) {
+          ++exact;
+          continue;
+        }
+        if (std::isfinite(r.threshold) && (!spec.log_y || r.threshold > 0)) bounds_at[x].insert(r.threshold);
+        else unbounded = true;
+        // Strategies are told apart by optimizer too: their errors and bounds differ by orders.
+        const std::string optimizer = config_value(r.labels.config, "optimizer");
+        builder.add(stack_of.at({f, stack_identity(r)}), r.labels.strategy + (optimizer.empty() ? "" : "/" + optimizer),
+                    x, r.value);
+      }
+    }
+    if (builder.empty()) continue;
+    Plot p;
+    p.id = spec.id + (dtype.empty() ? "" : "-" + dtype);
+    p.title = spec.title + (dtype.empty() ? "" : " (" + dtype + ")");
+    p.x_label = spec.x_label;
+    p.y_label = spec.y_label;
+    p.log_y = spec.log_y;
+    p.series = builder.build(stacks);
+    const bool one_bound_per_x = !unbounded && std::all_of(bounds_at.begin(), bounds_at.end(),
+                                                               [](const auto& at) { return at.second.size() == 1; });
+    if (one_bound_per_x && !bounds_at.empty()) {
+      // Every case at an x was judged against the same bound: draw it, so the margin is visible.
+      PlotSeries bound;
+      bound.label = "threshold";
+      for (const auto& [x, ys] : bounds_at) bound.points.push_back({x, *ys.begin()});
+      p.series.push_back(std::move(bound));
+    } else if (!bounds_at.empty()) {
+      append_note(p.note, "The cases' thresholds differ (by optimizer, strategy or stack); each row's is in the CSV.");
+    }
+    append_note(p.note, count_note(exact, "equal to 0 (exact) cannot be drawn on the log axis"));
+    append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
+    append_note(p.note, count_note(no_x, "without the x value (" + spec.x_label + ") are not drawn"));
+    plots.push_back(std::move(p));
+  }
+  return plots;
+}
+
+std::string number(double value, const char* format = "%.4g") {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+// A gnuplot single-quoted string: only the quote itself needs escaping (doubled).
+std::string gnuplot_quote(const std::string& text) {
+  std::string out = "'";
+  for (char ch : text) {
+    if (ch == '\'') out += "''";
+    else if (ch == '\n' || ch == '\r') out += ' ';
+    else out += ch;
+  }
+  return out + "'";
+}
+
+// Tics on a log2 size axis, labelled as the command line writes sizes (16, 1K, 256M).
+std::string size_tics(double lo, double hi) {
+  const int first = static_cast<int>(std::floor(std::log2(lo)));
+  const int last = static_cast<int>(std::ceil(std::log2(hi)));
+  const int step = last - first > 16 ? 4 : 2;  // about 8 labels across the axis
+  std::string tics;
+  for (int e = first - first % step; e <= last; e += step) {
+    if (e < 0) continue;
+    static const char* kSuffix[] = {"", "K", "M", "G", "T"};
+    const int unit = std::min(e / 10, 4);
+    const std::string label = std::to_string(int64_t{1} << (e - unit * 10)) + kSuffix[unit];
+    tics += (tics.empty() ? "" : ", ") + gnuplot_quote(label) + " " + number(std::ldexp(1.0, e), "%.17g");
+  }
+  return tics;
+}
+
+// Replaces every element id `X` of gnuplot's SVG (and its references '#X', "#X", #X)) with
+// `prefix-X`: every plot defines gpPt0.. and gnuplot_canvas, and ids must be unique in a page.
+std::string prefix_ids(std::string svg, const std::string& prefix) {
+  std::set<std::string> ids;
+  for (size_t at = svg.find("id="); at != std::string::npos; at = svg.find("id=", at + 3)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(svg[at - 1])) || svg[at - 1] == '_')) continue;
+    const char quote = at + 3 < svg.size() ? svg[at + 3] : 0;
+    if (quote != '\'' && quote != '"') continue;
+    const size_t end = svg.find(quote, at + 4);
+    if (end == std::string::npos) break;
+    ids.insert(svg.substr(at + 4, end - at - 4));
+  }
+  const auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t at = svg.find(from); at != std::string::npos; at = svg.find(from, at + to.size())) {
+      svg.replace(at, from.size(), to);
+    }
+  };
+  for (const std::string& id : ids) {
+    for (const char* q : {"'", "\""}) {
+      replace_all(std::string("id=") + q + id + q, std::string("id=") + q + prefix + "-" + id + q);
+      replace_all(std::string(q) + "#" + id + q, std::string(q) + "#" + prefix + "-" + id + q);
+    }
+    replace_all("#" + id + ")", "#" + prefix + "-" + id + ")");
+  }
+  return svg;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A temporary folder, removed when this goes out of scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "dtsuite-report-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) {
+      throw Error(Error::Kind::io, "cannot make a temporary folder for gnuplot: " + std::string(std::strerror(errno)));
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+std::string escape_html(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+ReportData group_results(const std::vector<ResultsFile>& files) {
+  ReportData data;
+  // Stacks: (file, backend/device/world size), numbered in the order they first appear.
+  StackIndex stack_of;
+  std::map<std::string, std::set<size_t>> files_of_identity;
+  for (size_t f = 0; f < files.size(); ++f) {
+    data.inputs.push_back(files[f].path);
+    for (const Record& r : files[f].records) {
+      const std::string identity = stack_identity(r);
+      files_of_identity[identity].insert(f);
+      if (stack_of.count({f, identity})) continue;
+      stack_of[{f, identity}] = static_cast<int>(data.stacks.size());
+      ReportStack s;
+      s.backend = r.labels.backend;
+      s.device = r.labels.device;
+      s.world_size = r.labels.world_size;
+      s.backend_version = r.labels.backend_version;
+      s.mpi_version = r.labels.mpi_version;
+      s.host = r.labels.host;
+      s.run_id = r.run_id;
+      s.file = f;
+      data.stacks.push_back(std::move(s));
+    }
+  }
+  for (ReportStack& s : data.stacks) {
+    s.label = s.backend + " | " + short_device(s.device) + " | " + std::to_string(s.world_size) +
+              (s.world_size == 1 ? " rank" : " ranks");
+    const std::string identity = s.backend + '\n' + s.device + '\n' + std::to_string(s.world_size);
+    if (files_of_identity[identity].size() > 1) s.label += " | " + base_name(files[s.file].path);
+  }
+
+  // Verdicts by stack and suite, and the failures.
+  std::map<std::pair<int, std::string>, VerdictCounts> counts;
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const Record& r : files[f].records) {
+      const int stack = stack_of.at({f, stack_identity(r)});
+      VerdictCounts& c = counts[{stack, r.suite}];
+      c.stack = stack;
+      c.suite = r.suite;
+      ++c.by_verdict[std::string(name(r.verdict))];
+      if (r.verdict == Verdict::fail || r.verdict == Verdict::timeout) data.failures.emplace_back(stack, r);
+    }
+  }
+  for (auto& [key, c] : counts) data.verdicts.push_back(std::move(c));
+
+  ReportSection bandwidth{"bandwidth", "Bus bandwidth",
+                          "Bus bandwidth (nccl-tests' busbw: algbw times 2(n-1)/n for all_reduce, (n-1)/n for "
+                          "all_gather, reduce_scatter and all_to_all, 1 otherwise) against message size, out of place. "
+                          "Where several records share a size (reduction ops, roots), their median is drawn.",
+                          collective_plots(files, stack_of, data.stacks, "busbw", -1), ""};
+  bandwidth.empty_note = "No collectives rows with busbw in these results.";
+  ReportSection latency{"latency", "Latency at small sizes",
+                        "Median time of one call (the slowest rank's) for messages up to " +
+                            std::to_string(kLatencyMaxBytes >> 10) + " KiB, out of place.",
+                        collective_plots(files, stack_of, data.stacks, "time", kLatencyMaxBytes), ""};
+  latency.empty_note = "No collectives rows with time in these results.";
+
+  StrategyPlotSpec scaling_spec{"", "scaling_efficiency", "scaling", "Scaling efficiency", "ranks",
+                                "efficiency (ratio)", false, false,
+                                [](const Record& r, double& x) { x = ranks_of(r); return x > 0; }};
+  ReportSection scaling{"scaling", "Scaling efficiency",
+                        "Weak scaling T(1)/T(n), strong T(1)/(n T(n)), per strategy, against the ranks of the "
+                        "(sub-)world.",
+                        strategy_plots(files, stack_of, data.stacks, scaling_spec), ""};
+  scaling.empty_note = "No scaling_efficiency rows in these results (the scaling suite did not run).";
+
+  StrategyPlotSpec equivalence_spec{"equivalence", "max_abs_error", "equivalence", "Largest parameter error",
+                                    "data-parallel ranks", "max |p - p_reference|", true, true,
+                                    [](const Record& r, double& x) { x = ranks_of(r); return x > 0; }};
+  ReportSection equivalence{"equivalence", "Equivalence with the single-process reference",
+                            "max_abs_error of the full parameters after the compared steps, per strategy, against "
+                            "the data-parallel ranks; log scale.",
+                            strategy_plots(files, stack_of, data.stacks, equivalence_spec), ""};
+  equivalence.empty_note = "No equivalence rows with max_abs_error in these results.";
+
+  const auto epoch_of = [](const Record& r, double& x) {
+    const std::string epoch = config_value(r.labels.config, "epoch");
+    if (epoch.empty()) return false;
+    try {
+      x = std::stod(epoch);
+    } catch (const std::exception&) {
+      return false;
+    }
+    return true;
+  };
+  StrategyPlotSpec loss_spec{"", "loss", "convergence-loss", "Loss per epoch", "epoch", "loss", false, false, epoch_of};
+  StrategyPlotSpec accuracy_spec{"", "accuracy", "convergence-accuracy", "Accuracy per epoch", "epoch",
+                                 "accuracy (ratio)", false, false, epoch_of};
+  ReportSection convergence{"convergence", "Convergence", "Training loss and accuracy per epoch, per strategy.",
+                            strategy_plots(files, stack_of, data.stacks, loss_spec), ""};
+  for (Plot& p : strategy_plots(files, stack_of, data.stacks, accuracy_spec)) convergence.plots.push_back(std::move(p));
+  convergence.empty_note = "No loss or accuracy rows per epoch in these results (the convergence suite did not run).";
+
+  for (ReportSection* s : {&bandwidth, &latency, &scaling, &equivalence, &convergence}) {
+    if (!s->plots.empty()) s->empty_note.clear();
+    data.sections.push_back(std::move(*s));
+  }
+  return data;
+}
+
+std::string gnuplot_script(const Plot& plot) {
+  std::ostringstream gp;
+  // noenhanced: names such as all_reduce must not turn into subscripts.
+  // The legend sits below the plot, one line per series: the canvas grows with it so that the
+  // plot area keeps its height however many stacks and variants there are.
+  constexpr int kPlotHeight = 330, kLegendLineHeight = 16;
+  const int height = kPlotHeight + kLegendLineHeight * static_cast<int>(plot.series.size());
+  gp << "set terminal svg size 640," << height << " dynamic noenhanced font 'sans,11' background '#ffffff'\n"
+     << "set encoding utf8\n"
+     << "set title " << gnuplot_quote(plot.title) << "\n"
+     << "set xlabel " << gnuplot_quote(plot.x_label) << "\n"
+     << "set ylabel " << gnuplot_quote(plot.y_label) << "\n"
+     << "set grid\nset key below left Left reverse\nset border 3\nset tics nomirror\n"
+     << "set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.02\n";
+  double x_lo = INFINITY, x_hi = -INFINITY;
+  for (const auto& s : plot.series) {
+    for (const auto& p : s.points) {
+      x_lo = std::min(x_lo, p.x);
+      x_hi = std::max(x_hi, p.x);
+    }
+  }
+  if (plot.log_x) {
+    gp << "set logscale x 2\n";
+    if (x_lo > 0 && x_lo <= x_hi) gp << "set xtics (" << size_tics(x_lo, x_hi) << ")\n";
+  } else if (x_lo <= x_hi && x_hi - x_lo <= 16 && std::floor(x_lo) == x_lo && std::floor(x_hi) == x_hi) {
+    gp << "set xtics 1\n";  // a few whole numbers (ranks, epochs): one tic each
+  }
+  if (plot.log_y) gp << "set logscale y 10\nset format y '%g'\n";
+  else gp << "set yrange [0:*]\n";
+  for (size_t i = 0; i < plot.series.size(); ++i) {
+    gp << "$S" << i << " << EOD\n";
+    for (const auto& p : plot.series[i].points) {
+      gp << number(p.x, "%.17g") << " " << number(p.y / plot.y_scale, "%.17g") << "\n";
+    }
+    gp << "EOD\n";
+  }
+  // Variants within a stack (dtypes, strategies): 8 distinct dash and point pairs, then repeats.
+  static const int kDash[] = {1, 2, 3, 4, 5, 1, 2, 3};
+  static const int kPoint[] = {7, 5, 9, 13, 11, 4, 6, 8};
+  gp << "plot ";
+  for (size_t i = 0; i < plot.series.size(); ++i) {
+    const PlotSeries& s = plot.series[i];
+    gp << (i ? ", \\\n     " : "") << "$S" << i << " using 1:2 ";
+    if (s.stack < 0) {
+      gp << "with lines lw 1.5 dt 2 lc rgb '#555555'";
+    } else {
+      const std::string& colour = kColours[static_cast<size_t>(s.stack) % kColours.size()];
+      const size_t v = static_cast<size_t>(s.variant) % std::size(kPoint);
+      gp << "with linespoints lw 2 ps 0.8 lc rgb '" << colour << "' dt " << kDash[v] << " pt " << kPoint[v];
+    }
+    gp << " title " << gnuplot_quote(s.label);
+  }
+  gp << "\n";
+  return gp.str();
+}
+
+std::string run_gnuplot(const std::string& script, const std::string& id_prefix) {
+  TempDir dir;
+  const fs::path script_path = dir.path() / "plot.gp", svg_path = dir.path() / "plot.svg",
+                 err_path = dir.path() / "gnuplot.err";
+  {
+    std::ofstream out(script_path, std::ios::binary);
+    out << script;
+    if (!out) throw Error(Error::Kind::io, "cannot write the gnuplot script to " + script_path.string());
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, svg_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::string program = "gnuplot", script_arg = script_path.string();
+  char* argv[] = {program.data(), script_arg.data(), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    throw Error(Error::Kind::io, "cannot run gnuplot, which draws the report's plots (" +
+                                     std::string(std::strerror(spawned)) + "; install gnuplot, e.g. gnuplot-nox)");
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string first = read_text(err_path);
+    // gnuplot echoes the offending line first; the message proper is the last non-empty line.
+    while (!first.empty() && (first.back() == '\n' || first.back() == ' ')) first.pop_back();
+    first = first.substr(first.find_last_of('\n') == std::string::npos ? 0 : first.find_last_of('\n') + 1);
+    throw Error(Error::Kind::io, "gnuplot failed on plot " + id_prefix + ": " + (first.empty() ? "no message" : first));
+  }
+  std::string svg = read_text(svg_path);
+  const size_t start = svg.find("<svg");
+  if (start == std::string::npos) throw Error(Error::Kind::io, "gnuplot wrote no SVG for plot " + id_prefix);
+  return prefix_ids(svg.substr(start), id_prefix);
+}
+
+std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render) {
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<title>dtsuite report</title>\n<style>\n"
+    << "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#222;max-width:1400px}\n"
+    << "h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:2em}\n"
+    << "table{border-collapse:collapse;margin:8px 0;font-size:.9em}\n"
+    << "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\n"
+    << "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+    << "td.fail,td.timeout{background:#fde2e2;font-weight:600}td.pass{background:#e3f5e1}\n"
+    << ".swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}\n"
+    << ".plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}\n"
+    << "figure.plot{margin:0;border:1px solid #ddd;padding:6px;background:#fff}\n"
+    << "figure.plot svg{width:100%;height:auto;display:block}\n"
+    << "figcaption{font-size:.85em;color:#555}.empty{color:#777;font-style:italic}\n"
+    << ".detail{font-family:ui-monospace,monospace;font-size:.85em;word-break:break-word}\n"
+    << "</style>\n</head>\n<body>\n<h1>dtsuite report</h1>\n";
+
+  h << "<h2 id=\"stacks\">Stacks</h2>\n<table><tr><th></th><th>stack</th><th>backend</th><th>version</th>"
+    << "<th>MPI</th><th>device</th><th>ranks</th><th>host</th><th>run</th><th>file</th></tr>\n";
+  for (size_t i = 0; i < data.stacks.size(); ++i) {
+    const ReportStack& s = data.stacks[i];
+    h << "<tr><td><span class=\"swatch\" style=\"background:" << kColours[i % kColours.size()] << "\"></span></td><td>"
+      << escape_html(s.label) << "</td><td>" << escape_html(s.backend) << "</td><td>" << escape_html(s.backend_version)
+      << "</td><td>" << escape_html(s.mpi_version) << "</td><td>" << escape_html(s.device) << "</td><td class=\"n\">"
+      << s.world_size << "</td><td>" << escape_html(s.host) << "</td><td>" << escape_html(s.run_id) << "</td><td>"
+      << escape_html(base_name(data.inputs[s.file])) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  if (data.stacks.empty()) h << "<p class=\"empty\">These results hold no records.</p>\n";
+
+  h << "<h2 id=\"summary\">Pass/fail summary</h2>\n<p>Records by stack, suite and verdict.</p>\n"
+    << "<table><tr><th>stack</th><th>suite</th>";
+  for (const auto& v : kVerdicts) h << "<th>" << v << "</th>";
+  h << "</tr>\n";
+  for (const VerdictCounts& c : data.verdicts) {
+    h << "<tr><td>" << escape_html(data.stacks[static_cast<size_t>(c.stack)].label) << "</td><td>"
+      << escape_html(c.suite) << "</td>";
+    for (const auto& v : kVerdicts) {
+      const auto it = c.by_verdict.find(v);
+      const int64_t n = it == c.by_verdict.end() ? 0 : it->second;
+      h << "<td class=\"n" << (n > 0 ? " " + v : "") << "\">" << n << "</td>";
+    }
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+  if (data.failures.empty()) {
+    h << "<p>No record failed or timed out.</p>\n";
+  } else {
+    h << "<h3 id=\"failures\">Failing records (" << data.failures.size() << ")</h3>\n"
+      << "<table><tr><th>stack</th><th>suite</th><th>case</th><th>placement</th><th>metric</th><th>value</th>"
+      << "<th>threshold</th><th>verdict</th><th>detail</th></tr>\n";
+    for (size_t i = 0; i < data.failures.size() && i < kMaxFailuresListed; ++i) {
+      const auto& [stack, r] = data.failures[i];
+      h << "<tr><td>" << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</td><td>"
+        << escape_html(r.suite) << "</td><td>" << escape_html(r.case_id) << "</td><td>"
+        << escape_html(r.labels.placement) << "</td><td>" << escape_html(r.metric) << "</td><td class=\"n\">"
+        << escape_html(number(r.value)) << "</td><td class=\"n\">"
+        << (std::isnan(r.threshold) ? "" : escape_html(number(r.threshold))) << "</td><td class=\""
+        << name(r.verdict) << "\">" << name(r.verdict) << "</td><td class=\"detail\">" << escape_html(r.detail)
+        << "</td></tr>\n";
+    }
+    h << "</table>\n";
+    if (data.failures.size() > kMaxFailuresListed) {
+      h << "<p>... and " << data.failures.size() - kMaxFailuresListed << " more (see the CSV).</p>\n";
+    }
+  }
+
+  for (const ReportSection& section : data.sections) {
+    h << "<h2 id=\"" << escape_html(section.id) << "\">" << escape_html(section.title) << "</h2>\n<p>"
+      << escape_html(section.intro) << "</p>\n";
+    if (section.plots.empty()) {
+      h << "<p class=\"empty\">" << escape_html(section.empty_note) << "</p>\n";
+      continue;
+    }
+    h << "<div class=\"plots\">\n";
+    for (const Plot& plot : section.plots) {
+      h << "<figure class=\"plot\" id=\"plot-" << escape_html(plot.id) << "\">\n" << render(plot) << "\n";
+      if (!plot.note.empty()) h << "<figcaption>" << escape_html(plot.note) << "</figcaption>\n";
+      h << "</figure>\n";
+    }
+    h << "</div>\n";
+  }
+  h << "<p class=\"empty\">Inputs: ";
+  for (size_t i = 0; i < data.inputs.size(); ++i) h << (i ? ", " : "") << escape_html(data.inputs[i]);
+  h << "</p>\n</body>\n</html>\n";
+  return h.str();
+}
+
+void write_report(const std::vector<ResultsFile>& files, const std::string& output_path) {
+  const ReportData data = group_results(files);
+  int index = 0;
+  const std::string html = render_html(data, [&](const Plot& plot) {
+    return run_gnuplot(gnuplot_script(plot), "p" + std::to_string(index++));
+  });
+  std::ofstream out(output_path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(Error::Kind::io, output_path + ": cannot write the report: " + std::strerror(errno));
+  out << html;
+  out.close();
+  if (!out) throw Error(Error::Kind::io, output_path + ": cannot write the report");
+}
+
+}  // namespace dts

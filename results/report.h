@@ -1,0 +1,104 @@
+// `dtsuite report`: one self-contained HTML page from one or more results CSVs. Records are
+// grouped into plots here (unit-testable, no I/O); gnuplot draws each plot as inline SVG; the
+// page has inline CSS only, so it opens anywhere without fetching anything.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "results/record.h"
+
+namespace dts {
+
+// One results CSV, already read (results/csv_reader.h).
+struct ResultsFile {
+  std::string path;
+  std::vector<Record> records;
+};
+
+// A stack as the report tells stacks apart: backend, device and world size of a file's records.
+// When two files hold the same stack (two runs of it), the file name is added to the label.
+struct ReportStack {
+  std::string backend, device, backend_version, mpi_version, host, run_id;
+  int world_size = 0;
+  size_t file = 0;      // index into the inputs
+  std::string label;    // legend text, e.g. "ring(mpi) | cpu | 4 ranks"
+};
+
+struct PlotPoint {
+  double x = 0, y = 0;
+};
+
+struct PlotSeries {
+  std::string label;
+  int stack = -1;      // index into ReportData::stacks (colour); -1: not a stack (a bound)
+  int variant = 0;     // dtype, strategy, ... within a stack (dash and point type)
+  std::vector<PlotPoint> points;  // sorted by x
+};
+
+struct Plot {
+  std::string id;       // unique within the page, e.g. "busbw-all_reduce"
+  std::string title, x_label, y_label;
+  bool log_x = false, log_y = false;
+  double y_scale = 1;   // y values are divided by this before drawing (1e9: bytes/s -> GB/s)
+  std::vector<PlotSeries> series;
+  std::string note;     // shown under the plot: what was left out and why
+};
+
+// A section of the page: its plots, or, when the results hold no rows for it, why not.
+struct ReportSection {
+  std::string id, title, intro;
+  std::vector<Plot> plots;
+  std::string empty_note;  // set when plots is empty
+};
+
+// Verdict counts of one stack and suite, for the pass/fail table.
+struct VerdictCounts {
+  int stack = 0;
+  std::string suite;
+  std::map<std::string, int64_t> by_verdict;  // "pass" -> 12, ...
+};
+
+struct ReportData {
+  std::vector<std::string> inputs;
+  std::vector<ReportStack> stacks;
+  std::vector<ReportSection> sections;
+  std::vector<VerdictCounts> verdicts;
+  std::vector<std::pair<int, Record>> failures;  // (stack, record) with verdict fail or timeout
+};
+
+// Groups records into plots:
+// - bandwidth: per collective, busbw (GB/s) vs bytes (log x), out-of-place, one series per stack
+//   and dtype; where several records share a size (reduction ops, roots) their median is drawn;
+//   the y axis turns logarithmic when the values span more than 100x;
+// - latency: per collective, time (us) at bytes <= kLatencyMaxBytes (log x), as above;
+// - scaling: scaling_efficiency vs ranks (the dp= config key, else world size), per stack and
+//   strategy;
+// - equivalence: max_abs_error (log y) vs data-parallel ranks, one plot per dtype, per stack and
+//   strategy (and optimizer), with the threshold when all cases at an x share one;
+// - convergence: loss per epoch (config epoch=), per stack and strategy.
+// Sizes of 0 bytes and non-positive values on a log axis cannot be drawn and are counted in the
+// plot's note. Records with verdict skip or timeout carry no measurement and are not drawn.
+ReportData group_results(const std::vector<ResultsFile>& files);
+
+inline constexpr int64_t kLatencyMaxBytes = int64_t{64} << 10;
+
+// "a<b" -> "a&lt;b": every piece of text from a CSV goes through this before it is in the page.
+std::string escape_html(const std::string& text);
+
+// The gnuplot script that draws `plot` as SVG (data inline, `$S0 << EOD` blocks).
+std::string gnuplot_script(const Plot& plot);
+
+// Runs gnuplot on `script` and returns its SVG, ready to inline (XML prolog removed, element
+// ids prefixed with `id_prefix` so that several plots can share one page). Error{io} when
+// gnuplot cannot be started or fails, with its first error line.
+std::string run_gnuplot(const std::string& script, const std::string& id_prefix);
+
+// The page. `render` turns a plot into inline SVG (run_gnuplot in the command; a stub in tests).
+std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render);
+
+// Reads nothing and writes `output_path`: group, draw every plot with gnuplot, render.
+void write_report(const std::vector<ResultsFile>& files, const std::string& output_path);
+
+}  // namespace dts

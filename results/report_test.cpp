@@ -1,0 +1,325 @@
+// Unit tests of the report: which plots, series and points a set of records yields (stacks told
+// apart, medians over reduction ops, what is left out and said so), the HTML's escaping, and
+// gnuplot's SVG made safe to inline several times in one page.
+#include "results/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+
+namespace dts {
+namespace {
+
+Record stamped(const std::string& backend, int world_size) {
+  Record r;
+  r.run_id = "run-" + backend;
+  r.labels.backend = backend;
+  r.labels.device = "cpu:Test CPU";
+  r.labels.world_size = world_size;
+  r.labels.nodes = 1;
+  return r;
+}
+
+Record collective(const std::string& backend, const std::string& metric, const std::string& op, const std::string& dtype,
+                  int64_t bytes, double value, const std::string& redop = "sum",
+                  const std::string& placement = "out_of_place") {
+  Record r = stamped(backend, 2);
+  r.suite = "collectives";
+  r.case_id = op + "/" + dtype + "/" + redop + "/" + std::to_string(bytes);
+  r.metric = metric;
+  r.labels.op = op;
+  r.labels.dtype = dtype;
+  r.labels.bytes = bytes;
+  r.labels.placement = placement;
+  r.labels.config = "redop=" + redop + ";root=-1";
+  r.value = value;
+  return r;
+}
+
+Record equivalence(const std::string& backend, const std::string& strategy, const std::string& dtype, int dp,
+                   double error, double bound) {
+  Record r = stamped(backend, 3);
+  r.suite = "equivalence";
+  r.case_id = strategy + "/" + dtype + "/dp" + std::to_string(dp);
+  r.metric = "max_abs_error";
+  r.labels.strategy = strategy;
+  r.labels.dtype = dtype;
+  r.labels.config = "dp=" + std::to_string(dp) + ";zero=0";
+  r.value = error;
+  r.verdict = Verdict::pass;
+  r.threshold = bound;
+  return r;
+}
+
+const ReportSection& section(const ReportData& data, const std::string& id) {
+  for (const auto& s : data.sections) {
+    if (s.id == id) return s;
+  }
+  throw std::runtime_error("no section " + id);
+}
+
+const Plot* find_plot(const ReportData& data, const std::string& id) {
+  for (const auto& s : data.sections) {
+    for (const auto& p : s.plots) {
+      if (p.id == id) return &p;
+    }
+  }
+  return nullptr;
+}
+
+TEST(Grouping, BusbwPerCollectiveWithOneSeriesPerStackAndTheMedianOverReductionOps) {
+  ResultsFile a{"dir/a.csv", {}}, b{"dir/b.csv", {}};
+  // Three reduction ops at 1 KiB: 1, 2 and 6 GB/s -> median 2 GB/s.
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 1024, 1e9, "sum"));
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 1024, 6e9, "max"));
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 1024, 2e9, "min"));
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 8, 0.5e9));
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 1024, 9e9, "sum", "in_place"));  // not drawn
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 0, 0));                         // noted
+  Record skipped = collective("mpi", "busbw", "all_reduce", "f32", 4096, 0);
+  skipped.verdict = Verdict::skip;
+  a.records.push_back(skipped);
+  b.records.push_back(collective("ring(mpi)", "busbw", "all_reduce", "f32", 1024, 3e9));
+  b.records.push_back(collective("ring(mpi)", "busbw", "all_gather", "f32", 1024, 3e9));
+
+  const ReportData data = group_results({a, b});
+  ASSERT_EQ(data.stacks.size(), 2u);
+  EXPECT_EQ(data.stacks[0].label, "mpi | cpu:Test CPU | 2 ranks");
+  EXPECT_EQ(data.stacks[1].label, "ring(mpi) | cpu:Test CPU | 2 ranks");
+  const ReportSection& bandwidth = section(data, "bandwidth");
+  ASSERT_EQ(bandwidth.plots.size(), 2u);  // all_reduce and all_gather, in the suite's order
+  EXPECT_EQ(bandwidth.plots[0].id, "busbw-all_reduce");
+  EXPECT_EQ(bandwidth.plots[1].id, "busbw-all_gather");
+  const Plot& p = bandwidth.plots[0];
+  EXPECT_TRUE(p.log_x);
+  EXPECT_EQ(p.y_scale, 1e9);
+  ASSERT_EQ(p.series.size(), 2u);
+  EXPECT_EQ(p.series[0].stack, 0);
+  EXPECT_EQ(p.series[0].label, "mpi | cpu:Test CPU | 2 ranks | f32");
+  ASSERT_EQ(p.series[0].points.size(), 2u);
+  EXPECT_EQ(p.series[0].points[0].x, 8);
+  EXPECT_EQ(p.series[0].points[0].y, 0.5e9);
+  EXPECT_EQ(p.series[0].points[1].x, 1024);
+  EXPECT_EQ(p.series[0].points[1].y, 2e9);  // the median of 1, 2, 6 (the in-place 9 left out)
+  EXPECT_EQ(p.series[1].stack, 1);
+  EXPECT_NE(p.note.find("1 record of 0 bytes"), std::string::npos) << p.note;
+  EXPECT_TRUE(bandwidth.empty_note.empty());
+}
+
+TEST(Grouping, BandwidthSpanningMoreThanAHundredfoldGetsALogAxis) {
+  ResultsFile a{"a.csv", {}};
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 8, 1e6));
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 1024, 1e8));  // exactly 100x: linear
+  a.records.push_back(collective("mpi", "busbw", "all_gather", "f32", 8, 1e6));
+  a.records.push_back(collective("mpi", "busbw", "all_gather", "f32", 1024, 1.01e8));  // past 100x: log
+  const ReportData data = group_results({a});
+  EXPECT_FALSE(find_plot(data, "busbw-all_reduce")->log_y);
+  EXPECT_TRUE(find_plot(data, "busbw-all_gather")->log_y);
+}
+
+TEST(Grouping, DtypesAreVariantsOfAStack) {
+  ResultsFile a{"a.csv", {}};
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 1024, 1e9));
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "bf16", 1024, 1e9));
+  const ReportData data = group_results({a});
+  const Plot* p = find_plot(data, "busbw-all_reduce");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->series.size(), 2u);
+  std::set<int> variants{p->series[0].variant, p->series[1].variant};
+  EXPECT_EQ(variants.size(), 2u);  // drawn with different dashes and points
+  EXPECT_EQ(p->series[0].stack, p->series[1].stack);  // in the same colour
+}
+
+TEST(Grouping, TheSameStackInTwoFilesIsToldApartByFileName) {
+  ResultsFile a{"x/monday.csv", {collective("mpi", "busbw", "all_reduce", "f32", 8, 1)}};
+  ResultsFile b{"x/tuesday.csv", {collective("mpi", "busbw", "all_reduce", "f32", 8, 2)}};
+  const ReportData data = group_results({a, b});
+  ASSERT_EQ(data.stacks.size(), 2u);
+  EXPECT_EQ(data.stacks[0].label, "mpi | cpu:Test CPU | 2 ranks | monday.csv");
+  EXPECT_EQ(data.stacks[1].label, "mpi | cpu:Test CPU | 2 ranks | tuesday.csv");
+}
+
+TEST(Grouping, LatencyKeepsOnlySmallSizes) {
+  ResultsFile a{"a.csv", {}};
+  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyMaxBytes, 2e-5));
+  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyMaxBytes + 1, 3e-5));
+  const ReportData data = group_results({a});
+  const Plot* p = find_plot(data, "latency-broadcast");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->series.size(), 1u);
+  ASSERT_EQ(p->series[0].points.size(), 1u);  // the size at the limit is in, one byte more is out
+  EXPECT_EQ(p->series[0].points[0].x, static_cast<double>(kLatencyMaxBytes));
+  EXPECT_EQ(p->y_scale, 1e-6);  // seconds drawn as microseconds
+}
+
+TEST(Grouping, EquivalencePerDtypeWithTheBoundAndExactZerosCounted) {
+  ResultsFile a{"a.csv", {}};
+  a.records.push_back(equivalence("mpi", "ddp", "f32", 1, 0.0, 1e-4));  // exact: log axis can't show it
+  a.records.push_back(equivalence("mpi", "ddp", "f32", 2, 1e-8, 1e-4));
+  a.records.push_back(equivalence("mpi", "zero1", "f32", 2, 2e-8, 1e-4));
+  a.records.push_back(equivalence("mpi", "ddp", "f64", 3, 1e-17, 1e-12));
+  const ReportData data = group_results({a});
+  const ReportSection& eq = section(data, "equivalence");
+  ASSERT_EQ(eq.plots.size(), 2u);  // f32 and f64
+  const Plot& f32 = eq.plots[0];
+  EXPECT_EQ(f32.id, "equivalence-f32");
+  EXPECT_TRUE(f32.log_y);
+  ASSERT_EQ(f32.series.size(), 3u);  // ddp, zero1, and the bound
+  EXPECT_EQ(f32.series[0].label, "mpi | cpu:Test CPU | 3 ranks | ddp");
+  ASSERT_EQ(f32.series[0].points.size(), 1u);
+  EXPECT_EQ(f32.series[0].points[0].x, 2);  // the dp= of the config, not the job's world size
+  EXPECT_EQ(f32.series[2].stack, -1);  // the threshold, drawn where drawn cases carry one
+  ASSERT_EQ(f32.series[2].points.size(), 1u);
+  EXPECT_EQ(f32.series[2].points[0].x, 2);
+  EXPECT_EQ(f32.series[2].points[0].y, 1e-4);
+  EXPECT_NE(f32.note.find("1 record equal to 0 (exact)"), std::string::npos) << f32.note;
+}
+
+TEST(Grouping, OptimizersAreVariantsAndDifferingThresholdsAreNotDrawn) {
+  ResultsFile a{"a.csv", {}};
+  Record sgd = equivalence("mpi", "ddp", "f32", 2, 1e-8, 1e-6);
+  sgd.labels.config += ";optimizer=sgd";
+  Record adamw = equivalence("mpi", "ddp", "f32", 2, 1e-5, 1e-2);
+  adamw.labels.config += ";optimizer=adamw";
+  a.records = {sgd, adamw};
+  const ReportData data = group_results({a});
+  const Plot* p = find_plot(data, "equivalence-f32");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->series.size(), 2u);  // ddp/adamw and ddp/sgd; no threshold line
+  EXPECT_EQ(p->series[0].label, "mpi | cpu:Test CPU | 3 ranks | ddp/adamw");
+  EXPECT_EQ(p->series[1].label, "mpi | cpu:Test CPU | 3 ranks | ddp/sgd");
+  EXPECT_NE(p->note.find("thresholds differ"), std::string::npos) << p->note;
+}
+
+TEST(Grouping, SectionsWithoutRowsSaySo) {
+  ResultsFile a{"a.csv", {collective("mpi", "busbw", "all_reduce", "f32", 8, 1)}};
+  const ReportData data = group_results({a});
+  EXPECT_TRUE(section(data, "scaling").plots.empty());
+  EXPECT_NE(section(data, "scaling").empty_note.find("No scaling_efficiency rows"), std::string::npos);
+  EXPECT_FALSE(section(data, "convergence").empty_note.empty());
+  EXPECT_FALSE(section(data, "equivalence").empty_note.empty());
+}
+
+TEST(Grouping, ScalingAndConvergenceRowsArePlotted) {
+  ResultsFile a{"a.csv", {}};
+  for (int n : {1, 2, 4}) {
+    Record r = stamped("mpi", 4);
+    r.suite = "scaling";
+    r.metric = "scaling_efficiency";
+    r.labels.strategy = "ddp";
+    r.labels.config = "dp=" + std::to_string(n);
+    r.value = 1.0 / n;
+    a.records.push_back(r);
+  }
+  for (int epoch : {0, 1, 2}) {
+    Record r = stamped("mpi", 4);
+    r.suite = "convergence";
+    r.metric = "loss";
+    r.labels.strategy = "ddp";
+    r.labels.config = "epoch=" + std::to_string(epoch);
+    r.value = 2.0 - epoch;
+    a.records.push_back(r);
+  }
+  const ReportData data = group_results({a});
+  const Plot* scaling = find_plot(data, "scaling");
+  ASSERT_NE(scaling, nullptr);
+  ASSERT_EQ(scaling->series.size(), 1u);
+  EXPECT_EQ(scaling->series[0].points.size(), 3u);
+  EXPECT_EQ(scaling->series[0].points[2].x, 4);
+  const Plot* loss = find_plot(data, "convergence-loss");
+  ASSERT_NE(loss, nullptr);
+  EXPECT_EQ(loss->series[0].points.back().y, 0.0);  // epoch 2: 2 - 2
+}
+
+TEST(Grouping, VerdictsAreCountedPerStackAndSuiteAndFailuresListed) {
+  ResultsFile a{"a.csv", {}};
+  a.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", 8, 1));  // info
+  Record wrong = collective("mpi", "wrong", "all_reduce", "f32", 8, 3);
+  wrong.verdict = Verdict::fail;
+  wrong.detail = "3 wrong <elements>";
+  a.records.push_back(wrong);
+  const ReportData data = group_results({a});
+  ASSERT_EQ(data.verdicts.size(), 1u);
+  EXPECT_EQ(data.verdicts[0].suite, "collectives");
+  EXPECT_EQ(data.verdicts[0].by_verdict.at("info"), 1);
+  EXPECT_EQ(data.verdicts[0].by_verdict.at("fail"), 1);
+  ASSERT_EQ(data.failures.size(), 1u);
+  EXPECT_EQ(data.failures[0].second.detail, "3 wrong <elements>");
+}
+
+TEST(Html, EveryTextFromTheCsvIsEscaped) {
+  EXPECT_EQ(escape_html("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  ResultsFile a{"<evil>.csv", {}};
+  Record r = collective("<script>alert(1)</script>", "wrong", "all_reduce", "f32", 8, 1);
+  r.verdict = Verdict::fail;
+  r.detail = "<img src=x onerror=alert(1)>";
+  a.records.push_back(r);
+  a.records.push_back(collective("<script>alert(1)</script>", "busbw", "all_reduce", "f32", 8, 1));
+  const ReportData data = group_results({a});
+  int rendered = 0;
+  const std::string html = render_html(data, [&](const Plot&) {
+    ++rendered;
+    return std::string("<svg></svg>");
+  });
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<evil>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;"), std::string::npos);
+  // One figure per plot, each with what the renderer returned.
+  EXPECT_EQ(rendered, 1);
+  size_t figures = 0;
+  for (size_t at = html.find("<figure"); at != std::string::npos; at = html.find("<figure", at + 1)) ++figures;
+  EXPECT_EQ(figures, 1u);
+}
+
+TEST(Gnuplot, ScriptCarriesTheDataInlineAndQuotesLabels) {
+  Plot p;
+  p.title = "it's all_reduce";
+  p.log_x = true;
+  p.y_scale = 1e9;
+  p.series.push_back({"o'brien", 0, 0, {{8, 2e9}, {1024, 4e9}}});
+  const std::string script = gnuplot_script(p);
+  EXPECT_NE(script.find("set title 'it''s all_reduce'"), std::string::npos) << script;
+  EXPECT_NE(script.find("noenhanced"), std::string::npos);  // underscores stay underscores
+  EXPECT_NE(script.find("set logscale x 2"), std::string::npos);
+  EXPECT_NE(script.find("$S0 << EOD\n8 2\n1024 4\nEOD\n"), std::string::npos) << script;  // GB/s
+  EXPECT_NE(script.find("title 'o''brien'"), std::string::npos);
+  EXPECT_NE(script.find("'1K' 1024"), std::string::npos);  // sizes labelled as the command line writes them
+}
+
+bool have_gnuplot() { return std::system("gnuplot --version >/dev/null 2>&1") == 0; }
+
+TEST(Gnuplot, SvgIsInlineReadyWithIdsUniqueToEachPlot) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  Plot p;
+  p.title = "t";
+  p.series.push_back({"a <b> & c", 0, 0, {{1, 1}, {2, 3}}});
+  const std::string one = run_gnuplot(gnuplot_script(p), "p0");
+  const std::string two = run_gnuplot(gnuplot_script(p), "p1");
+  EXPECT_EQ(one.rfind("<svg", 0), 0u);  // no XML prolog inside HTML
+  EXPECT_EQ(one.find("<script"), std::string::npos);
+  EXPECT_NE(one.find("a &lt;b"), std::string::npos);  // gnuplot escapes its text for SVG
+  EXPECT_EQ(one.find("id='gpPt"), std::string::npos);
+  EXPECT_NE(one.find("id='p0-gpPt0'"), std::string::npos);
+  EXPECT_NE(two.find("id='p1-gpPt0'"), std::string::npos);
+  EXPECT_EQ(one.find("'#gpPt"), std::string::npos);  // references follow their ids
+}
+
+TEST(Gnuplot, FailureIsAnIoErrorWithGnuplotsMessage) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  try {
+    run_gnuplot("plot $NOSUCH using 1:2\n", "p9");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::io);
+    EXPECT_NE(std::string(e.what()).find("gnuplot failed on plot p9"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dts

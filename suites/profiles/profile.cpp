@@ -1,0 +1,592 @@
+// Acceptance profiles: the TOML loader (toml++), the selector matcher, and the judge that turns
+// a matching record's value into pass/fail with a detail citing the threshold. Every loader
+// error names PATH:LINE, because a profile is edited by hand and reviewed by others.
+#include "suites/profiles/profile.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const std::vector<std::string_view> kSuites{"collectives", "equivalence", "scaling", "convergence", "topology"};
+const std::vector<std::string_view> kOps{"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                         "reduce",     "all_to_all",     "send_recv"};
+const std::vector<std::string_view> kStrategies{"ddp", "zero1", "zero2", "zero3", "tp", "gpipe",
+                                                "1f1b", "hybrid", "ps-sync", "ps-async", "ps-ssp", "ps-backup"};
+const std::vector<std::string_view> kPlacements{"in_place", "out_of_place"};
+const std::vector<std::string_view> kStatistics{"value", "min", "p05", "median", "p95", "max"};
+
+std::string join(const std::vector<std::string_view>& items) {
+  std::string text;
+  for (auto item : items) text += (text.empty() ? "" : ", ") + std::string(item);
+  return text;
+}
+
+bool contains(const std::vector<std::string_view>& items, std::string_view item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+std::string type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date or time";
+  }
+}
+
+// "1.5e+09" for details: enough digits to see why a value missed a bound, no more.
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", value);
+  return text;
+}
+
+// Exact text for a value handed to the command line.
+std::string exact_text(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, result.ptr);
+}
+
+// A table's entries in the order they appear in the file (toml++ keeps them sorted by key), so
+// that the first problem reported is the first one a reader meets.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& table) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (auto&& [key, node] : table) entries.emplace_back(&key, &node);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const auto& x = a.first->source().begin;
+    const auto& y = b.first->source().begin;
+    return x.line != y.line ? x.line < y.line : x.column < y.column;
+  });
+  return entries;
+}
+
+// Reads one profile; every error is "PATH:LINE: reason".
+class Loader {
+ public:
+  explicit Loader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(int line, const std::string& reason) const {
+    throw Error(Error::Kind::invalid_argument, path_ + ":" + std::to_string(line) + ": " + reason);
+  }
+  [[noreturn]] void fail(const toml::node& node, const std::string& reason) const {
+    fail(static_cast<int>(node.source().begin.line), reason);
+  }
+
+  Profile load(std::string_view text) {
+    toml::table root;
+    try {
+      root = toml::parse(text, std::string_view(path_));
+    } catch (const toml::parse_error& e) {
+      fail(static_cast<int>(e.source().begin.line), "TOML syntax error: " + std::string(e.description()));
+    }
+    Profile profile;
+    profile.path = path_;
+    for (const auto& [key_ptr, node_ptr] : in_file_order(root)) {
+      const toml::key& key = *key_ptr;
+      const toml::node& node = *node_ptr;
+      const std::string name(key.str());
+      if (name == "profile") {
+        read_profile_table(table_of(node, "[profile]"), profile);
+      } else if (name == "run") {
+        read_run_table(table_of(node, "[run]"), profile);
+      } else if (name == "threshold") {
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables()) fail(node, "'threshold' must be an array of tables ([[threshold]])");
+        for (const toml::node& element : *array) {
+          profile.thresholds.push_back(read_threshold(*element.as_table(), static_cast<int>(profile.thresholds.size()) + 1));
+        }
+      } else {
+        fail(static_cast<int>(key.source().begin.line),
+             "unknown key '" + name + "' (expected [profile], [run] and [[threshold]] tables)");
+      }
+    }
+    if (profile.thresholds.empty()) fail(1, "no [[threshold]] table: a profile must judge something");
+    return profile;
+  }
+
+ private:
+  const toml::table& table_of(const toml::node& node, const std::string& what) const {
+    const toml::table* table = node.as_table();
+    if (!table) fail(node, what + " must be a table, not " + type_name(node));
+    return *table;
+  }
+
+  std::string string_of(const toml::node& node, const std::string& what) const {
+    const auto value = node.value_exact<std::string>();
+    if (!value) fail(node, what + " must be a string, not " + type_name(node));
+    if (value->empty()) fail(node, what + " must not be empty");
+    return *value;
+  }
+
+  double number_of(const toml::node& node, const std::string& what) const {
+    if (!node.is_number()) fail(node, what + " must be a number, not " + type_name(node));
+    const double value = *node.value<double>();
+    if (std::isnan(value)) fail(node, what + " must not be nan");
+    return value;
+  }
+
+  int64_t integer_of(const toml::node& node, const std::string& what) const {
+    const auto value = node.value_exact<int64_t>();
+    if (!value) fail(node, what + " must be an integer, not " + type_name(node));
+    return *value;
+  }
+
+  // A string, or an array of strings: the selector matches any of them.
+  std::vector<std::string> strings_of(const toml::node& node, const std::string& what) const {
+    std::vector<std::string> items;
+    if (const toml::array* array = node.as_array()) {
+      if (array->empty()) fail(node, what + " must not be an empty array");
+      for (const toml::node& item : *array) items.push_back(string_of(item, what + " items"));
+    } else if (node.is_string()) {
+      items.push_back(string_of(node, what));
+    } else {
+      fail(node, what + " must be a string or an array of strings, not " + type_name(node));
+    }
+    return items;
+  }
+
+  // `noun` names a value in messages ("unknown op 'allreduce'"); `what` the key ("'op' of ...").
+  std::vector<std::string> names_of(const toml::node& node, const std::string& what, const std::string& noun,
+                                    const std::vector<std::string_view>& known) const {
+    auto items = strings_of(node, what);
+    for (const auto& item : items) {
+      if (!contains(known, item)) fail(node, "unknown " + noun + " '" + item + "' (expected one of " + join(known) + ")");
+    }
+    return items;
+  }
+
+  // Bytes: an integer, or a string with the command line's suffixes (K, M, G: powers of 1024).
+  int64_t bytes_of(const toml::node& node, const std::string& what) const {
+    if (node.is_integer()) {
+      const int64_t value = *node.value_exact<int64_t>();
+      if (value < 0) fail(node, what + " must not be negative");
+      return value;
+    }
+    if (!node.is_string()) fail(node, what + " must be an integer or a size such as \"256M\", not " + type_name(node));
+    const std::string text = *node.value_exact<std::string>();
+    size_t digits = 0;
+    while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+    const std::string suffix = text.substr(digits);
+    int shift = -1;
+    if (suffix.empty() || suffix == "B") shift = 0;
+    else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") shift = 10;
+    else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") shift = 20;
+    else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") shift = 30;
+    if (digits == 0 || digits > 12 || shift < 0) {
+      fail(node, "bad size '" + text + "' for " + what + " (expected e.g. 8, 64K, 256M, 1G)");
+    }
+    const int64_t value = std::stoll(text.substr(0, digits));
+    if (value > (int64_t{1} << (50 - shift))) fail(node, "size '" + text + "' for " + what + " is too large");
+    return value << shift;
+  }
+
+  void read_profile_table(const toml::table& table, Profile& profile) const {
+    for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
+      const toml::key& key = *key_ptr;
+      const toml::node& node = *node_ptr;
+      const std::string name(key.str());
+      if (name == "name") profile.name = string_of(node, "[profile] name");
+      else if (name == "description") profile.description = string_of(node, "[profile] description");
+      else fail(static_cast<int>(key.source().begin.line),
+                "unknown key '" + name + "' in [profile] (expected name, description)");
+    }
+  }
+
+  // [run]: defaults for `run` flags, by the flags' long names, checked here so that a typo is
+  // reported at its line; ranges are checked by the command line's own validators.
+  void read_run_table(const toml::table& table, Profile& profile) const {
+    enum class Kind { list, size, number, integer, text };
+    static const std::vector<std::pair<std::string_view, Kind>> kFlags{
+        {"suites", Kind::list},        {"backend", Kind::text},      {"device", Kind::text},
+        {"minbytes", Kind::size},      {"maxbytes", Kind::size},     {"stepfactor", Kind::number},
+        {"iters", Kind::integer},      {"warmup_iters", Kind::integer}, {"datatype", Kind::list},
+        {"op", Kind::list},            {"collective", Kind::list},   {"root", Kind::integer},
+        {"check", Kind::integer},      {"timeout", Kind::number},    {"seed", Kind::integer},
+        {"strategy", Kind::list},      {"steps", Kind::integer},     {"batch", Kind::integer},
+        {"layers", Kind::integer},     {"width", Kind::integer},     {"input", Kind::integer},
+        {"classes", Kind::integer},    {"accumulation", Kind::integer}, {"optimizer", Kind::text},
+        {"chunk-bytes", Kind::size}};
+    for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
+      const toml::key& key = *key_ptr;
+      const toml::node& node = *node_ptr;
+      const std::string flag(key.str());
+      const auto known = std::find_if(kFlags.begin(), kFlags.end(), [&](const auto& f) { return f.first == flag; });
+      if (known == kFlags.end()) {
+        std::vector<std::string_view> names;
+        for (const auto& f : kFlags) names.push_back(f.first);
+        fail(static_cast<int>(key.source().begin.line),
+             "unknown key '" + flag + "' in [run] (expected a run flag's long name: " + join(names) + ")");
+      }
+      RunDefault d;
+      d.flag = flag;
+      d.line = static_cast<int>(node.source().begin.line);
+      const std::string what = "[run] " + flag;
+      switch (known->second) {
+        case Kind::list: {
+          // "f32,f16" or ["f32", "f16"]; each item checked against the names the flag accepts.
+          for (const auto& entry : strings_of(node, what)) {
+            std::stringstream parts(entry);
+            for (std::string item; std::getline(parts, item, ',');) d.items.push_back(item);
+          }
+          for (const auto& item : d.items) check_run_item(node, flag, item);
+          for (const auto& item : d.items) d.value += (d.value.empty() ? "" : ",") + item;
+          break;
+        }
+        case Kind::size:
+          bytes_of(node, what);
+          d.value = node.is_integer() ? std::to_string(*node.value_exact<int64_t>()) : *node.value_exact<std::string>();
+          break;
+        case Kind::number: d.value = exact_text(number_of(node, what)); break;
+        case Kind::integer: d.value = std::to_string(integer_of(node, what)); break;
+        case Kind::text: d.value = string_of(node, what); break;
+      }
+      if (d.items.empty()) d.items.push_back(d.value);
+      profile.run.push_back(std::move(d));
+    }
+  }
+
+  void check_run_item(const toml::node& node, const std::string& flag, const std::string& item) const {
+    const std::string what = "[run] " + flag;
+    if (item.empty()) fail(node, "empty item in " + what);
+    if (item == "all" && flag != "suites") return;
+    try {
+      if (flag == "datatype") parse_dtype(item);
+      if (flag == "op") parse_reduce_op(item);
+    } catch (const Error& e) {
+      fail(node, what + ": " + e.what());
+    }
+    if (flag == "collective" && !contains(kOps, item)) {
+      fail(node, "unknown collective '" + item + "' in " + what + " (expected one of " + join(kOps) + ", or all)");
+    }
+    if (flag == "strategy" && !contains(kStrategies, item)) {
+      fail(node, "unknown strategy '" + item + "' in " + what + " (expected one of " + join(kStrategies) + ", or all)");
+    }
+    if (flag == "suites" && !contains(kSuites, item)) {
+      fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join(kSuites) + ")");
+    }
+  }
+
+  Threshold read_threshold(const toml::table& table, int index) const {
+    Threshold t;
+    t.index = index;
+    t.line = static_cast<int>(table.source().begin.line);
+    const std::string where = "[[threshold]] #" + std::to_string(index);
+    static const std::vector<std::string_view> kKeys{
+        "metric",   "suite",     "op",        "dtype",         "strategy",       "placement",      "backend",
+        "device",   "config",    "min_bytes", "max_bytes",     "bytes",          "world_size",     "min_world_size",
+        "max_world_size", "min", "max",       "statistic",     "source",         "optional"};
+    for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
+      const toml::key& key = *key_ptr;
+      const toml::node& node = *node_ptr;
+      const std::string name(key.str());
+      const std::string what = "'" + name + "' of " + where;
+      if (name == "metric") {
+        t.metric = string_of(node, what);
+        if (!contains(known_metrics(), t.metric)) {
+          fail(node, "unknown metric '" + t.metric + "' in " + where + " (expected one of " + join(known_metrics()) + ")");
+        }
+      } else if (name == "suite") {
+        t.suites = names_of(node, what, "suite", kSuites);
+      } else if (name == "op") {
+        t.ops = names_of(node, what, "op", kOps);
+      } else if (name == "dtype") {
+        for (const auto& d : strings_of(node, what)) {
+          try {
+            t.dtypes.emplace_back(dts::name(parse_dtype(d)));  // "float" -> "f32", as records spell it
+          } catch (const Error& e) {
+            fail(node, std::string(e.what()) + " in " + where);
+          }
+        }
+      } else if (name == "strategy") {
+        t.strategies = names_of(node, what, "strategy", kStrategies);
+      } else if (name == "placement") {
+        t.placements = names_of(node, what, "placement", kPlacements);
+      } else if (name == "backend") {
+        t.backends = strings_of(node, what);
+      } else if (name == "device") {
+        t.devices = strings_of(node, what);
+      } else if (name == "config") {
+        std::stringstream pairs(string_of(node, what));
+        for (std::string pair; std::getline(pairs, pair, ';');) {
+          const size_t eq = pair.find('=');
+          if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
+            fail(node, "bad config pair '" + pair + "' in " + where + " (expected key=value;key=value)");
+          }
+          t.config.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+        }
+      } else if (name == "min_bytes") {
+        t.min_bytes = bytes_of(node, what);
+      } else if (name == "max_bytes") {
+        t.max_bytes = bytes_of(node, what);
+      } else if (name == "bytes") {
+        t.min_bytes = t.max_bytes = bytes_of(node, what);
+      } else if (name == "world_size" || name == "min_world_size" || name == "max_world_size") {
+        const int64_t n = integer_of(node, what);
+        if (n < 1 || n > (1 << 24)) fail(node, what + " must be a rank count from 1");
+        if (name != "max_world_size") t.min_world_size = static_cast<int>(n);
+        if (name != "min_world_size") t.max_world_size = static_cast<int>(n);
+      } else if (name == "min") {
+        t.min = number_of(node, what);
+      } else if (name == "max") {
+        t.max = number_of(node, what);
+      } else if (name == "statistic") {
+        if (!node.is_string()) fail(node, what + " must be a string, not " + type_name(node));
+        t.statistic = names_of(node, what, "statistic", kStatistics).front();
+      } else if (name == "source") {
+        t.source = string_of(node, what);
+      } else if (name == "optional") {
+        const auto value = node.value_exact<bool>();
+        if (!value) fail(node, what + " must be a boolean (true or false), not " + type_name(node));
+        t.optional = *value;
+      } else {
+        fail(static_cast<int>(key.source().begin.line),
+             "unknown key '" + name + "' in " + where + " (expected one of " + join(kKeys) + ")");
+      }
+    }
+    if (t.metric.empty()) fail(t.line, where + " has no metric");
+    if (!t.min && !t.max) fail(t.line, where + " has no bound: set min, max or both");
+    if (t.min && t.max && *t.min > *t.max) {
+      fail(t.line, where + ": min " + number_text(*t.min) + " > max " + number_text(*t.max) + ": nothing can pass");
+    }
+    if (t.min_bytes >= 0 && t.max_bytes >= 0 && t.min_bytes > t.max_bytes) {
+      fail(t.line, where + ": min_bytes " + std::to_string(t.min_bytes) + " > max_bytes " + std::to_string(t.max_bytes));
+    }
+    if (t.min_world_size > 0 && t.max_world_size > 0 && t.min_world_size > t.max_world_size) {
+      fail(t.line, where + ": min_world_size " + std::to_string(t.min_world_size) + " > max_world_size " +
+                       std::to_string(t.max_world_size));
+    }
+    if (t.source.empty()) fail(t.line, where + " has no source: say where the number comes from");
+    return t;
+  }
+
+  std::string path_;
+};
+
+bool any_of(const std::vector<std::string>& allowed, const std::string& value) {
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), value) != allowed.end();
+}
+
+// "busbw of all_reduce, f32, bytes >= 268435456": what a threshold is about, for summaries.
+std::string describe(const Threshold& t) {
+  std::string text = t.metric;
+  std::vector<std::string> parts;
+  const auto list = [&](const std::vector<std::string>& items) {
+    std::string joined;
+    for (const auto& item : items) joined += (joined.empty() ? "" : "|") + item;
+    if (!joined.empty()) parts.push_back(joined);
+  };
+  list(t.suites);
+  list(t.ops);
+  list(t.dtypes);
+  list(t.strategies);
+  list(t.placements);
+  list(t.backends);
+  list(t.devices);
+  for (const auto& [key, value] : t.config) parts.push_back(key + "=" + value);
+  if (t.min_bytes >= 0 && t.min_bytes == t.max_bytes) {
+    parts.push_back("bytes = " + std::to_string(t.min_bytes));
+  } else {
+    if (t.min_bytes >= 0) parts.push_back("bytes >= " + std::to_string(t.min_bytes));
+    if (t.max_bytes >= 0) parts.push_back("bytes <= " + std::to_string(t.max_bytes));
+  }
+  if (t.min_world_size > 0 && t.min_world_size == t.max_world_size) {
+    parts.push_back("world_size = " + std::to_string(t.min_world_size));
+  } else {
+    if (t.min_world_size > 0) parts.push_back("world_size >= " + std::to_string(t.min_world_size));
+    if (t.max_world_size > 0) parts.push_back("world_size <= " + std::to_string(t.max_world_size));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? " of " : ", ") + parts[i];
+  if (t.statistic != "value") text += "; statistic " + t.statistic;
+  if (t.min) text += "; min " + number_text(*t.min);
+  if (t.max) text += "; max " + number_text(*t.max);
+  return text;
+}
+
+// The number a threshold judges, and how the citation names it (" (max of 10)" for a statistic).
+std::pair<double, std::string> judged_value(const Threshold& t, const Record& record) {
+  const Stats& s = record.stats;
+  if (t.statistic == "value" || s.n == 0) return {record.value, ""};
+  const double v = t.statistic == "min"    ? s.min
+                   : t.statistic == "p05"  ? s.p05
+                   : t.statistic == "median" ? s.median
+                   : t.statistic == "p95"  ? s.p95
+                                           : s.max;
+  return {v, " (" + t.statistic + " of " + std::to_string(s.n) + ")"};
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& known_metrics() {
+  static const std::vector<std::string_view> kMetrics{
+      "time",          "algbw",           "busbw",          "wrong",          "max_ulp",
+      "max_abs_error", "max_rel_error",   "reproducible",   "step_time",      "compute_time",
+      "comm_time",     "exposed_comm_time", "bytes_sent",   "memory_params",  "memory_grads",
+      "memory_optimizer", "memory_activations_peak", "bubble_fraction", "bubble_fraction_theory",
+      "scaling_efficiency", "throughput", "loss",           "accuracy",       "final_loss",
+      "final_accuracy", "gradient_noise_scale", "p2p_bandwidth", "p2p_latency", "link_utilization",
+      "check",         "error_bound_ratio"};
+  return kMetrics;
+}
+
+std::string Profile::file_name() const {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Profile parse_profile(std::string_view text, const std::string& path) { return Loader(path).load(text); }
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Error::Kind::io, path + ": cannot read the profile (no such file, or not readable)");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(Error::Kind::io, path + ": cannot read the profile");
+  return parse_profile(text.str(), path);
+}
+
+bool matches(const Threshold& t, const Record& record) {
+  const Labels& l = record.labels;
+  if (record.metric != t.metric) return false;
+  if (!any_of(t.suites, record.suite) || !any_of(t.ops, l.op) || !any_of(t.dtypes, l.dtype) ||
+      !any_of(t.strategies, l.strategy) || !any_of(t.placements, l.placement) || !any_of(t.backends, l.backend)) {
+    return false;
+  }
+  if (!t.devices.empty()) {
+    // "cuda" selects every CUDA device; "cuda:NVIDIA H100 80GB HBM3" one model.
+    const std::string kind = l.device.substr(0, l.device.find(':'));
+    if (!any_of(t.devices, l.device) && !any_of(t.devices, kind)) return false;
+  }
+  if (!t.config.empty()) {
+    std::set<std::pair<std::string, std::string>> have;
+    std::stringstream pairs(l.config);
+    for (std::string pair; std::getline(pairs, pair, ';');) {
+      const size_t eq = pair.find('=');
+      if (eq != std::string::npos) have.emplace(pair.substr(0, eq), pair.substr(eq + 1));
+    }
+    for (const auto& want : t.config) {
+      if (!have.count(want)) return false;
+    }
+  }
+  if (t.min_bytes >= 0 || t.max_bytes >= 0) {
+    if (l.bytes < 0) return false;
+    if (t.min_bytes >= 0 && l.bytes < t.min_bytes) return false;
+    if (t.max_bytes >= 0 && l.bytes > t.max_bytes) return false;
+  }
+  if (t.min_world_size > 0 && l.world_size < t.min_world_size) return false;
+  if (t.max_world_size > 0 && l.world_size > t.max_world_size) return false;
+  return true;
+}
+
+ProfileJudge::ProfileJudge(Profile profile)
+    : profile_(std::move(profile)), matched_(profile_.thresholds.size()), failed_(profile_.thresholds.size()),
+      first_failure_(profile_.thresholds.size()) {}
+
+void ProfileJudge::apply(Record& record) {
+  // The profile's own summary records are not judged again.
+  if (record.verdict == Verdict::skip || record.verdict == Verdict::timeout || record.suite == "profile") return;
+  std::string cites;
+  bool any_matched = false, any_failed = false;
+  double bound = kNaN;
+  const std::string unit = record.unit.empty() ? "" : " " + record.unit;
+  for (size_t i = 0; i < profile_.thresholds.size(); ++i) {
+    const Threshold& t = profile_.thresholds[i];
+    if (!matches(t, record)) continue;
+    any_matched = true;
+    ++matched_[i];
+    const std::string citation = profile_.file_name() + " [[threshold]] #" + std::to_string(t.index);
+    const auto [judged, statistic] = judged_value(t, record);
+    const std::string value = record.metric + statistic + " " + number_text(judged) + unit;
+    std::string text;
+    double violated = kNaN;
+    // NaN compares false both ways: an unmeasurable value fails rather than slipping through.
+    if (t.min && !(judged >= *t.min)) {
+      violated = *t.min;
+      text = value + " < " + number_text(*t.min) + " required by " + citation + ": " + t.source;
+    } else if (t.max && !(judged <= *t.max)) {
+      violated = *t.max;
+      text = value + " > " + number_text(*t.max) + " allowed by " + citation + ": " + t.source;
+    }
+    if (std::isnan(judged)) {
+      text = record.metric + statistic + " nan (not measured) cannot meet " + citation + ": " + t.source;
+    }
+    if (!text.empty()) {
+      ++failed_[i];
+      if (first_failure_[i].empty()) {
+        first_failure_[i] = record.case_id + (record.labels.placement.empty() ? "" : " " + record.labels.placement) +
+                            ": " + text;
+      }
+      if (!any_failed) bound = violated;
+      any_failed = true;
+    } else {
+      const std::string met = t.min && t.max   ? "within [" + number_text(*t.min) + ", " + number_text(*t.max) + "]"
+                              : t.min           ? ">= " + number_text(*t.min)
+                                                : "<= " + number_text(*t.max);
+      text = value + " " + met + " (" + citation + ")";
+      if (std::isnan(bound) && !any_failed) bound = t.min ? *t.min : *t.max;
+    }
+    cites += (cites.empty() ? "" : "; ") + text;
+  }
+  if (!any_matched) return;
+  // A suite's own failure keeps its threshold unless the profile failed the record too.
+  if (any_failed || record.verdict != Verdict::fail) record.threshold = bound;
+  if (any_failed) record.verdict = Verdict::fail;
+  else if (record.verdict == Verdict::info) record.verdict = Verdict::pass;
+  record.detail = cites + (record.detail.empty() ? "" : " | " + record.detail);
+}
+
+std::vector<Record> ProfileJudge::summary() const {
+  std::vector<Record> records;
+  std::string stem = profile_.file_name();
+  if (const size_t dot = stem.rfind('.'); dot != std::string::npos && dot > 0) stem = stem.substr(0, dot);
+  for (size_t i = 0; i < profile_.thresholds.size(); ++i) {
+    const Threshold& t = profile_.thresholds[i];
+    Record r;
+    r.suite = "profile";
+    r.case_id = stem + "/" + std::to_string(t.index) + "/" + t.metric;
+    r.metric = "check";
+    if (t.ops.size() == 1) r.labels.op = t.ops[0];
+    if (t.dtypes.size() == 1) r.labels.dtype = t.dtypes[0];
+    if (t.strategies.size() == 1) r.labels.strategy = t.strategies[0];
+    const std::string head = profile_.file_name() + " [[threshold]] #" + std::to_string(t.index) + " (" + describe(t) + ")";
+    if (matched_[i] == 0) {
+      r.value = 0;
+      r.verdict = t.optional ? Verdict::skip : Verdict::fail;
+      r.detail = head + " matched no record: this run measured nothing it is about" +
+                 (t.optional ? " (optional)" : "") + ": " + t.source;
+    } else if (failed_[i] > 0) {
+      r.value = 0;
+      r.verdict = Verdict::fail;
+      r.detail = head + ": " + std::to_string(failed_[i]) + " of " + std::to_string(matched_[i]) +
+                 (matched_[i] == 1 ? " record fails" : " records fail") + "; first: " + first_failure_[i];
+    } else {
+      r.value = 1;
+      r.verdict = Verdict::pass;
+      r.detail = head + ": " + std::to_string(matched_[i]) + (matched_[i] == 1 ? " record passes" : " records pass");
+    }
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+}  // namespace dts

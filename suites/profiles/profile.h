@@ -1,0 +1,99 @@
+// Acceptance profiles: thresholds per metric and selector, read from suites/profiles/*.toml
+// (schema in suites/profiles/README.md). The harness loads one with `run --profile FILE` and
+// passes every record through a ProfileJudge on rank 0 before the sinks see it. No MPI here.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "results/record.h"
+
+namespace dts {
+
+// One [[threshold]] table: which records it judges (selectors; an empty list or an unset bound
+// matches anything) and the bound their `value` must meet. Both bounds are inclusive: a value
+// equal to `min` or `max` passes.
+struct Threshold {
+  int index = 0;  // 1-based position among the file's [[threshold]] tables, as cited in details
+  int line = 0;   // line of its [[threshold]] header
+
+  std::string metric;  // required; one of SCHEMA.md's metric names
+  std::vector<std::string> suites, ops, dtypes, strategies, placements, backends, devices;
+  // Every key=value pair here must appear in the record's `config` (e.g. redop=sum, dp=4).
+  std::vector<std::pair<std::string, std::string>> config;
+  int64_t min_bytes = -1, max_bytes = -1;    // -1: unbounded; a bytes bound never matches bytes -1
+  int min_world_size = 0, max_world_size = 0;  // 0: unbounded
+
+  std::optional<double> min, max;
+  // What is judged: the record's `value` (the median of a timing), or one of its distribution's
+  // columns (min, p05, median, p95, max; for busbw `max` is the fastest iteration). A record
+  // without a distribution (n = 0) is judged on its value.
+  std::string statistic = "value";
+  std::string source;     // required: where the number comes from, so a reviewer can check it
+  bool optional = false;  // true: matching no record is a skip, not a failure
+};
+
+// A `run` flag the profile sets when the command line does not: `flag` is the flag's long name
+// (`minbytes`, `datatype`, `suites` for the positional list), `value` its command-line text
+// (lists joined with commas), `items` the list's elements.
+struct RunDefault {
+  std::string flag, value;
+  std::vector<std::string> items;
+  int line = 0;
+};
+
+struct Profile {
+  std::string path;  // as given; cited in errors and details
+  std::string name, description;
+  std::vector<RunDefault> run;
+  std::vector<Threshold> thresholds;
+
+  // "acceptance-cpu.toml": the file name used in citations.
+  std::string file_name() const;
+};
+
+// Parse a profile. Any problem (TOML syntax, unknown key, wrong type, unknown metric, op, dtype,
+// suite or strategy, min > max, no bound, no source) throws Error{invalid_argument} with one
+// line "PATH:LINE: reason"; an unreadable file gives Error{io} "PATH: reason".
+Profile load_profile(const std::string& path);
+Profile parse_profile(std::string_view text, const std::string& path);
+
+// Whether `record` is one that `threshold` is about (selectors only, not the bound).
+bool matches(const Threshold& threshold, const Record& record);
+
+// Judges records against a profile and remembers, per threshold, how many it matched and failed.
+// Not thread-safe: the harness calls it under its sinks' lock.
+class ProfileJudge {
+ public:
+  explicit ProfileJudge(Profile profile);
+
+  // Applies every threshold that matches `record`. Records with verdict skip or timeout carry
+  // no measurement and are left alone (they do not count as matched), as are the summary's own
+  // records (suite "profile"). Otherwise the verdict becomes fail if any matching threshold
+  // fails (an earlier fail stays fail), pass if all pass and the record was info or pass;
+  // `threshold` is the bound of the first failing threshold (or of the first matching one,
+  // unless the suite had already failed the record against its own); `detail` cites each
+  // matching threshold, then the suite's own detail after " | ".
+  void apply(Record& record);
+
+  // One `check` record per threshold (suite "profile", case "<file stem>/<index>/<metric>"): pass if
+  // it matched and every match passed; fail if a match failed; if it matched nothing, fail
+  // (skip for `optional = true`), since an acceptance run that never measured a required
+  // quantity has not shown it. Identity labels are for the harness to fill.
+  std::vector<Record> summary() const;
+
+  const Profile& profile() const { return profile_; }
+
+ private:
+  Profile profile_;
+  std::vector<int64_t> matched_, failed_;
+  std::vector<std::string> first_failure_;
+};
+
+// The metric names of results/SCHEMA.md, which a threshold may name.
+const std::vector<std::string_view>& known_metrics();
+
+}  // namespace dts
