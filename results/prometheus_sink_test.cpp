@@ -548,12 +548,16 @@ class FakeGateway {
         }
         if (header_end != std::string::npos && request.size() >= header_end + 4 + body_length) break;
       }
+      {
+        // Recorded before answering: the client returns as soon as it has the answer, and a
+        // test may count requests right then.
+        std::lock_guard lock(mutex_);
+        requests_.push_back(request);
+      }
       const std::string answer = "HTTP/1.1 " + std::to_string(status_) +
                                  " Whatever\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
       ::send(client, answer.data(), answer.size(), MSG_NOSIGNAL);
       ::close(client);
-      std::lock_guard lock(mutex_);
-      requests_.push_back(request);
     }
   }
 

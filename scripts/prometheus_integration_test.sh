@@ -68,7 +68,9 @@ start_pushgateway() {
   local name=$1 port pid
   for _ in 1 2 3; do
     port=$(free_port)
-    prometheus-pushgateway --web.listen-address="127.0.0.1:$port" >"$work/$name.log" 2>&1 &
+    # Debian's gateway persists to a system-wide file by default: every earlier run would come back.
+    prometheus-pushgateway --web.listen-address="127.0.0.1:$port" --persistence.file="$work/$name.persisted" \
+      >"$work/$name.log" 2>&1 &
     pid=$!
     pids+=("$pid")
     if wait_ready "http://127.0.0.1:$port/-/ready" 20 "$pid"; then
