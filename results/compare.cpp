@@ -3,6 +3,7 @@
 #include "results/compare.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -161,7 +162,15 @@ double mann_whitney_smallest_p(size_t n, size_t m) {
   return p;
 }
 
-double mann_whitney_p_greater(const std::vector<double>& worse, const std::vector<double>& better) {
+double mann_whitney_p_greater(const std::vector<double>& worse_in, const std::vector<double>& better_in) {
+  // A sample that is not a number (a CSV may say nan) has no rank: it is left out, and it would
+  // otherwise break the sort's ordering and the tie count (NaN equals nothing, not even itself).
+  const auto finite = [](const std::vector<double>& in) {
+    std::vector<double> out;
+    std::copy_if(in.begin(), in.end(), std::back_inserter(out), [](double v) { return !std::isnan(v); });
+    return out;
+  };
+  const std::vector<double> worse = finite(worse_in), better = finite(better_in);
   const size_t n = worse.size(), m = better.size();
   if (n == 0 || m == 0) return 1;
   double u = 0;
@@ -219,8 +228,9 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
                         const CompareSettings& settings) {
   check_same_stack(baseline, current);
 
-  std::set<std::string> current_cases, baseline_failed_cases;
+  std::set<std::string> current_cases, baseline_cases, baseline_failed_cases;
   for (const Record& r : current) current_cases.insert(case_key(r));
+  for (const Record& r : baseline) baseline_cases.insert(case_key(r));
   size_t missing_cases = 0;
   std::string first_missing;
   std::set<std::string> counted;
@@ -307,6 +317,14 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
     row.p_value = std::nan("");
     if (match[i] == SIZE_MAX) {
       if (not_run_now.count(case_key(b))) continue;  // the case's check row speaks for it
+      if (b.metric == "check" && (b.verdict == Verdict::skip || is_failure(b.verdict))) {
+        // The case did not run in the baseline and runs now (its check row is gone because it
+        // has measurements instead): support was added, or a failure fixed.
+        row.outcome = b.verdict == Verdict::skip ? Outcome::not_judged : Outcome::improved;
+        row.reason = std::string(name(b.verdict)) + " in the baseline, runs now";
+        add(std::move(row));
+        continue;
+      }
       row.outcome = Outcome::missing;
       row.reason = "row missing from the current run";
       add(std::move(row));
@@ -333,6 +351,29 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
     }
     if (row.direction == Direction::not_judged) {
       row.outcome = Outcome::not_judged;
+      add(std::move(row));
+      continue;
+    }
+    if (std::isfinite(b.value) && !std::isfinite(c.value)) {
+      // A measurement that stopped being a number (a NaN time, an infinite bandwidth from a zero
+      // time) is broken, not faster.
+      row.outcome = Outcome::regressed;
+      row.reason = "value " + format_number(b.value) + " -> " + format_number(c.value);
+      add(std::move(row));
+      continue;
+    }
+    if (b.value == 0 && std::isfinite(c.value)) {
+      // No relative change exists from 0: only the noise can judge (a zero baseline with zero
+      // spread makes any move in the worse direction a regression).
+      if (c.value == 0) {
+        row.outcome = Outcome::unchanged;
+        row.reason = "0 in both runs";
+      } else {
+        const bool worse = (row.direction == Direction::lower_is_better) == (c.value > 0);
+        const bool outside = outside_intervals(b, c, row.direction, worse, row.reason);
+        row.outcome = !outside ? Outcome::unchanged : (worse ? Outcome::regressed : Outcome::improved);
+        row.reason = "from a baseline of 0: " + row.reason;
+      }
       add(std::move(row));
       continue;
     }
@@ -392,6 +433,7 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
     if (matched[i]) continue;
     const Record& c = current[i];
     const bool no_longer_runs = c.metric == "check" && not_run_now.count(case_key(c)) &&
+                                baseline_cases.count(case_key(c)) &&
                                 !baseline_failed_cases.count(case_key(c)) && c.verdict == Verdict::skip;
     if ((is_failure(c.verdict) && !baseline_failed_cases.count(case_key(c))) || no_longer_runs) {
       ComparedRow row;

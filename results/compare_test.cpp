@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -244,6 +245,81 @@ TEST(Compare, CaseThatNoLongerRunsIsOneRegression) {
   const Comparison c = compare_runs(run(), current, {});
   EXPECT_EQ(c.regressions, 1u);
   EXPECT_EQ(count(c, "check", Outcome::regressed), 1u);
+}
+
+// The check row that stands for a case that did not run (skip or fail), with its labels.
+Record not_run_row(Verdict verdict) {
+  Record check = run()[5];  // a row of the 4096 B case
+  check.metric = "check";
+  check.unit = "";
+  check.value = 0;
+  check.stats = {};
+  check.samples.clear();
+  check.labels.placement = "";
+  check.verdict = verdict;
+  check.detail = "unsupported";
+  return check;
+}
+
+TEST(Compare, CaseThatRunsNowIsNotMissing) {
+  // Skipped (or failing to run) in the baseline, measured now: support was added or a failure
+  // fixed. Not a missing row: not judged for a skip, an improvement for a failure.
+  for (const Verdict verdict : {Verdict::skip, Verdict::fail, Verdict::timeout}) {
+    std::vector<Record> baseline;
+    for (const Record& r : run()) {
+      if (r.labels.bytes != 4096) baseline.push_back(r);
+    }
+    baseline.push_back(not_run_row(verdict));
+    const Comparison c = compare_runs(baseline, run(), {});
+    EXPECT_EQ(c.regressions, 0u) << name(verdict);
+    EXPECT_EQ(count(c, "check", verdict == Verdict::skip ? Outcome::not_judged : Outcome::improved), 1u);
+  }
+}
+
+TEST(Compare, NewCaseThatIsSkippedIsNotARegression) {
+  // A case the baseline never had, skipped now: nothing "no longer runs".
+  std::vector<Record> baseline;
+  for (const Record& r : run()) {
+    if (r.labels.bytes != 4096) baseline.push_back(r);
+  }
+  std::vector<Record> current = baseline;
+  current.push_back(not_run_row(Verdict::skip));
+  const Comparison c = compare_runs(baseline, current, {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.only_in_current, 1u);
+}
+
+TEST(Compare, ValueThatStopsBeingANumberIsARegression) {
+  std::vector<Record> current = run();
+  current[0].value = std::nan("");                         // a time
+  current[2].value = std::numeric_limits<double>::infinity();  // a busbw
+  const Comparison c = compare_runs(run(), current, {});
+  EXPECT_EQ(count(c, "time", Outcome::regressed), 1u);
+  EXPECT_EQ(count(c, "busbw", Outcome::regressed), 1u);
+}
+
+TEST(Compare, GrowthFromAZeroBaselineIsJudgedByTheNoise) {
+  // No relative change exists from 0. A zero baseline with zero spread and a current p05 above it
+  // is outside the noise: a regression for a time; 0 -> 0 is unchanged.
+  std::vector<Record> baseline = run(), current = run();
+  for (std::vector<Record>* rows : {&baseline, &current}) {
+    Record& t = (*rows)[0];
+    const double scale = rows == &baseline ? 0.0 : 1.0;
+    for (double& v : t.samples) v *= scale;
+    t.stats = compute_stats(t.samples);
+    t.value = t.stats.median;
+  }
+  const Comparison c = compare_runs(baseline, current, {});
+  EXPECT_EQ(count(c, "time", Outcome::regressed), 1u);
+  const Comparison same = compare_runs(baseline, baseline, {});
+  EXPECT_EQ(same.regressions, 0u);
+}
+
+TEST(MannWhitney, NanSamplesAreLeftOut) {
+  // A NaN has no rank: the test runs on the numbers (and ends: NaN equals nothing, not even
+  // itself, so it must not reach the tie count). Complete separation of 4 vs 5 is 1/C(9,4).
+  const double p = mann_whitney_p_greater({2.0, 2.1, 2.2, 2.3, std::nan("")}, {1.0, 1.1, 1.2, 1.3, 1.4});
+  EXPECT_NEAR(p, 1.0 / 126, 1e-12);
 }
 
 TEST(Compare, MemoryGrowthBeyondToleranceIsARegression) {

@@ -261,6 +261,10 @@ LabelList prometheus_labels(const Record& r) {
   if (l.bytes >= 0) add("bytes", std::to_string(l.bytes));
   add("placement", l.placement);
   add("strategy", l.strategy);
+  // An acceptance profile's summary rows differ only in their threshold (profile/index/metric):
+  // without it, the thresholds of one metric would share a series and a failure could be
+  // overwritten by a pass. A profile holds a handful of thresholds: low cardinality.
+  if (r.suite == "profile") add("threshold", r.case_id);
   for (const std::string& key : prometheus_config_label_keys()) {
     if (auto value = config_value(l.config, key)) add(key.c_str(), *value);
   }

@@ -311,6 +311,27 @@ TEST(PrometheusSink, CasesOfOneRunAreDistinctSeries) {
   EXPECT_EQ(e.find("dtsuite_busbw_bytes_per_second", {{"quantile", "0.5"}}).size(), 3u);
 }
 
+TEST(PrometheusSink, EachProfileThresholdIsItsOwnSeries) {
+  // An acceptance profile's summary rows differ only in their case (profile/index/metric); a
+  // failing threshold written before a passing one of the same metric must still show.
+  PrometheusSink sink(run_info(), {});
+  Record failing;
+  failing.suite = "profile";
+  failing.case_id = "acceptance/1/wrong";
+  failing.metric = "check";
+  failing.value = 0;
+  failing.verdict = Verdict::fail;
+  Record passing = failing;
+  passing.case_id = "acceptance/2/wrong";
+  passing.value = 1;
+  passing.verdict = Verdict::pass;
+  sink.write(failing);
+  sink.write(passing);
+  const Exposition e = parse_exposition(sink.exposition());
+  EXPECT_EQ(e.find("dtsuite_check", {{"suite", "profile"}}).size(), 2u);
+  EXPECT_EQ(e.find("dtsuite_verdict", {{"threshold", "acceptance/1/wrong"}, {"verdict", "fail"}}).size(), 1u);
+}
+
 TEST(PrometheusSink, PerEpochRecordsAreLeftToTheCsv) {
   PrometheusSink sink(run_info(), {});
   Record r = stack_record();

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -142,7 +143,8 @@ class Loader {
   double number_of(const toml::node& node, const std::string& what) const {
     if (!node.is_number()) fail(node, what + " must be a number, not " + type_name(node));
     const double value = *node.value<double>();
-    if (std::isnan(value)) fail(node, what + " must not be nan");
+    // A bound of +-inf could never be met (or always is): a typo, not a threshold.
+    if (!std::isfinite(value)) fail(node, what + " must be a finite number");
     return value;
   }
 
@@ -457,6 +459,10 @@ std::string Profile::file_name() const {
 Profile parse_profile(std::string_view text, const std::string& path) { return Loader(path).load(text); }
 
 Profile load_profile(const std::string& path) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw Error(Error::Kind::io, path + ": cannot read the profile (a directory, not a file)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(Error::Kind::io, path + ": cannot read the profile (no such file, or not readable)");
   std::stringstream text;
