@@ -15,49 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-fs::path scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("dtsuite_compare_e2e_" + std::to_string(getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-// Runs `dtsuite ARGS` under mpirun with `np` ranks (np == 0: without a launcher, as compare runs).
-RunResult run_dtsuite(int np, const std::string& args) {
-  static int counter = 0;
-  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
-  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
-  std::string command;
-  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
-  command += std::string(DTS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(command.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
+using namespace dts::e2e;
 
 // Counts of a JUnit document, read with expat (a parse error fails the test).
 struct JunitCounts {
@@ -161,18 +126,6 @@ std::vector<dts::Record> slowed(std::vector<dts::Record> records, double factor)
   return records;
 }
 
-int our_stderr_lines(const std::string& err, std::string* line_out) {
-  int ours = 0;
-  std::istringstream lines(err);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("dtsuite: ", 0) == 0) {
-      ++ours;
-      *line_out = line;
-    }
-  }
-  return ours;
-}
-
 TEST(Compare, BaselineAgainstItselfPasses) {
   const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + baseline_csv().string());
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -252,9 +205,9 @@ TEST(Compare, MalformedCsvIsOneLineAndExitTwo) {
   std::ofstream(bad) << rebuilt;
   const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + bad.string());
   EXPECT_EQ(r.exit_code, 2);
-  std::string ours;
-  EXPECT_EQ(our_stderr_lines(r.err, &ours), 1) << r.err;
-  EXPECT_NE(ours.find(bad.string() + ":4: too few fields"), std::string::npos) << ours;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find(bad.string() + ":4: too few fields"), std::string::npos) << ours[0];
 }
 
 TEST(Compare, UnreadableMissingCasesAndOtherStacksAreExitTwo) {
@@ -277,9 +230,9 @@ TEST(Compare, UnreadableMissingCasesAndOtherStacksAreExitTwo) {
   for (const auto& c : cases) {
     const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + c.current);
     EXPECT_EQ(r.exit_code, 2) << c.current;
-    std::string ours;
-    EXPECT_EQ(our_stderr_lines(r.err, &ours), 1) << r.err;
-    EXPECT_NE(ours.find(c.message), std::string::npos) << ours;
+    const auto ours = our_lines(r.err);
+    ASSERT_EQ(ours.size(), 1u) << r.err;
+    EXPECT_NE(ours[0].find(c.message), std::string::npos) << ours[0];
   }
 }
 

@@ -26,46 +26,12 @@
 #include <libfccp/csv.h>
 #pragma GCC diagnostic pop
 
+#include "harness/testing/e2e.h"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-fs::path scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("dtsuite_e2e_" + std::to_string(getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-// Runs `dtsuite ARGS` under mpirun with `np` ranks (np == 0: without a launcher).
-RunResult run_dtsuite(int np, const std::string& args) {
-  static int counter = 0;
-  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
-  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
-  std::string command;
-  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
-  command += std::string(DTS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(command.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
+using namespace dts::e2e;
 
 // One CSV row, by column name. Parsed with fast-cpp-csv-parser from the header of SCHEMA.md.
 using Row = std::map<std::string, std::string>;
@@ -331,15 +297,9 @@ TEST_P(BadInputs, OneLineOnStderrAndExitTwo) {
   const RunResult r = run_dtsuite(b.np, b.args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   // Our own line: exactly one, from rank 0 only (mpirun may add its own banner after it).
-  size_t ours = 0;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("dtsuite: ", 0) == 0) {
-      ++ours;
-      EXPECT_NE(line.find(b.message), std::string::npos) << line;
-    }
-  }
-  EXPECT_EQ(ours, 1u) << r.err;
+  const auto ours = our_lines(r.err);
+  for (const std::string& line : ours) EXPECT_NE(line.find(b.message), std::string::npos) << line;
+  EXPECT_EQ(ours.size(), 1u) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(

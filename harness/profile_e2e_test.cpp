@@ -15,33 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
 #include "results/record.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-fs::path scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("dtsuite_profile_e2e_" + std::to_string(getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+using namespace dts::e2e;
 
 fs::path write_profile(const std::string& name, const std::string& text) {
   const fs::path path = scratch_dir() / name;
@@ -49,22 +30,6 @@ fs::path write_profile(const std::string& name, const std::string& text) {
   return path;
 }
 
-// Runs `dtsuite ARGS` under mpirun with `np` ranks.
-RunResult run_dtsuite(int np, const std::string& args) {
-  static int counter = 0;
-  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
-  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
-  const std::string command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " " +
-                              DTS_BINARY + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(command.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
-// The sweep of every run here: all_reduce, f32, sum, 8 B .. 512 B plus the 0/1/1021-element extras.
 const std::string kSweep = "run collectives --collective all_reduce -d f32 -o sum -b 8 -e 512 -f 8 -n 3 -w 1";
 
 TEST(Profile, ARunThatMeetsItPassesAndEveryJudgedRowCitesItsThreshold) {
@@ -213,15 +178,9 @@ TEST_P(BadProfiles, OneLineOnStderrAndExitTwo) {
   const fs::path profile = b.text.empty() ? scratch_dir() / "missing.toml" : write_profile(b.name, b.text);
   const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  size_t ours = 0;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("dtsuite: ", 0) == 0) {
-      ++ours;
-      EXPECT_NE(line.find(b.message), std::string::npos) << line;
-    }
-  }
-  EXPECT_EQ(ours, 1u) << r.err;  // from rank 0 only, though every rank read the file
+  const auto ours = our_lines(r.err);
+  for (const std::string& line : ours) EXPECT_NE(line.find(b.message), std::string::npos) << line;
+  EXPECT_EQ(ours.size(), 1u) << r.err;  // from rank 0 only, though every rank read the file
 }
 
 INSTANTIATE_TEST_SUITE_P(

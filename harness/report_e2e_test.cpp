@@ -15,68 +15,21 @@
 #include <string>
 #include <vector>
 
+#include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
 #include "results/record.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace dts::e2e;
 
 std::string chromium_binary;  // found by main()
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-fs::path scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("dtsuite_report_e2e_" + std::to_string(getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-RunResult run_shell(const std::string& command) {
-  static int counter = 0;
-  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
-  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
-  const int status = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
-RunResult run_dtsuite(int np, const std::string& args) {
-  std::string command;
-  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
-  return run_shell(command + DTS_BINARY + " " + args);
-}
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-// Lines of ours on stderr ("dtsuite: ..."): bad input must produce exactly one.
-std::vector<std::string> our_lines(const std::string& err) {
-  std::vector<std::string> lines;
-  std::istringstream in(err);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("dtsuite: ", 0) == 0) lines.push_back(line);
-  }
-  return lines;
 }
 
 class Report : public testing::Test {

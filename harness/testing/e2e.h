@@ -1,0 +1,73 @@
+// What every end-to-end test of the dtsuite binary needs: run it (under the launcher, or alone
+// for compare and report), capture exit code, stdout and stderr, and a scratch folder per test
+// process. DTS_BINARY, DTS_MPIEXEC and DTS_MPIEXEC_FLAGS come from harness/CMakeLists.txt.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dts::e2e {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// One folder per test process (its pid), made on first use.
+inline fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("dtsuite_e2e_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Runs a shell command with stdout and stderr captured to files of the scratch folder.
+inline RunResult run_shell(const std::string& command) {
+  static int counter = 0;
+  const fs::path out = scratch_dir() / ("out" + std::to_string(counter) + ".txt");
+  const fs::path err = scratch_dir() / ("err" + std::to_string(counter++) + ".txt");
+  const int status = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// Runs `dtsuite ARGS` under the launcher with `np` ranks (np == 0: without a launcher, as
+// compare and report run).
+inline RunResult run_dtsuite(int np, const std::string& args) {
+  std::string command;
+  if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
+  return run_shell(command + DTS_BINARY + " " + args);
+}
+
+// dtsuite's own lines on stderr ("dtsuite: ..."); the launcher may add its own after a non-zero
+// exit, so bad input is judged on these alone.
+inline std::vector<std::string> our_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("dtsuite: ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace dts::e2e
