@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "dts/config.h"
+#include "strategies/strategy_spec.h"
 #include "suites/collectives/collective.h"
 
 namespace dts {
@@ -119,7 +120,9 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--fault-rank", cmd.fault_rank, "rank that faulty(...) backends target; -1: the last")
       ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
 
-  run->add_option("--strategy", strategies_text, "training strategies, comma-separated, or all (dtsuite list)")
+  run->add_option("--strategy", strategies_text,
+                  "training strategies, comma-separated, or all (dtsuite list); each NAME or NAME(key=value,...) "
+                  "pinning a layout, e.g. tp(tp=3), 1f1b(pp=2,mb=8), hybrid(dp=2,tp=2,zero=1)")
       ->capture_default_str();
   run->add_option("--steps", o.steps, "training steps per equivalence case")->check(CLI::Range(1, 100000))->capture_default_str();
   run->add_option("--batch", o.batch, "global batch rows")->check(CLI::Range(1, 1 << 24))->capture_default_str();
@@ -127,7 +130,9 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--width", o.width, "MLP hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   run->add_option("--input", o.input, "features per sample")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   run->add_option("--classes", o.classes, "classes")->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  run->add_option("--accumulation", o.accumulation, "micro-batches per step (gradient accumulation)")
+  run->add_option("--accumulation", o.accumulation, "micro-batches per step of ddp, zero1-3 and tp (gradient accumulation)")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  run->add_option("--microbatches", o.microbatches, "micro-batches per step of the pipelines (gpipe, 1f1b, hybrid)")
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
   run->add_option("--optimizer", o.optimizer, "optimizers of the training suites, comma-separated: sgd,adamw")
       ->check(CLI::IsMember({"sgd", "adamw", "sgd,adamw", "adamw,sgd"}))->capture_default_str();
@@ -225,7 +230,10 @@ Command parse_command_line(int argc, char** argv) {
       for (const auto& c : split_list(collectives)) o.collectives.push_back(std::string(name(parse_collective(c))));
     }
     o.strategies.clear();
-    if (strategies_text != "all") o.strategies = split_list(strategies_text);
+    if (strategies_text != "all") {
+      // Parsed here, before MPI starts, so an unknown strategy or a bad layout is a usage error.
+      for (const StrategySpec& spec : parse_strategy_list(strategies_text)) o.strategies.push_back(spec.text);
+    }
     if (o.suites.empty()) o.suites.push_back("collectives");
   } catch (const Error& e) {
     throw UsageError(e.what());

@@ -150,12 +150,39 @@ class HarnessContext final : public RunContext {
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
     return dts::time_iterations(control_, warmup, iters, iteration);
   }
+  Participants participants(bool member) override {
+    const int flag = member ? 1 : 0;
+    std::vector<int> members(static_cast<size_t>(control_.size()), 0);
+    control_.all_gather(&flag, members.data(), 1, DType::i32);
+    const Participants who = participants_of(stack_.node_of_rank, members);
+    std::lock_guard lock(case_mutex_);
+    if (who.world_size > 0) case_participants_ = who;
+    return who;
+  }
   void emit(Record record) override {
     if (control_.rank() != 0) return;
     stamp(record);
     results_->write(record);
   }
 
+  // Who took part is the case's to say (participants()), and holds until the case's end: the
+  // records after the loop (profile summary) are about the whole job.
+  void forget_participants() {
+    std::lock_guard lock(case_mutex_);
+    case_participants_.reset();
+  }
+  // For the record the harness writes for a case that did not finish (check: skip, fail,
+  // timeout): the sub-world the case declared before it stopped, where the case's labels leave
+  // who took part open, so the row says the same ranks as the case's rows would have.
+  void label_unfinished(Labels& l) {
+    std::lock_guard lock(case_mutex_);
+    if (!case_participants_ || l.world_size != 0) return;
+    l.world_size = case_participants_->world_size;
+    l.nodes = case_participants_->nodes;
+    l.ranks_per_node = case_participants_->ranks_per_node;
+  }
+
+  // Labels a suite left at 0 describe the whole job: the collectives run on every rank.
   void stamp(Record& record) const {
     record.run_id = run_id_;
     record.timestamp = utc_timestamp();
@@ -165,9 +192,9 @@ class HarnessContext final : public RunContext {
     l.mpi_version = stack_.mpi_version;
     l.device = stack_.device;
     l.host = stack_.host;
-    l.world_size = stack_.world_size;
-    l.nodes = stack_.nodes;
-    l.ranks_per_node = stack_.ranks_per_node;
+    if (l.world_size == 0) l.world_size = stack_.world_size;
+    if (l.nodes == 0) l.nodes = stack_.nodes;
+    if (l.ranks_per_node == 0) l.ranks_per_node = stack_.ranks_per_node;
   }
 
  private:
@@ -179,6 +206,8 @@ class HarnessContext final : public RunContext {
   std::string run_id_;
   Results* results_;
   const OpObserver* observer_;
+  std::mutex case_mutex_;  // participants() on the main thread; label_unfinished() on the watchdog's too
+  std::optional<Participants> case_participants_;
 };
 
 // Agrees on a status across ranks: returns the largest status and, on rank 0, the message of
@@ -312,6 +341,7 @@ int run_with_mpi(Command& cmd) {
         r.labels = current_case->labels;
       }
     }
+    context.label_unfinished(r.labels);
     r.metric = "check";
     r.value = 0;  // the check did not hold
     r.verdict = Verdict::timeout;
@@ -353,12 +383,14 @@ int run_with_mpi(Command& cmd) {
       r.suite = std::string(suite->name());
       r.case_id = the_case.id;
       r.labels = the_case.labels;
+      context.label_unfinished(r.labels);
       r.metric = "check";
       r.value = 0;  // not run (skip) or failed to run
       r.verdict = worst == 1 ? Verdict::skip : Verdict::fail;
       r.detail = text;
       context.emit(r);
     }
+    context.forget_participants();
     progress.end(i);
   }
 

@@ -4,7 +4,9 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "comm/mpi/mpi_communicator.h"
 #include "core/buffer.h"
@@ -43,17 +45,34 @@ StackInfo discover_stack(Communicator& tested, Communicator& control, const std:
     const std::string model = cpu_model();
     info.device = model.empty() ? "cpu" : "cpu:" + model;
   }
-  // Nodes: ranks that share memory form one node (MPI_COMM_TYPE_SHARED).
+  // Nodes: ranks that share memory form one node (MPI_COMM_TYPE_SHARED). A node is named by the
+  // control rank of its local rank 0, the lowest one there (the split's key orders by it).
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, control.rank(), MPI_INFO_NULL, &node);
-  int local_rank = 0, local_size = 1;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_size(node, &local_size);
+  int node_id = control.rank();
+  MPI_Bcast(&node_id, 1, MPI_INT, 0, node);
   MPI_Comm_free(&node);
-  const int leader = local_rank == 0 ? 1 : 0;
-  control.all_reduce(&leader, &info.nodes, 1, DType::i32, ReduceOp::sum);
-  control.all_reduce(&local_size, &info.ranks_per_node, 1, DType::i32, ReduceOp::max);
+  info.node_of_rank.assign(static_cast<size_t>(control.size()), 0);
+  control.all_gather(&node_id, info.node_of_rank.data(), 1, DType::i32);
+  const RunContext::Participants job =
+      participants_of(info.node_of_rank, std::vector<int>(info.node_of_rank.size(), 1));
+  info.nodes = job.nodes;
+  info.ranks_per_node = job.ranks_per_node;
   return info;
+}
+
+RunContext::Participants participants_of(const std::vector<int>& node_of_rank, const std::vector<int>& member) {
+  std::map<int, int> members_on_node;
+  for (size_t r = 0; r < node_of_rank.size() && r < member.size(); ++r) {
+    if (member[r] != 0) ++members_on_node[node_of_rank[r]];
+  }
+  RunContext::Participants p;
+  p.nodes = static_cast<int>(members_on_node.size());
+  for (const auto& [node, count] : members_on_node) {
+    p.world_size += count;
+    p.ranks_per_node = std::max(p.ranks_per_node, count);
+  }
+  return p;
 }
 
 }  // namespace dts

@@ -3,9 +3,10 @@
 #include "results/compare.h"
 
 #include <algorithm>
-#include <iterator>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -36,14 +37,8 @@ std::string join_key(const Record& r) { return join_key(r, r.metric); }
 
 std::string case_key(const Record& r) { return r.suite + '\x1f' + r.case_id; }
 
-using Stack = std::tuple<std::string, std::string, int, int, int>;
-Stack stack_of(const Record& r) {
-  const Labels& l = r.labels;
-  return {l.backend, l.device, l.world_size, l.nodes, l.ranks_per_node};
-}
-
 // "backend 'mpi' (baseline) vs 'ring(mpi)' (current), world_size 4 vs 2"
-std::string stack_difference(const Stack& b, const Stack& c) {
+std::string stack_difference(const JobStack& b, const JobStack& c) {
   std::string text;
   const auto add = [&](const char* field, const std::string& bv, const std::string& cv, bool quote) {
     if (bv == cv) return;
@@ -51,36 +46,27 @@ std::string stack_difference(const Stack& b, const Stack& c) {
     text += (text.empty() ? "" : ", ") + std::string(field) + " " + q + bv + q + " (baseline) vs " + q + cv + q +
             " (current)";
   };
-  add("backend", std::get<0>(b), std::get<0>(c), true);
-  add("device", std::get<1>(b), std::get<1>(c), true);
-  add("world_size", std::to_string(std::get<2>(b)), std::to_string(std::get<2>(c)), false);
-  add("nodes", std::to_string(std::get<3>(b)), std::to_string(std::get<3>(c)), false);
-  add("ranks_per_node", std::to_string(std::get<4>(b)), std::to_string(std::get<4>(c)), false);
+  add("backend", b.backend, c.backend, true);
+  add("device", b.device, c.device, true);
+  add("world_size", std::to_string(b.world_size), std::to_string(c.world_size), false);
+  add("nodes", std::to_string(b.nodes), std::to_string(c.nodes), false);
+  add("ranks_per_node", std::to_string(b.ranks_per_node), std::to_string(c.ranks_per_node), false);
   return text;
-}
-
-std::vector<Stack> distinct_stacks(const std::vector<Record>& records) {
-  std::vector<Stack> stacks;
-  for (const Record& r : records) {
-    const Stack s = stack_of(r);
-    if (std::find(stacks.begin(), stacks.end(), s) == stacks.end()) stacks.push_back(s);
-  }
-  return stacks;
 }
 
 // Comparing two different stacks with a regression gate would blame the code for the hardware;
 // `report` is the tool for comparing stacks side by side.
 void check_same_stack(const std::vector<Record>& baseline, const std::vector<Record>& current) {
-  const std::vector<Stack> b = distinct_stacks(baseline), c = distinct_stacks(current);
+  const std::vector<JobStack> b = job_stacks(baseline), c = job_stacks(current);
   if (b.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
   if (c.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
-  for (const Stack& s : b) {
+  for (const JobStack& s : b) {
     if (std::find(c.begin(), c.end(), s) == c.end()) {
       throw Error(Error::Kind::invalid_argument, "the runs are of different stacks: " + stack_difference(s, c.front()) +
                                                      "; compare runs of one stack (use `dtsuite report` to set stacks side by side)");
     }
   }
-  for (const Stack& s : c) {
+  for (const JobStack& s : c) {
     if (std::find(b.begin(), b.end(), s) == b.end()) {
       throw Error(Error::Kind::invalid_argument, "the runs are of different stacks: " + stack_difference(b.front(), s) +
                                                      "; compare runs of one stack (use `dtsuite report` to set stacks side by side)");
@@ -135,6 +121,41 @@ bool outside_intervals(const Record& b, const Record& c, Direction direction, bo
 }
 
 }  // namespace
+
+int job_size(const Record& r) {
+  const std::string& config = r.labels.config;
+  constexpr std::string_view kKey = "job=";
+  for (size_t at = 0; at < config.size();) {
+    const size_t end = std::min(config.find(';', at), config.size());
+    if (end - at > kKey.size() && config.compare(at, kKey.size(), kKey) == 0) {
+      int size = 0;
+      const char* first = config.data() + at + kKey.size();
+      const auto [last, error] = std::from_chars(first, config.data() + end, size);
+      if (error == std::errc() && last == config.data() + end && size > 0) return size;
+    }
+    at = end + 1;
+  }
+  return r.labels.world_size;
+}
+
+std::vector<JobStack> job_stacks(const std::vector<Record>& records) {
+  std::vector<JobStack> jobs;
+  std::map<std::tuple<std::string, std::string, std::string, int>, size_t> job_of;
+  for (const Record& r : records) {
+    const Labels& l = r.labels;
+    const int size = job_size(r);
+    const auto [it, added] = job_of.try_emplace({r.run_id, l.backend, l.device, size}, jobs.size());
+    if (added) jobs.push_back({l.backend, l.device, size, 0, 0});
+    JobStack& job = jobs[it->second];
+    job.nodes = std::max(job.nodes, l.nodes);
+    job.ranks_per_node = std::max(job.ranks_per_node, l.ranks_per_node);
+  }
+  std::vector<JobStack> stacks;  // two runs of one stack in a file are one stack
+  for (const JobStack& job : jobs) {
+    if (std::find(stacks.begin(), stacks.end(), job) == stacks.end()) stacks.push_back(job);
+  }
+  return stacks;
+}
 
 Direction direction_of(const Record& r) {
   if (r.unit == "seconds") return Direction::lower_is_better;

@@ -55,10 +55,31 @@ struct Comparison {
   size_t only_in_current = 0;     // rows the baseline lacks (new metrics or cases): not judged, not listed
 };
 
+// The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
+// ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the
+// job's size in config as `job=N`. Without it (a whole-job row, or a file written before rows
+// said who took part) the job's size is the row's world_size.
+int job_size(const Record& record);
+
+// A stack as compare tells stacks apart: backend, device, and the job's ranks and nodes.
+struct JobStack {
+  std::string backend, device;
+  int world_size = 0, nodes = 0, ranks_per_node = 0;  // the job's, not a sub-world's
+  bool operator==(const JobStack&) const = default;
+};
+
+// The distinct stacks of `records`, in order of first appearance. The rows of one job (run_id,
+// backend, device, job_size) give one stack: its nodes and ranks_per_node are the largest any of
+// its rows says. A whole-job row (collectives, or a sub-world of every rank) has the job's own;
+// a sub-world spans no more nodes and holds no more ranks on one than the job, so the largest is
+// the job's whenever one row covers the whole job, and the widest sub-world's (a function of the
+// sweep and the placement, equal across runs of one stack) when none does.
+std::vector<JobStack> job_stacks(const std::vector<Record>& records);
+
 // Joins by (suite, case, metric, op, dtype, bytes, placement, strategy, config, world_size); a key
 // that repeats within a run is matched occurrence by occurrence. Throws Error{invalid_argument}
-// with one line when the stacks differ (backend, device, world_size, nodes, ranks_per_node) or
-// when cases of the baseline are missing from the current run.
+// with one line when the runs' stacks differ (job_stacks) or when cases of the baseline are
+// missing from the current run.
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
                         const CompareSettings& settings);
 

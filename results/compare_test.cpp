@@ -385,6 +385,128 @@ TEST(Compare, MismatchedStacksAreAnError) {
   EXPECT_EQ(compare_runs(run(), current, {}).regressions, 0u);
 }
 
+// The equivalence suite's rows of one strategy in a `job`-rank job: a case per sub-world of 1..job
+// ranks, each row saying who took part (world_size, nodes, ranks_per_node) and the job in config.
+// Ranks fill node after node, `per_node` on each, as a launcher places them by default.
+std::vector<Record> equivalence_rows(int job, int per_node, const std::string& run_id = "run") {
+  std::vector<Record> rows;
+  for (int w = 1; w <= job; ++w) {
+    Record r;
+    r.run_id = run_id;
+    r.suite = "equivalence";
+    r.case_id = "ddp/f32/sgd/dp" + std::to_string(w);
+    r.labels = stack_labels();
+    r.labels.world_size = w;
+    r.labels.nodes = (w + per_node - 1) / per_node;
+    r.labels.ranks_per_node = std::min(w, per_node);
+    r.labels.strategy = "ddp";
+    r.labels.dtype = "f32";
+    r.labels.config = "dp=" + std::to_string(w) + ";zero=0;mb=1;steps=5;batch=64;optimizer=sgd;job=" + std::to_string(job);
+    r.metric = "max_abs_error";
+    r.value = 1e-7;
+    r.threshold = 1e-5;
+    r.verdict = Verdict::pass;
+    rows.push_back(r);
+    r.metric = "step_time";
+    r.unit = "seconds";
+    r.samples = {1e-3 * 0.98, 1e-3, 1e-3 * 1.02};
+    r.stats = compute_stats(r.samples);
+    r.value = r.stats.median;
+    r.threshold = std::numeric_limits<double>::quiet_NaN();
+    r.verdict = Verdict::info;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// A run of the collectives (every rank of the job) and the equivalence suite (sub-worlds).
+std::vector<Record> mixed_run(int job, int nodes, const std::string& run_id) {
+  std::vector<Record> all = run();
+  const int per_node = job / nodes;
+  for (Record& r : all) {
+    r.run_id = run_id;
+    r.labels.world_size = job;
+    r.labels.nodes = nodes;
+    r.labels.ranks_per_node = per_node;
+  }
+  for (Record& r : equivalence_rows(job, per_node, run_id)) all.push_back(std::move(r));
+  return all;
+}
+
+TEST(JobSize, FromConfigElseWorldSize) {
+  Record r;
+  r.labels.world_size = 2;
+  EXPECT_EQ(job_size(r), 2);  // no config: a whole-job row
+  r.labels.config = "dp=2;job=4";
+  EXPECT_EQ(job_size(r), 4);
+  r.labels.config = "job=8;dp=2";
+  EXPECT_EQ(job_size(r), 8);
+  // Not the key job, or not a size: the row's own world_size.
+  for (const char* config : {"subjob=4;dp=2", "dp=2;job=", "dp=2;job=four", "job=4x", "job=0"}) {
+    r.labels.config = config;
+    EXPECT_EQ(job_size(r), 2) << config;
+  }
+}
+
+TEST(JobStacks, ARunOfWholeJobAndSubWorldRowsIsOneStack) {
+  // 4 ranks on 2 nodes, 2 each: the sub-worlds of 1 and 2 ranks sit on one node, those of 3 and
+  // 4 span both; the collectives rows and the 4-rank sub-world say the job's own layout.
+  const std::vector<JobStack> stacks = job_stacks(mixed_run(4, 2, "a"));
+  ASSERT_EQ(stacks.size(), 1u);
+  EXPECT_EQ(stacks[0], (JobStack{"mpi", "cpu", 4, 2, 2}));
+  // The equivalence rows alone: the widest sub-world is the whole job.
+  EXPECT_EQ(job_stacks(equivalence_rows(4, 2)), stacks);
+  // Two runs of one stack in one file are one stack; a run of another job size is another.
+  std::vector<Record> two_runs = mixed_run(4, 2, "a");
+  for (Record& r : mixed_run(4, 2, "b")) two_runs.push_back(std::move(r));
+  EXPECT_EQ(job_stacks(two_runs), stacks);
+  for (Record& r : mixed_run(2, 1, "c")) two_runs.push_back(std::move(r));
+  EXPECT_EQ(job_stacks(two_runs), (std::vector<JobStack>{stacks[0], {"mpi", "cpu", 2, 1, 2}}));
+}
+
+TEST(Compare, RunsWithSubWorldRowsOfOneJobCompare) {
+  // Two runs of a 4-rank job: collectives rows at world_size 4, equivalence rows at 1..4 with
+  // job=4. They compare as one stack, and each sub-world's rows join with their own.
+  const std::vector<Record> baseline = mixed_run(4, 1, "base"), current = mixed_run(4, 1, "now");
+  const Comparison c = compare_runs(baseline, current, {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.only_in_current, 0u);
+  EXPECT_EQ(c.rows.size(), baseline.size());
+  for (const ComparedRow& row : c.rows) {
+    EXPECT_EQ(row.current.labels.world_size, row.baseline.labels.world_size) << row.label;
+  }
+  // A baseline of the collectives alone against a run that adds the equivalence suite: one job
+  // on both sides (its sub-worlds of 1..3 ranks are not other stacks); the new rows are new.
+  std::vector<Record> collectives_only;
+  for (const Record& r : baseline) {
+    if (r.suite == "collectives") collectives_only.push_back(r);
+  }
+  const Comparison added = compare_runs(collectives_only, current, {});
+  EXPECT_EQ(added.regressions, 0u);
+  EXPECT_EQ(added.only_in_current, current.size() - collectives_only.size());
+}
+
+TEST(Compare, JobOfAnotherSizeIsStillRefused) {
+  // A 2-rank job's sub-worlds (1, 2) are a subset of a 4-rank job's by world_size, but the job is
+  // not the same: refused (exit 2 in the command), whichever side is the baseline.
+  const auto expect_refused = [](const std::vector<Record>& baseline, const std::vector<Record>& current,
+                                 const std::string& difference) {
+    try {
+      compare_runs(baseline, current, {});
+      ADD_FAILURE() << "no error for " << difference;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("different stacks: " + difference), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(mixed_run(4, 1, "base"), mixed_run(2, 1, "now"),
+                 "world_size 4 (baseline) vs 2 (current), ranks_per_node 4 (baseline) vs 2 (current)");
+  expect_refused(mixed_run(2, 1, "base"), mixed_run(4, 1, "now"), "world_size 2 (baseline) vs 4 (current)");
+  expect_refused(equivalence_rows(4, 4), equivalence_rows(2, 2), "world_size 4 (baseline) vs 2 (current)");
+  // Same job size, other layout: 4 ranks on one node vs on two.
+  expect_refused(mixed_run(4, 1, "base"), mixed_run(4, 2, "now"), "nodes 1 (baseline) vs 2 (current)");
+}
+
 TEST(MannWhitney, KnownAnswersForCompleteSeparation) {
   const std::vector<double> low{1, 2, 3, 4, 5}, high{6, 7, 8, 9, 10};
   // Every high value beats every low one: U = 25, the largest of C(10,5) = 252 equally likely

@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "results/compare.h"
 
 extern char** environ;
 
@@ -55,7 +56,7 @@ std::string config_value(const std::string& config, const std::string& key) {
 }
 
 // Ranks a strategy record is about: the data-parallel degree of its sub-world when the config
-// names one, else the job's world size.
+// names one, else the ranks that took part in its case (world_size; not the job's, job_size).
 double ranks_of(const Record& r) {
   const std::string dp = config_value(r.labels.config, "dp");
   if (!dp.empty()) {
@@ -83,9 +84,12 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string stack_identity(const Record& r) {
-  return r.labels.backend + '\n' + r.labels.device + '\n' + std::to_string(r.labels.world_size);
+// The job's size, not the row's: a run's sub-world cases (world_size 1..N, job=N) belong to the
+// stack of its whole-job rows.
+std::string stack_identity(const std::string& backend, const std::string& device, int job) {
+  return backend + '\n' + device + '\n' + std::to_string(job);
 }
+std::string stack_identity(const Record& r) { return stack_identity(r.labels.backend, r.labels.device, job_size(r)); }
 
 // Collects records into series keyed by (stack, variant name) and x, then reduces each x to the
 // median of its values.
@@ -373,7 +377,7 @@ std::string escape_html(const std::string& text) {
 
 ReportData group_results(const std::vector<ResultsFile>& files) {
   ReportData data;
-  // Stacks: (file, backend/device/world size), numbered in the order they first appear.
+  // Stacks: (file, backend/device/job size), numbered in the order they first appear.
   StackIndex stack_of;
   std::map<std::string, std::set<size_t>> files_of_identity;
   for (size_t f = 0; f < files.size(); ++f) {
@@ -386,7 +390,7 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
       ReportStack s;
       s.backend = r.labels.backend;
       s.device = r.labels.device;
-      s.world_size = r.labels.world_size;
+      s.world_size = job_size(r);
       s.backend_version = r.labels.backend_version;
       s.mpi_version = r.labels.mpi_version;
       s.host = r.labels.host;
@@ -398,8 +402,9 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   for (ReportStack& s : data.stacks) {
     s.label = s.backend + " | " + short_device(s.device) + " | " + std::to_string(s.world_size) +
               (s.world_size == 1 ? " rank" : " ranks");
-    const std::string identity = s.backend + '\n' + s.device + '\n' + std::to_string(s.world_size);
-    if (files_of_identity[identity].size() > 1) s.label += " | " + base_name(files[s.file].path);
+    if (files_of_identity[stack_identity(s.backend, s.device, s.world_size)].size() > 1) {
+      s.label += " | " + base_name(files[s.file].path);
+    }
   }
 
   // Verdicts by stack and suite, and the failures.

@@ -17,11 +17,12 @@ struct ResultsFile {
   std::vector<Record> records;
 };
 
-// A stack as the report tells stacks apart: backend, device and world size of a file's records.
+// A stack as the report tells stacks apart: backend, device and the job's size (job_size,
+// results/compare.h) of a file's records, so a run's sub-world cases are not stacks of their own.
 // When two files hold the same stack (two runs of it), the file name is added to the label.
 struct ReportStack {
   std::string backend, device, backend_version, mpi_version, host, run_id;
-  int world_size = 0;
+  int world_size = 0;   // ranks in the job
   size_t file = 0;      // index into the inputs
   std::string label;    // legend text, e.g. "ring(mpi) | cpu | 4 ranks"
 };
@@ -73,8 +74,8 @@ struct ReportData {
 //   and dtype; where several records share a size (reduction ops, roots) their median is drawn;
 //   the y axis turns logarithmic when the values span more than 100x;
 // - latency: per collective, time (us) at bytes <= kLatencyMaxBytes (log x), as above;
-// - scaling: scaling_efficiency vs ranks (the dp= config key, else world size), per stack and
-//   strategy;
+// - scaling: scaling_efficiency vs ranks (the dp= config key, else the row's world size: the
+//   ranks that took part), per stack and strategy;
 // - equivalence: max_abs_error (log y) vs data-parallel ranks, one plot per dtype, per stack and
 //   strategy (and optimizer), with the threshold when all cases at an x share one;
 // - convergence: loss per epoch (config epoch=), per stack and strategy.

@@ -180,6 +180,50 @@ TEST(Grouping, EquivalencePerDtypeWithTheBoundAndExactZerosCounted) {
   EXPECT_NE(f32.note.find("1 record equal to 0 (exact)"), std::string::npos) << f32.note;
 }
 
+TEST(Grouping, SubWorldRowsAreOneStackWithTheirJob) {
+  // A 4-rank job: collectives rows on every rank (world_size 4) and equivalence and scaling rows
+  // on sub-worlds of 1..4 ranks (world_size 1..4, job=4 in config). One stack, named by the job;
+  // the plots about ranks still place each row at its own sub-world's size.
+  ResultsFile a{"a.csv", {}};
+  Record bandwidth = collective("mpi", "busbw", "all_reduce", "f32", 1024, 1e9);
+  bandwidth.labels.world_size = 4;
+  a.records.push_back(bandwidth);
+  for (int w = 1; w <= 4; ++w) {
+    Record eq = equivalence("mpi", "ddp", "f32", w, 1e-8 * w, 1e-4);
+    eq.labels.world_size = w;
+    eq.labels.config = "dp=" + std::to_string(w) + ";zero=0;job=4";
+    a.records.push_back(eq);
+    Record scaling = stamped("mpi", w);
+    scaling.suite = "scaling";
+    scaling.metric = "scaling_efficiency";
+    scaling.labels.strategy = "tp";
+    scaling.labels.config = "tp=" + std::to_string(w) + ";job=4";  // no dp=: x is the row's world_size
+    scaling.value = 1.0 / w;
+    a.records.push_back(scaling);
+  }
+  const ReportData data = group_results({a});
+  ASSERT_EQ(data.stacks.size(), 1u);
+  EXPECT_EQ(data.stacks[0].world_size, 4);
+  EXPECT_EQ(data.stacks[0].label, "mpi | cpu:Test CPU | 4 ranks");
+  ASSERT_EQ(data.verdicts.size(), 3u);  // collectives, equivalence, scaling: all of stack 0
+  for (const VerdictCounts& c : data.verdicts) EXPECT_EQ(c.stack, 0) << c.suite;
+  for (const char* id : {"busbw-all_reduce", "equivalence-f32", "scaling"}) {
+    const Plot* p = find_plot(data, id);
+    ASSERT_NE(p, nullptr) << id;
+    EXPECT_EQ(p->series.front().stack, 0) << id;
+    EXPECT_EQ(p->series.front().label.rfind("mpi | cpu:Test CPU | 4 ranks", 0), 0u) << p->series.front().label;
+  }
+  const Plot* eq = find_plot(data, "equivalence-f32");
+  ASSERT_EQ(eq->series.size(), 2u);  // ddp, and the bound
+  ASSERT_EQ(eq->series[0].points.size(), 4u);
+  for (int w = 1; w <= 4; ++w) EXPECT_EQ(eq->series[0].points[static_cast<size_t>(w - 1)].x, w);
+  const Plot* scaling = find_plot(data, "scaling");
+  ASSERT_EQ(scaling->series.size(), 1u);
+  ASSERT_EQ(scaling->series[0].points.size(), 4u);
+  EXPECT_EQ(scaling->series[0].points[3].x, 4);
+  EXPECT_EQ(scaling->series[0].points[3].y, 0.25);
+}
+
 TEST(Grouping, OptimizersAreVariantsAndDifferingThresholdsAreNotDrawn) {
   ResultsFile a{"a.csv", {}};
   Record sgd = equivalence("mpi", "ddp", "f32", 2, 1e-8, 1e-6);

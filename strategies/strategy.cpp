@@ -8,33 +8,86 @@
 namespace dts {
 
 namespace {
-std::map<std::string, StrategyFactory>& strategy_registry() {
-  static std::map<std::string, StrategyFactory> registry;
+struct Registered {
+  StrategyTraits traits;
+  StrategyFactory factory;
+};
+std::map<std::string, Registered>& strategy_registry() {
+  static std::map<std::string, Registered> registry;
   return registry;
 }
 }  // namespace
 
-bool register_strategy(std::string name, StrategyFactory factory) {
-  strategy_registry()[std::move(name)] = std::move(factory);
+std::string_view name(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::none: return "none";
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+  }
+  return "?";
+}
+
+std::string ParallelConfig::describe() const {
+  return "dp=" + std::to_string(dp) + ";tp=" + std::to_string(tp) + ";pp=" + std::to_string(pp) +
+         ";zero=" + std::to_string(zero) + ";mb=" + std::to_string(microbatches) +
+         ";schedule=" + std::string(name(schedule));
+}
+
+ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& config) {
+  if (config.dp < 1 || config.tp < 1 || config.pp < 1 || world.size() != config.world()) {
+    throw Error(Error::Kind::invalid_argument, "layout dp=" + std::to_string(config.dp) + " x tp=" +
+                                                   std::to_string(config.tp) + " x pp=" + std::to_string(config.pp) +
+                                                   " needs " + std::to_string(config.world()) + " ranks, not " +
+                                                   std::to_string(world.size()));
+  }
+  ProcessGroups groups;
+  groups.world = &world;
+  const int rank = world.rank(), dp = config.dp, tp = config.tp;
+  groups.tp_index = rank % tp;
+  groups.dp_index = (rank / tp) % dp;
+  groups.pp_index = rank / (tp * dp);
+  // Each split is collective over `world`; the color names the group, the key orders it.
+  groups.tp = world.split(groups.pp_index * dp + groups.dp_index, groups.tp_index);
+  groups.dp = world.split(groups.pp_index * tp + groups.tp_index, groups.dp_index);
+  groups.pp = world.split(groups.dp_index * tp + groups.tp_index, groups.pp_index);
+  return groups;
+}
+
+bool register_strategy(std::string name, StrategyTraits traits, StrategyFactory factory) {
+  strategy_registry()[std::move(name)] = {std::move(traits), std::move(factory)};
   return true;
 }
 
 std::vector<std::string> registered_strategies() {
   std::vector<std::string> names;
-  for (const auto& [name, factory] : strategy_registry()) names.push_back(name);
+  for (const auto& [name, entry] : strategy_registry()) names.push_back(name);
   return names;
 }
 
-std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
-                                        Communicator& comm, Precision precision) {
+const StrategyTraits& strategy_traits(std::string_view name) {
   auto it = strategy_registry().find(std::string(name));
   if (it == strategy_registry().end()) {
     std::string known;
-    for (const auto& [n, f] : strategy_registry()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& [n, entry] : strategy_registry()) known += (known.empty() ? "" : ", ") + n;
     throw Error(Error::Kind::invalid_argument,
                 "unknown strategy '" + std::string(name) + "' (this build has: " + known + ")");
   }
-  return it->second(spec, config, comm, precision);
+  return it->second.traits;
+}
+
+std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
+                                        ProcessGroups& groups, Precision precision) {
+  const StrategyTraits& traits = strategy_traits(name);
+  const auto refuse = [&](const std::string& why) {
+    return Error(Error::Kind::invalid_argument, std::string(name) + " does not run " + config.describe() + ": " + why);
+  };
+  if ((config.dp > 1 && !traits.dp) || (config.tp > 1 && !traits.tp) || (config.pp > 1 && !traits.pp)) {
+    throw refuse("a dimension it does not split");
+  }
+  if (config.zero != traits.zero && !(traits.zero1_option && config.zero == 1)) throw refuse("ZeRO stage");
+  if (config.microbatches < 1) throw refuse("micro-batches must be >= 1");
+  if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
+  return strategy_registry().find(std::string(name))->second.factory(spec, config, groups, precision);
 }
 
 std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part) {

@@ -25,21 +25,66 @@ struct StepReport {
   double comm_time = 0;          // from the first collective launched to the last one completed
   double exposed_comm_time = 0;  // time spent only waiting for communication (not hidden by compute)
   // Wire bytes this rank sends per step under the ring model of each collective (all_reduce of c
-  // elements: 2 c (N-1)/N; reduce_scatter / all_gather of N x S: (N-1) S); gradients and
-  // parameters only, not the one-element loss all_reduce.
+  // elements: 2 c (N-1)/N; reduce_scatter / all_gather of N x S: (N-1) S) plus point-to-point
+  // sends; training traffic only, not the one-element loss all_reduce.
   int64_t bytes_sent = 0;
-  int64_t collectives = 0;       // gradient / parameter collectives launched this step
+  int64_t collectives = 0;       // gradient / parameter / activation collectives launched this step
+  // Pipelines: the schedule's wall time on this stage and the part of it spent idle, waiting for
+  // a neighbour stage's activations or gradients (bubble_fraction = idle_time / pipeline_time).
+  double pipeline_time = 0, idle_time = 0;
 };
 
 // Bytes this rank holds.
 struct MemoryReport {
   int64_t params = 0, grads = 0, optimizer = 0, activations_peak = 0;
+  // Pipelines: the most micro-batches whose activations this stage held at once, and the bytes
+  // of one micro-batch's activations (the largest micro-batch) on this stage.
+  int64_t microbatches_in_flight_peak = 0, activation_bytes_per_microbatch = 0;
 };
 
+enum class PipelineSchedule { none, gpipe, one_f_one_b };
+std::string_view name(PipelineSchedule schedule);  // "none", "gpipe", "1f1b"
+
+// The layout of one training case: how many ranks split the batch (dp), each layer (tp) and the
+// layers (pp). Ranks are numbered with tp innermost, then dp, then pp (Megatron-LM's order):
+// rank = pp_index * dp * tp + dp_index * tp + tp_index, so a tp group is tp consecutive ranks.
 struct ParallelConfig {
   TrainConfig train;
+  int dp = 1, tp = 1, pp = 1;
+  int zero = 0;                            // ZeRO stage across the dp group (0: plain all_reduce)
+  int microbatches = 1;                    // per step: gradient accumulation, or the pipeline's m
+  PipelineSchedule schedule = PipelineSchedule::none;
   size_t bucket_bytes = size_t{25} << 20;  // DDP gradient buckets (PyTorch's default, 25 MiB)
-  int accumulation_steps = 1;              // micro-batches per step; communication on the last only
+  int world() const { return dp * tp * pp; }
+  // "dp=2;tp=2;pp=1;zero=0;mb=4;schedule=1f1b": the CSV config keys of the layout.
+  std::string describe() const;
+};
+
+// The communicators of a layout, split from the case's communicator (collective over it).
+// world: every rank of the layout; dp: the ranks that hold the same shard and stage (same tp and
+// pp index), tp: the ranks of one tensor-parallel group, pp: the stages of one pipeline.
+struct ProcessGroups {
+  Communicator* world = nullptr;
+  std::unique_ptr<Communicator> dp, tp, pp;
+  int dp_index = 0, tp_index = 0, pp_index = 0;
+  // Error{invalid_argument} when world.size() != config.world().
+  static ProcessGroups split(Communicator& world, const ParallelConfig& config);
+};
+
+// What one group's traffic should be: bytes this rank sends per step through it (the ring model
+// for collectives, exact for point-to-point), and the slack the theory leaves (uneven ring
+// segments, padding), each with the formula that gave it.
+struct TrafficTheory {
+  std::string group;  // "dp", "tp", "pp"
+  double bytes = 0, slack = 0;
+  std::string formula;
+};
+
+// Digest of state that a set of ranks must hold bit for bit alike: every rank of the case that
+// reports the same `replicated_across` key must report the same digest.
+struct ReplicaDigest {
+  std::string key;
+  uint64_t digest = 0;
 };
 
 class Strategy {
@@ -49,19 +94,31 @@ class Strategy {
   virtual StepReport step(const Batch& global_batch) = 0;  // collective: every rank, same batch
   virtual std::vector<double> full_parameters() = 0;        // reference layout (collective)
   virtual MemoryReport memory() const = 0;
-  // A hash of everything every rank should hold bit for bit alike. Default: the full parameters.
+  // The layout this strategy runs ("dp=2;tp=1;pp=2;zero=0;mb=4;schedule=1f1b").
+  virtual std::string config() const = 0;
+  // This rank's training traffic per step, one entry per group it sends through (none at N = 1).
+  virtual std::vector<TrafficTheory> expected_traffic() const = 0;
+  // What this rank holds that others must hold alike. Default: the full parameters, on every rank.
   // Replicated strategies add gradients and optimizer state, where a corruption too small to
   // change any parameter's rounding still shows (a flipped low bit of one gradient element).
-  virtual uint64_t replicated_state_digest() { return digest_of(full_parameters()); }
+  virtual std::vector<ReplicaDigest> replica_digests() { return {{"parameters", digest_of(full_parameters())}}; }
+  // > 0 when this layout computes exactly what one process computes with gradient accumulation
+  // over that many micro-batches (rows split by even_split, gradients summed in micro-batch
+  // order): nothing is summed in another order, so the result must match bit for bit.
+  virtual int same_order_microbatches() const { return 0; }
 
  protected:
   template <class T>
   static uint64_t digest_of(const std::vector<T>& values, uint64_t seed = 0xcbf29ce484222325ull) {
+    return digest_of(values.data(), values.size(), seed);
+  }
+  template <class T>
+  static uint64_t digest_of(const T* values, size_t count, uint64_t seed = 0xcbf29ce484222325ull) {
     // FNV-1a over the bytes: any differing bit changes the digest (collisions are irrelevant for
     // replicas that are either identical or corrupted by a fault).
     uint64_t h = seed;
-    const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-    for (size_t i = 0; i < values.size() * sizeof(T); ++i) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(values);
+    for (size_t i = 0; i < count * sizeof(T); ++i) {
       h ^= bytes[i];
       h *= 0x100000001b3ull;
     }
@@ -69,24 +126,38 @@ class Strategy {
   }
 };
 
-// Strategies register by name beside their definition (DTS_REGISTER_STRATEGY); each is built in
-// f32, f64, or bf16 compute with f32 master weights (the reference runs all three) over a
-// communicator of the ranks that train together.
+// Strategies register by name beside their definition (DTS_REGISTER_STRATEGY) with the layout
+// dimensions they may use; each is built in f32, f64, or bf16 compute with f32 master weights
+// (the reference runs all three) over the process groups of its layout.
 enum class Precision { f32, f64, bf16 };
 inline MlpCompute compute_of(Precision precision) {
   return precision == Precision::bf16 ? MlpCompute::bf16 : MlpCompute::native;
 }
-using StrategyFactory = std::function<std::unique_ptr<Strategy>(const ModelSpec&, const ParallelConfig&,
-                                                                Communicator&, Precision)>;
-bool register_strategy(std::string name, StrategyFactory factory);
+
+// Which layouts a strategy runs (strategies/strategy_spec.h enumerates and validates them).
+struct StrategyTraits {
+  std::string summary;
+  bool dp = false, tp = false, pp = false;  // dimensions that may exceed 1
+  int zero = 0;                             // the ZeRO stage it always uses (zero1..3), else 0
+  bool zero1_option = false;                // may add ZeRO-1 across dp (hybrid)
+  PipelineSchedule schedule = PipelineSchedule::none;
+  int min_parallel_dimensions = 0;          // hybrid: at least two of dp, tp, pp above 1
+};
+
+using StrategyFactory =
+    std::function<std::unique_ptr<Strategy>(const ModelSpec&, const ParallelConfig&, ProcessGroups&, Precision)>;
+bool register_strategy(std::string name, StrategyTraits traits, StrategyFactory factory);
 std::vector<std::string> registered_strategies();
 // Error{invalid_argument} naming the known strategies when `name` is not one.
+const StrategyTraits& strategy_traits(std::string_view name);
+// Builds `name` over `groups` (split for `config`). Error{invalid_argument} for an unknown name
+// or a layout the strategy does not run.
 std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
-                                        Communicator& comm, Precision precision = Precision::f32);
+                                        ProcessGroups& groups, Precision precision = Precision::f32);
 
-#define DTS_REGISTER_STRATEGY(NAME, FACTORY)                                          \
+#define DTS_REGISTER_STRATEGY(NAME, TRAITS, FACTORY)                                          \
   static const bool DTS_REGISTER_CONCAT(dts_strategy_registered_, __LINE__) = \
-      ::dts::register_strategy(NAME, FACTORY)
+      ::dts::register_strategy(NAME, TRAITS, FACTORY)
 
 // The DType of a strategy's element type (f32 or f64), for its collectives.
 template <class T>

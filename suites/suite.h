@@ -36,11 +36,14 @@ struct RunOptions {
   bool quick = false;
   int world_size = 1;                          // filled by the harness
   // Training suites (equivalence, later scaling and convergence).
-  std::vector<std::string> strategies;         // --strategy; empty: every registered one
+  // --strategy: strategy specs, "NAME" or "NAME(key=value,...)" (strategies/strategy_spec.h); empty:
+  // every registered one, each at every layout the job's ranks allow.
+  std::vector<std::string> strategies;
   int steps = 5;                               // --steps: training steps compared
   int batch = 64;                              // --batch: global batch rows
   int layers = 3, width = 64, input = 32, classes = 10;  // --layers --width --input --classes
-  int accumulation = 1;                        // --accumulation: micro-batches per step
+  int accumulation = 1;                        // --accumulation: micro-batches per step (ddp, zero)
+  int microbatches = 4;                        // --microbatches: pipeline micro-batches per step (gpipe, 1f1b, hybrid)
   std::string optimizer = "sgd,adamw";         // --optimizer: sgd, adamw, or both comma-separated
 };
 
@@ -70,6 +73,15 @@ class RunContext {
     int64_t bytes_sent = 0, opaque_collectives = 0;
   };
   virtual Traffic traffic() const = 0;
+  // Who took part in a case that ran on a sub-world (a communicator split from comm()): the
+  // members' count, the nodes they span and the most members on one node. Collective over
+  // control(): every rank of the job calls it, `member` true on the ranks that took part. A
+  // suite puts the result in its records' labels (world_size, nodes, ranks_per_node) and the
+  // job's size in config (`job=N`); labels it leaves at 0 get the whole job's.
+  struct Participants {
+    int world_size = 0, nodes = 0, ranks_per_node = 0;
+  };
+  virtual Participants participants(bool member) = 0;
   // Hands a record to the sinks (rank 0 only; other ranks' records are dropped). The harness
   // adds the stack identity labels, run id and timestamp.
   virtual void emit(Record record) = 0;

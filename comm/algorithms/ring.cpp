@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/reduce.h"
@@ -191,10 +193,7 @@ void run_ring(const RingPass& pass) {
 }  // namespace
 
 RingCommunicator::RingCommunicator(std::unique_ptr<Communicator> inner, const CommOptions& options)
-    : inner_(std::move(inner)), options_(options) {
-  if (!inner_) throw Error(Error::Kind::invalid_argument, "ring: inner communicator is null");
-  spec_ = "ring(" + std::string(inner_->backend()) + ")";
-}
+    : ForwardingCommunicator(std::move(inner), "ring"), options_(options) {}
 
 size_t RingCommunicator::chunk_elements(DType dtype) const {
   return std::max<size_t>(1, options_.chunk_bytes / size_of(dtype));
@@ -202,7 +201,8 @@ size_t RingCommunicator::chunk_elements(DType dtype) const {
 
 void RingCommunicator::require_host_memory(std::string_view op) const {
   if (inner_->memory() != Memory::host) {
-    throw Error(Error::Kind::unsupported, spec_ + ": " + std::string(op) + " reduces on the host; inner memory is " +
+    throw Error(Error::Kind::unsupported, std::string(backend()) + ": " + std::string(op) +
+                                              " reduces on the host; inner memory is " +
                                               std::string(name(inner_->memory())));
   }
 }
@@ -260,40 +260,13 @@ void RingCommunicator::all_gather(const void* in, void* out, size_t in_count, DT
             std::chrono::duration<double>(std::max(0.0, options_.timeout_seconds)), nullptr});
 }
 
-void RingCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
-  inner_->broadcast(in, out, count, dtype, root);
+std::unique_ptr<Work> RingCommunicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,
+                                                         ReduceOp op) {
+  return Communicator::all_reduce_async(in, out, count, dtype, op);
 }
 
-void RingCommunicator::reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) {
-  inner_->reduce(in, out, count, dtype, op, root);
-}
-
-void RingCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
-  inner_->all_to_all(in, out, count_per_peer, dtype);
-}
-
-void RingCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
-  inner_->send(in, count, dtype, peer);
-}
-
-void RingCommunicator::recv(void* out, size_t count, DType dtype, int peer) { inner_->recv(out, count, dtype, peer); }
-
-void RingCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
-  inner_->send_recv(in, send_peer, out, recv_peer, count, dtype);
-}
-
-std::unique_ptr<Work> RingCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
-  return inner_->isend(in, count, dtype, peer);
-}
-
-std::unique_ptr<Work> RingCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
-  return inner_->irecv(out, count, dtype, peer);
-}
-
-void RingCommunicator::barrier() { inner_->barrier(); }
-
-std::unique_ptr<Communicator> RingCommunicator::split(int color, int key) {
-  return std::make_unique<RingCommunicator>(inner_->split(color, key), options_);
+std::unique_ptr<Communicator> RingCommunicator::wrap(std::unique_ptr<Communicator> inner_group) {
+  return std::make_unique<RingCommunicator>(std::move(inner_group), options_);
 }
 
 namespace {

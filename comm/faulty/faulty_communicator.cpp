@@ -1,26 +1,40 @@
 // The `faulty(KIND,INNER)` backend: INNER with one fault injected on one rank (the victim), on
-// every call of every collective, so that dtsuite can prove that its checks catch broken stacks.
-// A conformance suite that never failed on a broken stack has not shown it can fail at all.
+// every collective and point-to-point call, so that dtsuite can prove that its checks catch broken
+// stacks. A conformance suite that never failed on a broken stack has not shown it can fail at all.
 //
 // Each kind models a failure real stacks have had, and names the check that must catch it:
 //   bitflip  a corrupted element (bad NIC/NVLink, memory error, a reduction kernel that is off by
-//            one ULP): after the collective, bit 0 of the victim's output element count/2 flips.
-//            The smallest possible corruption, so the collectives suite's bit-exact check on
-//            exact inputs must fail it (a tolerance check could let a wrong low bit pass).
+//            one ULP): after the collective, bit 0 of the victim's output element count/2 flips;
+//            point to point, bit 0 of element count/2 of what the victim receives (recv, and irecv
+//            when its Work completes through test() or wait()). The smallest possible corruption,
+//            so the collectives suite's bit-exact check on exact inputs must fail it (a tolerance
+//            check could let a wrong low bit pass).
 //   drop     a rank whose contribution is lost (a skipped ring step, a wrong peer, a race on the
 //            send buffer): the victim contributes the op's identity to reductions and zeros to
 //            all_gather / all_to_all / send_recv / broadcast (as root); as a broadcast receiver it
-//            never receives. The sum check must fail: every rank's input is nonzero.
+//            never receives. Point to point, the victim sends zeros (send, isend); what it
+//            receives is intact. The sum check must fail: every rank's input is nonzero.
 //   stale    a buffer that is never refreshed (a missing stream sync, a cached registration, an
 //            output read before the op completed): the victim returns the previous call's result
-//            of the same op and size. Must fail because the suite changes inputs between calls.
+//            of the same op and size. Point to point, what the victim receives (recv or irecv, from
+//            any peer) is the data of its previous receive of the same byte size (remembered per
+//            size, so a ring's alternating segment sizes are hit too; the first receive of a size
+//            is intact). Must fail because the suite changes inputs between calls.
 //   hang     a rank that never enters the collective (deadlock, lost message): the victim blocks
-//            until release_hangs(), its peers block inside INNER waiting for it. Must hit the
-//            harness watchdog's timeout (verdict timeout, exit code 3), not hang CI forever.
-//   delay    a straggler (a slow node, OS noise): the victim sleeps before each collective
-//            (50 ms, or delay(MS)). Results stay correct; timings and busbw must show it.
-// Point-to-point send/recv/isend/irecv and barrier pass through: the harness and the reference
-// algorithms rely on them, and the faults are meant for the collectives under test.
+//            before each collective or point-to-point call until release_hangs(), its peers block
+//            inside INNER waiting for it. Must hit the harness watchdog's timeout (verdict timeout,
+//            exit code 3), not hang CI forever.
+//   delay    a straggler (a slow node, OS noise): the victim sleeps before each collective and
+//            point-to-point call (50 ms, or delay(MS)). Results stay correct; timings must show it.
+// send_recv is a collective here (the suite's op, called by every rank): faulted and counted as one.
+// barrier passes through: it carries no data, and a hang in it would not say which op hung.
+//
+// Arming (CommOptions::fault_after_calls, --fault-after N): the first N collectives run clean,
+// counted on every rank, so the fault starts at the same collective everywhere. Point-to-point
+// calls (send, recv, isend, irecv: one each) have their own count, and the victim's first N of
+// them run clean. One count for both would arm the collectives at different calls on different
+// ranks, which make different numbers of point-to-point calls. Over faulty, a ring counts its
+// chunk transfers, not its collectives.
 #include "comm/faulty/faulty_communicator.h"
 
 #include <atomic>
@@ -73,19 +87,20 @@ void flip_lowest_bit(void* out, size_t count, DType dtype) {
   element[lowest_byte] = static_cast<unsigned char>(element[lowest_byte] ^ 1u);
 }
 
-// Replaces `out` with the previous output of the same op and size, and remembers the true one.
 // Remembers `out` as the op's latest true result and, when `armed`, replaces it with the previous one.
 void apply_stale(FaultyCommunicator::StaleMemory& memory, FaultyCommunicator::Op op, void* out, size_t bytes,
                  bool armed = true) {
-  auto& previous = memory[static_cast<size_t>(op)];
+  auto& previous = op == FaultyCommunicator::Op::receive ? memory.receives[bytes]
+                                                         : memory.collectives[static_cast<size_t>(op)];
   const auto* data = static_cast<const std::byte*>(out);
   std::vector<std::byte> current(data, data + bytes);
   if (armed && previous && previous->size() == bytes && bytes > 0) std::memcpy(out, previous->data(), bytes);
   previous = std::move(current);
 }
 
-// all_reduce_async through the fault: owns the victim's scratch input until the inner operation
-// is done, and corrupts the output once, when the inner operation completes.
+// An operation in flight through the fault (all_reduce_async, isend, irecv): owns the victim's
+// scratch input (drop's identity or zeros) until the inner operation is done, and corrupts the
+// output (bitflip, stale) once, when the inner Work completes.
 class FaultyWork final : public Work {
  public:
   FaultyWork(std::vector<std::byte> scratch, std::unique_ptr<Work> inner, std::function<void()> on_complete)
@@ -157,14 +172,24 @@ std::string to_string(const FaultSpec& fault) {
 
 FaultyCommunicator::FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner,
                                        const CommOptions& options, bool allow_no_victim)
-    : fault_(fault), inner_(std::move(inner)), options_(options), stale_(std::make_shared<StaleMemory>()) {
-  if (!inner_) throw Error(Error::Kind::invalid_argument, "faulty: no inner communicator");
-  spec_ = "faulty(" + to_string(fault_) + "," + std::string(inner_->backend()) + ")";
+    : ForwardingCommunicator(std::move(inner), "faulty", to_string(fault)),
+      fault_(fault),
+      options_(options),
+      stale_(std::make_shared<StaleMemory>()) {
+  if (touches_data(fault_.kind) && inner_->memory() != Memory::host) {
+    // A set-up error, not a SKIP per call: a fault that cannot be injected must not pass silently.
+    throw Error(Error::Kind::invalid_argument,
+                std::string(backend()) + ": fault kind " + to_string(fault_) +
+                    " reads and writes buffers on the host, but inner backend " + std::string(inner_->backend()) +
+                    " keeps them in " + std::string(name(inner_->memory())) +
+                    " memory; only hang and delay can be injected there");
+  }
   const int n = inner_->size();
   victim_ = options.fault_rank < 0 ? n - 1 : options.fault_rank;
   if (victim_ >= n) {
     if (!allow_no_victim) {
-      throw Error(Error::Kind::invalid_argument, spec_ + ": fault_rank " + std::to_string(options.fault_rank) +
+      throw Error(Error::Kind::invalid_argument, std::string(backend()) + ": fault_rank " +
+                                                     std::to_string(options.fault_rank) +
                                                      " is not a rank of a communicator of " + std::to_string(n));
     }
     victim_ = -1;
@@ -178,10 +203,10 @@ void FaultyCommunicator::release_hangs() { hang_state().release_generation.fetch
 int FaultyCommunicator::hanging_calls() { return hang_state().hanging.load(); }
 
 void FaultyCommunicator::require_host(std::string_view op) const {
-  // Checked on every rank, not only the victim: if only the victim threw, its peers would enter
-  // the inner collective and wait for it forever.
+  // A second guard (the constructor refuses such a stack). Checked on every rank, not only the
+  // victim: if only the victim threw, its peers would enter the inner operation and wait forever.
   if (touches_data(fault_.kind) && memory() != Memory::host) {
-    throw Error(Error::Kind::unsupported, spec_ + ": " + to_string(fault_) + " on " + std::string(op) +
+    throw Error(Error::Kind::unsupported, std::string(backend()) + ": " + to_string(fault_) + " on " + std::string(op) +
                                               " needs host memory, and " + std::string(inner_->backend()) +
                                               " uses device memory");
   }
@@ -189,7 +214,18 @@ void FaultyCommunicator::require_host(std::string_view op) const {
 
 void FaultyCommunicator::before_collective() const {
   ++calls_;  // on every rank, so a fault armed after N calls starts at the same call everywhere
-  if (!is_victim()) return;
+  if (is_victim()) stall();
+}
+
+bool FaultyCommunicator::before_point_to_point(std::string_view op) {
+  require_host(op);
+  ++point_to_point_calls_;
+  const bool faulted = on_victim() && point_to_point_calls_ > options_.fault_after_calls;
+  if (faulted) stall();
+  return faulted;
+}
+
+void FaultyCommunicator::stall() const {
   if (fault_.kind == FaultKind::delay) {
     std::this_thread::sleep_for(fault_.delay);
   } else if (fault_.kind == FaultKind::hang) {
@@ -201,13 +237,24 @@ void FaultyCommunicator::before_collective() const {
   }
 }
 
-void FaultyCommunicator::after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank) {
-  if (corrupt_rank < 0 || rank() != corrupt_rank) return;
-  if (fault_.kind == FaultKind::bitflip && armed()) {
-    flip_lowest_bit(out, out_count, dtype);
-  } else if (fault_.kind == FaultKind::stale) {
-    apply_stale(*stale_, op, out, out_count * size_of(dtype), armed());
+std::function<void()> FaultyCommunicator::output_fault(Op op, void* out, size_t out_count, DType dtype,
+                                                       int corrupt_rank, bool armed) const {
+  if (corrupt_rank < 0 || rank() != corrupt_rank) return nullptr;
+  if (fault_.kind == FaultKind::bitflip && armed) {
+    return [out, out_count, dtype] { flip_lowest_bit(out, out_count, dtype); };
   }
+  if (fault_.kind == FaultKind::stale) {
+    // Remembers even before arming, so the first armed call has a previous result to return.
+    // The closure holds the memory, so an async Work may outlive this communicator.
+    return [memory = stale_, op, out, bytes = out_count * size_of(dtype), armed] {
+      apply_stale(*memory, op, out, bytes, armed);
+    };
+  }
+  return nullptr;
+}
+
+void FaultyCommunicator::after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank) {
+  if (auto fault = output_fault(op, out, out_count, dtype, corrupt_rank, armed())) fault();
 }
 
 void FaultyCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
@@ -319,23 +366,46 @@ std::unique_ptr<Work> FaultyCommunicator::all_reduce_async(const void* in, void*
     return std::make_unique<FaultyWork>(std::move(identity), std::move(inner), nullptr);
   }
   auto inner = inner_->all_reduce_async(in, out, count, dtype, op);
-  std::function<void()> on_complete;
-  if (is_victim() && fault_.kind == FaultKind::bitflip) {
-    on_complete = [out, count, dtype] { flip_lowest_bit(out, count, dtype); };
-  } else if (victim_ >= 0 && rank() == victim_ && fault_.kind == FaultKind::stale) {
-    // The Work holds the memory, so it may outlive this communicator.
-    on_complete = [memory = stale_, out, count, dtype, armed = armed()] {
-      apply_stale(*memory, Op::all_reduce_async, out, count * size_of(dtype), armed);
-    };
-  }
+  auto on_complete = output_fault(Op::all_reduce_async, out, count, dtype, victim_, armed());
   if (!on_complete) return inner;
   return std::make_unique<FaultyWork>(std::vector<std::byte>{}, std::move(inner), std::move(on_complete));
 }
 
-std::unique_ptr<Communicator> FaultyCommunicator::split(int color, int key) {
-  auto sub = inner_->split(color, key);
-  if (!sub) return nullptr;
-  return std::make_unique<FaultyCommunicator>(fault_, std::move(sub), options_, /*allow_no_victim=*/true);
+void FaultyCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
+  if (before_point_to_point("send") && fault_.kind == FaultKind::drop) {
+    const auto zeros = zero_buffer(dtype, count);
+    inner_->send(zeros.data(), count, dtype, peer);
+    return;
+  }
+  inner_->send(in, count, dtype, peer);
+}
+
+void FaultyCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
+  const bool faulted = before_point_to_point("recv");
+  inner_->recv(out, count, dtype, peer);
+  if (auto fault = output_fault(Op::receive, out, count, dtype, victim_, faulted)) fault();
+}
+
+std::unique_ptr<Work> FaultyCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
+  if (before_point_to_point("isend") && fault_.kind == FaultKind::drop) {
+    auto zeros = zero_buffer(dtype, count);
+    auto inner = inner_->isend(zeros.data(), count, dtype, peer);
+    // The Work owns the zeros until the send is done (moving the vector keeps its heap block).
+    return std::make_unique<FaultyWork>(std::move(zeros), std::move(inner), nullptr);
+  }
+  return inner_->isend(in, count, dtype, peer);
+}
+
+std::unique_ptr<Work> FaultyCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
+  const bool faulted = before_point_to_point("irecv");
+  auto inner = inner_->irecv(out, count, dtype, peer);
+  auto on_complete = output_fault(Op::receive, out, count, dtype, victim_, faulted);
+  if (!on_complete) return inner;
+  return std::make_unique<FaultyWork>(std::vector<std::byte>{}, std::move(inner), std::move(on_complete));
+}
+
+std::unique_ptr<Communicator> FaultyCommunicator::wrap(std::unique_ptr<Communicator> inner_group) {
+  return std::make_unique<FaultyCommunicator>(fault_, std::move(inner_group), options_, /*allow_no_victim=*/true);
 }
 
 namespace {

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/forwarding_communicator.h"
 
 namespace dts {
 
@@ -20,7 +23,7 @@ enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay };
 
 struct FaultSpec {
   FaultKind kind = FaultKind::bitflip;
-  // How long the victim sleeps before each collective (delay only): "delay" or "delay(MS)".
+  // How long the victim sleeps before each operation it faults (delay only): "delay" or "delay(MS)".
   std::chrono::milliseconds delay{50};
 };
 
@@ -30,20 +33,16 @@ FaultSpec parse_fault_spec(std::string_view text);
 // The spelling parse_fault_spec accepts ("delay(20)" for a 20 ms delay).
 std::string to_string(const FaultSpec& fault);
 
-class FaultyCommunicator final : public Communicator {
+class FaultyCommunicator final : public ForwardingCommunicator {
  public:
   // The victim is options.fault_rank, or the last rank when it is -1. A fault_rank outside
   // [0, size) is an Error{invalid_argument}, unless `allow_no_victim` (the groups made by split(),
   // where a world's fault rank may lie outside a small group: such a group has no victim).
+  // A kind that touches the data (bitflip, drop, stale) over an inner backend whose buffers live
+  // in device memory is an Error{invalid_argument} too: it could not inject anything there.
   FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner, const CommOptions& options,
                      bool allow_no_victim = false);
   ~FaultyCommunicator() override;
-
-  std::string_view backend() const override { return spec_; }
-  std::string version() const override { return inner_->version(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  Memory memory() const override { return inner_->memory(); }
 
   void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
   void reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) override;
@@ -55,18 +54,12 @@ class FaultyCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce_async(const void* in, void* out, size_t count, DType dtype,
                                          ReduceOp op) override;
 
-  // Point to point and barrier pass through untouched: the faults target the collectives.
-  void send(const void* in, size_t count, DType dtype, int peer) override { inner_->send(in, count, dtype, peer); }
-  void recv(void* out, size_t count, DType dtype, int peer) override { inner_->recv(out, count, dtype, peer); }
-  std::unique_ptr<Work> isend(const void* in, size_t count, DType dtype, int peer) override {
-    return inner_->isend(in, count, dtype, peer);
-  }
-  std::unique_ptr<Work> irecv(void* out, size_t count, DType dtype, int peer) override {
-    return inner_->irecv(out, count, dtype, peer);
-  }
-  void barrier() override { inner_->barrier(); }
-  // Splits the inner communicator and wraps each group with the same fault.
-  std::unique_ptr<Communicator> split(int color, int key) override;
+  // Point to point, faulted on the victim as faulty_communicator.cpp describes. barrier is
+  // forwarded untouched: it carries no data, and a hang there would hide which op hung.
+  void send(const void* in, size_t count, DType dtype, int peer) override;
+  void recv(void* out, size_t count, DType dtype, int peer) override;
+  std::unique_ptr<Work> isend(const void* in, size_t count, DType dtype, int peer) override;
+  std::unique_ptr<Work> irecv(void* out, size_t count, DType dtype, int peer) override;
 
   const FaultSpec& fault() const { return fault_; }
   // The rank the fault targets, or -1 when this group has none. (bitflip and stale on reduce hit
@@ -74,37 +67,54 @@ class FaultyCommunicator final : public Communicator {
   int victim() const { return victim_; }
 
   // For tests and the harness's watchdog: every `hang` victim blocked now continues (into the
-  // inner collective). Each hang waits for a release that comes after it began.
+  // inner operation). Each hang waits for a release that comes after it began.
   static void release_hangs();
   // How many calls are blocked in a hang right now (in this process), so a test can wait until
   // the victim is really stuck before it checks that the call has not returned.
   static int hanging_calls();
 
-  // The collectives, in the order of the stale kind's per-op memory.
+  // The operations whose output stale replaces; `receive` is every point-to-point receive (recv
+  // and irecv, from any peer).
   enum class Op : uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send_recv,
-                            all_reduce_async };
-  static constexpr size_t kOpCount = 8;
-  // The victim's last true output of each op (stale). Shared with async Work handles, which
-  // update it when they complete.
-  using StaleMemory = std::array<std::optional<std::vector<std::byte>>, kOpCount>;
+                            all_reduce_async, receive };
+  static constexpr size_t kCollectiveOpCount = 8;  // the ops before `receive`
+  // The victim's last true outputs (stale). A collective remembers its last call only (a call of
+  // another size is not corrupted, and replaces it); receives remember the last of each byte size,
+  // so a ring that alternates two segment sizes still receives stale data. Shared with async Work
+  // handles, which update it when they complete.
+  struct StaleMemory {
+    std::array<std::optional<std::vector<std::byte>>, kCollectiveOpCount> collectives;
+    std::map<size_t, std::optional<std::vector<std::byte>>> receives;
+  };
 
  private:
-  // The fault starts after options.fault_after_calls collectives (counted on every rank).
+  std::unique_ptr<Communicator> wrap(std::unique_ptr<Communicator> inner_group) override;
+
+  bool on_victim() const { return victim_ >= 0 && rank() == victim_; }
+  // The collectives' fault starts after options.fault_after_calls collectives (counted on every rank).
   bool armed() const { return calls_ > options_.fault_after_calls; }
-  bool is_victim() const { return victim_ >= 0 && rank() == victim_ && armed(); }
+  bool is_victim() const { return on_victim() && armed(); }
   // hang and delay, on the victim, before the collective.
   void before_collective() const;
-  // bitflip and stale, on `corrupt_rank`, after the collective wrote `out_count` elements.
+  // The point-to-point calls' own count and the same hang and delay; true when this call is the
+  // armed victim's (see "Arming" in faulty_communicator.cpp).
+  bool before_point_to_point(std::string_view op);
+  // hang or delay, now (the caller decided that this call is faulted).
+  void stall() const;
+  // What bitflip or stale do to `out_count` elements at `out` once an operation has written them
+  // on `corrupt_rank` (null when nothing): run at once after a blocking call, or by the Work of
+  // an asynchronous one when it completes.
+  std::function<void()> output_fault(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank,
+                                     bool armed) const;
   void after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank);
   // Kinds that read or write the user's buffers need host memory.
   void require_host(std::string_view op) const;
 
   FaultSpec fault_;
-  std::unique_ptr<Communicator> inner_;
   CommOptions options_;
-  std::string spec_;
   int victim_ = -1;
   mutable int64_t calls_ = 0;
+  int64_t point_to_point_calls_ = 0;
   std::shared_ptr<StaleMemory> stale_;
 };
 

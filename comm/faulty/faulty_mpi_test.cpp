@@ -1,6 +1,6 @@
 // Tests of the faulty(KIND,INNER) backend under mpirun (NP 1-4, see comm/CMakeLists.txt): each
-// kind changes each collective's result exactly as documented in faulty_communicator.cpp, on the
-// victim only, so the collectives suite's checks have a real fault to catch.
+// kind changes each collective's and each point-to-point transfer's result exactly as documented
+// in faulty_communicator.cpp, on the victim only, so the suites' checks have a real fault to catch.
 // Run: ctest -R faulty_mpi_test --output-on-failure
 #include "comm/faulty/faulty_communicator.h"
 
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -348,51 +349,60 @@ INSTANTIATE_TEST_SUITE_P(AllCollectives, FaultyCollectiveTest,
 // ---------------------------------------------------------------------------------------------
 // hang: the victim's call must not return until release_hangs().
 
+// On the hang victim: runs `call` on a second thread and shows that it stays blocked in the hang
+// until release_hangs(), then returns its result. `what` names the call in failures.
+std::vector<int32_t> run_while_hung(const std::function<std::vector<int32_t>()>& call, const std::string& what) {
+  std::vector<int32_t> got;
+  std::atomic<bool> returned{false};
+  std::string error;
+  std::thread caller([&] {
+    try {
+      got = call();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    returned = true;
+  });
+  // Until the call is really blocked in the hang: starting a thread on an oversubscribed machine
+  // takes milliseconds; 10 s is far past that, and only spent when the test fails.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (FaultyCommunicator::hanging_calls() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(FaultyCommunicator::hanging_calls(), 1);
+  // 200 ms: 20 of the hang's 10 ms polls, and thousands of times what the call needs.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(returned.load()) << what << " returned while hung";
+  // Released until it returns, so a call that began late (or a second call that hangs anew) is
+  // not left hanging the test.
+  while (!returned.load()) {
+    FaultyCommunicator::release_hangs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  caller.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(FaultyCommunicator::hanging_calls(), 0);
+  return got;
+}
+
+// The victim's call runs on a second thread while the main thread waits (never both in MPI).
+bool mpi_allows_a_second_thread() {
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  return thread_level >= MPI_THREAD_SERIALIZED;
+}
+
 class FaultyHangTest : public testing::TestWithParam<Collective> {};
 
 TEST_P(FaultyHangTest, VictimBlocksUntilReleasedThenAllComplete) {
-  int thread_level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&thread_level);
-  // The victim's call runs on a second thread while the main thread waits (never both in MPI).
-  if (thread_level < MPI_THREAD_SERIALIZED) GTEST_SKIP() << "MPI without MPI_THREAD_SERIALIZED";
+  if (!mpi_allows_a_second_thread()) GTEST_SKIP() << "MPI without MPI_THREAD_SERIALIZED";
   const Collective c = GetParam();
   auto faulty = make_faulty("hang");
   const int rank = faulty->rank(), n = faulty->size();
   const auto in = make_input(c, kCount, n, rank, 0);
-  std::vector<int32_t> got;
-  if (rank == n - 1) {
-    std::atomic<bool> returned{false};
-    std::string error;
-    std::thread caller([&] {
-      try {
-        got = run_collective(*faulty, c, Placement::out_of_place, ReduceOp::sum, in, kCount);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      returned = true;
-    });
-    // Until the call is really blocked in the hang: starting a thread on an oversubscribed machine
-    // takes milliseconds; 10 s is far past that, and only spent when the test fails.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (FaultyCommunicator::hanging_calls() == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    EXPECT_EQ(FaultyCommunicator::hanging_calls(), 1);
-    // 200 ms: 20 of the hang's 10 ms polls, and thousands of times what the collective needs.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    EXPECT_FALSE(returned.load()) << collective_name(c) << " returned while hung";
-    // Released until it returns, so a call that began late is not left hanging the test.
-    while (!returned.load()) {
-      FaultyCommunicator::release_hangs();
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    caller.join();
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(FaultyCommunicator::hanging_calls(), 0);
-  } else {
-    // Peers call normally and wait inside MPI for the victim.
-    got = run_collective(*faulty, c, Placement::out_of_place, ReduceOp::sum, in, kCount);
-  }
+  const auto call = [&] { return run_collective(*faulty, c, Placement::out_of_place, ReduceOp::sum, in, kCount); };
+  // Peers call normally and wait inside MPI for the victim.
+  const auto got = rank == n - 1 ? run_while_hung(call, collective_name(c)) : call();
   if (c == Collective::reduce && rank != kRoot) return;
   EXPECT_EQ(got, expected_output(c, ReduceOp::sum, kCount, n, rank, 0));
 }
@@ -488,34 +498,194 @@ TEST(FaultyDelay, VictimIsLateAndResultsAreRight) {
   }
 }
 
-TEST(FaultyPassThrough, PointToPointAndBarrierAreUntouched) {
-  const int rank = world_rank(), n = world_size();
-  const int next = (rank + 1) % n, prev = (rank - 1 + n) % n;
-  // hang included: a barrier or a send must not block on the victim.
+TEST(FaultyBarrier, PassesThroughEvenForHang) {
+  // A barrier carries no data, and the hang kind leaves it alone: every rank gets through.
   for (const char* kind : {"bitflip", "drop", "stale", "hang", "delay(0)"}) {
-    auto faulty = make_faulty(kind);
-    // Twice with different data, so stale would show if it applied.
-    for (int32_t salt : {0, kSaltStep}) {
-      const auto in = make_input(Collective::send_recv, kCount, n, rank, salt);
-      std::vector<int32_t> out(kCount, kUntouched);
-      auto receiving = faulty->irecv(out.data(), kCount, DType::i32, prev);
-      auto sending = faulty->isend(in.data(), kCount, DType::i32, next);
-      sending->wait();
-      receiving->wait();
-      EXPECT_EQ(out, expected_output(Collective::send_recv, ReduceOp::sum, kCount, n, rank, salt)) << kind;
-      if (n > 1) {
-        // Blocking send from the victim (the last rank) to rank 0.
-        std::vector<int32_t> received(kCount, kUntouched);
-        if (rank == n - 1) faulty->send(in.data(), kCount, DType::i32, 0);
-        if (rank == 0) {
-          faulty->recv(received.data(), kCount, DType::i32, n - 1);
-          EXPECT_EQ(received, make_input(Collective::send_recv, kCount, n, n - 1, salt)) << kind;
-        }
-      }
-      faulty->barrier();
-    }
+    make_faulty(kind)->barrier();
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Point to point: each rank passes its input to the next rank and receives the previous rank's,
+// so the victim (the last rank) both sends (to rank 0) and receives (from rank n-2).
+
+// How the pass is made; each shape works at every NP (1 included: a rank passes to itself)
+// without relying on MPI buffering, because a blocking call always meets a non-blocking one.
+enum class Transfer : uint8_t {
+  send_irecv,  // irecv posted, then a blocking send, then wait(): faults of send and irecv
+  isend_recv,  // isend, then a blocking recv, then wait(): faults of isend and recv
+  polled,      // irecv and isend, the irecv completed through test(): the other completion path
+};
+constexpr std::array kAllTransfers{Transfer::send_irecv, Transfer::isend_recv, Transfer::polled};
+
+std::string transfer_name(Transfer t) {
+  switch (t) {
+    case Transfer::send_irecv: return "send_irecv";
+    case Transfer::isend_recv: return "isend_recv";
+    case Transfer::polled: return "polled";
+  }
+  return "?";
+}
+
+// Bounds the polled transfer, so a lost message fails the test instead of hanging ctest.
+constexpr auto kPollLimit = std::chrono::seconds(60);
+
+// Sends `in` to the next rank and returns what arrived from the previous one.
+std::vector<int32_t> pass_to_next(Communicator& comm, Transfer t, const std::vector<int32_t>& in) {
+  const int rank = comm.rank(), n = comm.size();
+  const int next = (rank + 1) % n, prev = (rank - 1 + n) % n;
+  const size_t count = in.size();
+  std::vector<int32_t> out(count, kUntouched);
+  switch (t) {
+    case Transfer::send_irecv: {
+      auto receiving = comm.irecv(out.data(), count, DType::i32, prev);
+      comm.send(in.data(), count, DType::i32, next);
+      receiving->wait();
+      break;
+    }
+    case Transfer::isend_recv: {
+      auto sending = comm.isend(in.data(), count, DType::i32, next);
+      comm.recv(out.data(), count, DType::i32, prev);
+      sending->wait();
+      break;
+    }
+    case Transfer::polled: {
+      auto receiving = comm.irecv(out.data(), count, DType::i32, prev);
+      auto sending = comm.isend(in.data(), count, DType::i32, next);
+      const auto deadline = std::chrono::steady_clock::now() + kPollLimit;
+      while (!receiving->test()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ADD_FAILURE() << "irecv not complete after " << kPollLimit.count() << " s";
+          break;
+        }
+        std::this_thread::yield();
+      }
+      sending->wait();
+      break;
+    }
+  }
+  return out;
+}
+
+// What a clean pass gives this rank: the previous rank's input.
+std::vector<int32_t> passed_from_previous(const Communicator& comm, int32_t salt) {
+  const int n = comm.size();
+  return make_input(Collective::send_recv, kCount, n, (comm.rank() - 1 + n) % n, salt);
+}
+
+class FaultyPointToPointTest : public testing::TestWithParam<Transfer> {};
+
+TEST_P(FaultyPointToPointTest, BitflipFlipsBitZeroOfTheMiddleElementTheVictimReceives) {
+  auto faulty = make_faulty("bitflip");
+  const int rank = faulty->rank(), n = faulty->size();
+  const auto in = make_input(Collective::send_recv, kCount, n, rank, 0);
+  const auto got = pass_to_next(*faulty, GetParam(), in);
+  auto expected = passed_from_previous(*faulty, 0);
+  if (rank == n - 1) expected[kCount / 2] ^= 1;  // the receiver is hit, never the sender
+  EXPECT_EQ(got, expected);
+}
+
+TEST_P(FaultyPointToPointTest, DropMakesTheVictimSendZeros) {
+  auto faulty = make_faulty("drop");
+  const int rank = faulty->rank(), n = faulty->size();
+  const auto got = pass_to_next(*faulty, GetParam(), make_input(Collective::send_recv, kCount, n, rank, 0));
+  // Rank 0 receives from the victim (the last rank); every input is positive, so zeros are wrong.
+  const bool from_victim = (rank - 1 + n) % n == n - 1;
+  EXPECT_EQ(got, from_victim ? std::vector<int32_t>(kCount, 0) : passed_from_previous(*faulty, 0));
+}
+
+TEST_P(FaultyPointToPointTest, StaleGivesTheVictimThePreviousReceive) {
+  auto faulty = make_faulty("stale");
+  const int rank = faulty->rank(), n = faulty->size();
+  // Three passes with different inputs: the victim's 2nd receive is the 1st's data, the 3rd the 2nd's.
+  for (int call = 0; call < 3; ++call) {
+    const int32_t salt = call * kSaltStep;
+    const auto got = pass_to_next(*faulty, GetParam(), make_input(Collective::send_recv, kCount, n, rank, salt));
+    const int32_t returned_salt = rank == n - 1 && call > 0 ? salt - kSaltStep : salt;
+    EXPECT_EQ(got, passed_from_previous(*faulty, returned_salt)) << "call " << call;
+  }
+}
+
+TEST_P(FaultyPointToPointTest, DelayMakesTheVictimLateAndChangesNoData) {
+  // 30 ms: far above an MPI message of 13 elements, short enough to keep the test quick.
+  constexpr auto kDelay = std::chrono::milliseconds(30);
+  auto faulty = make_communicator("faulty(delay(30),mpi)");
+  const int rank = faulty->rank(), n = faulty->size();
+  const auto start = std::chrono::steady_clock::now();
+  const auto got = pass_to_next(*faulty, GetParam(), make_input(Collective::send_recv, kCount, n, rank, 0));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  // Two point-to-point calls on the victim, each delayed.
+  if (rank == n - 1) {
+    EXPECT_GE(elapsed, 2 * kDelay);
+  }
+  EXPECT_EQ(got, passed_from_previous(*faulty, 0));
+}
+
+TEST_P(FaultyPointToPointTest, HangBlocksTheVictimUntilReleased) {
+  if (!mpi_allows_a_second_thread()) GTEST_SKIP() << "MPI without MPI_THREAD_SERIALIZED";
+  auto faulty = make_faulty("hang");
+  const int rank = faulty->rank(), n = faulty->size();
+  const auto in = make_input(Collective::send_recv, kCount, n, rank, 0);
+  const auto call = [&] { return pass_to_next(*faulty, GetParam(), in); };
+  const auto got = rank == n - 1 ? run_while_hung(call, transfer_name(GetParam())) : call();
+  EXPECT_EQ(got, passed_from_previous(*faulty, 0));
+}
+
+std::string transfer_case_name(const testing::TestParamInfo<Transfer>& info) { return transfer_name(info.param); }
+
+INSTANTIATE_TEST_SUITE_P(AllTransfers, FaultyPointToPointTest, testing::ValuesIn(kAllTransfers), transfer_case_name);
+
+TEST(FaultyPointToPoint, ArmingCountsPointToPointCallsApartFromCollectives) {
+  // Two calls run clean on each count: the collectives' count and the victim's point-to-point count.
+  constexpr int64_t kCleanCalls = 2;
+  CommOptions options;
+  options.fault_after_calls = kCleanCalls;
+  auto faulty = make_faulty("bitflip", options);
+  const int rank = faulty->rank(), n = faulty->size();
+  const bool victim = rank == n - 1;
+  const auto in = make_input(Collective::send_recv, kCount, n, rank, 0);
+  // isend_recv: two point-to-point calls per pass (isend, recv), so pass 1 is calls 1-2 (clean)
+  // and pass 2 is calls 3-4: its recv is armed.
+  for (int pass = 1; pass <= 2; ++pass) {
+    auto expected = passed_from_previous(*faulty, 0);
+    if (victim && pass == 2) expected[kCount / 2] ^= 1;
+    EXPECT_EQ(pass_to_next(*faulty, Transfer::isend_recv, in), expected) << "pass " << pass;
+  }
+  // The four point-to-point calls did not advance the collectives' count: all_reduce 1 and 2 are
+  // clean, the 3rd is armed, at the same call on every rank.
+  for (int call = 1; call <= 3; ++call) {
+    const auto got = run_collective(*faulty, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
+                                    make_input(Collective::all_reduce, kCount, n, rank, 0), kCount);
+    auto expected = expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0);
+    if (victim && call == 3) expected[kCount / 2] ^= 1;
+    EXPECT_EQ(got, expected) << "all_reduce " << call;
+  }
+}
+
+// ring(faulty(KIND,mpi)): the ring is built on faulty's isend/irecv, so the point-to-point faults
+// must break its all_reduce (before they reached point to point, every case passed).
+class FaultsUnderRingTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(FaultsUnderRingTest, AllReduceIsWrong) {
+  if (world_size() < 2) GTEST_SKIP() << "a ring of one rank sends nothing";
+  auto ring = make_communicator("ring(faulty(" + GetParam() + ",mpi))");
+  const int rank = ring->rank(), n = ring->size();
+  // Two calls with different inputs: stale needs a previous receive of the same size, which the
+  // first call's transfers (of unequal segments) may not give it.
+  int wrong = 0;
+  for (int call = 0; call < 2; ++call) {
+    const int32_t salt = call * kSaltStep;
+    const auto got = run_collective(*ring, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
+                                    make_input(Collective::all_reduce, kCount, n, rank, salt), kCount);
+    wrong = got != expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, salt) ? 1 : wrong;
+  }
+  // Some rank must see a wrong result (which ones depends on where in the ring the fault lands).
+  int any_wrong = 0;
+  MPI_Allreduce(&wrong, &any_wrong, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(any_wrong, 1) << "ring(faulty(" << GetParam() << ",mpi)) gave the right all_reduce";
+}
+
+INSTANTIATE_TEST_SUITE_P(DataKinds, FaultsUnderRingTest, testing::Values("bitflip", "drop", "stale"));
 
 TEST(FaultySplit, GroupsKeepTheFault) {
   const int world = world_rank();

@@ -49,7 +49,7 @@ TEST_P(DdpMatchesSingle, ParametersAfterThreeSteps) {
   ParallelConfig config;
   config.train.optimizer = optimizer;
   config.train.sgd.lr = 0.05;
-  config.accumulation_steps = accumulation;
+  config.microbatches = accumulation;
   config.bucket_bytes = bucket_bytes;
   std::vector<double> single_losses;
   const std::vector<double> want = run_single(config.train, &single_losses);

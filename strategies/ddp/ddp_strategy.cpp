@@ -17,7 +17,7 @@ template <class T>
 DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
                             MlpCompute compute)
     : spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
-  if (config.accumulation_steps < 1) throw Error(Error::Kind::invalid_argument, "ddp: accumulation_steps must be >= 1");
+  if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, "ddp: microbatches must be >= 1");
   const std::vector<double> init = init_parameters(spec);
   params_.assign(init.begin(), init.end());
   micro_grads_.assign(params_.size(), T(0));
@@ -50,7 +50,7 @@ template <class T>
 StepReport DdpStrategy<T>::step(const Batch& batch) {
   if (batch.size < 1) throw Error(Error::Kind::invalid_argument, "ddp: empty global batch");
   const auto step_start = std::chrono::steady_clock::now();
-  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.accumulation_steps;
+  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.microbatches;
   StepReport report;
   std::fill(grads_.begin(), grads_.end(), T(0));
   std::vector<std::unique_ptr<Work>> in_flight(buckets_.size());
@@ -120,6 +120,17 @@ std::vector<double> DdpStrategy<T>::full_parameters() {
 }
 
 template <class T>
+std::vector<TrafficTheory> DdpStrategy<T>::expected_traffic() const {
+  const int n = comm_.size();
+  if (n == 1) return {};
+  const double psi = static_cast<double>(params_.size()), element = sizeof(T);
+  // Slack: each bucket's ring segments are uneven by at most one element per step, N per bucket.
+  return {{"dp", 2 * psi * (n - 1) / n * element, static_cast<double>(buckets_.size()) * n * element,
+           "2*Psi*(N-1)/N*" + std::to_string(sizeof(T)) + " (Psi=" + std::to_string(params_.size()) +
+               ", N=" + std::to_string(n) + ")"}};
+}
+
+template <class T>
 MemoryReport DdpStrategy<T>::memory() const {
   const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
   return {bytes(params_), bytes(grads_) + bytes(micro_grads_), bytes(state1_) + bytes(state2_), activations_peak_};
@@ -128,10 +139,12 @@ MemoryReport DdpStrategy<T>::memory() const {
 template class DdpStrategy<float>;
 template class DdpStrategy<double>;
 
-DTS_REGISTER_STRATEGY("ddp", [](const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
-                                Precision precision) -> std::unique_ptr<Strategy> {
-  if (precision == Precision::f64) return std::make_unique<DdpStrategy<double>>(spec, config, comm);
-  return std::make_unique<DdpStrategy<float>>(spec, config, comm, compute_of(precision));
-});
+DTS_REGISTER_STRATEGY("ddp", (StrategyTraits{"data parallel, bucketed all_reduce overlapping backward", true}),
+                      [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
+                         Precision precision) -> std::unique_ptr<Strategy> {
+                        Communicator& comm = *groups.dp;
+                        if (precision == Precision::f64) return std::make_unique<DdpStrategy<double>>(spec, config, comm);
+                        return std::make_unique<DdpStrategy<float>>(spec, config, comm, compute_of(precision));
+                      });
 
 }  // namespace dts

@@ -23,9 +23,12 @@ class DdpStrategy final : public Strategy {
   StepReport step(const Batch& global_batch) override;
   std::vector<double> full_parameters() override;
   MemoryReport memory() const override;
+  std::string config() const override { return config_.describe(); }
+  // One all_reduce of the whole gradient (in buckets): 2 Psi (N-1)/N elements under the ring model.
+  std::vector<TrafficTheory> expected_traffic() const override;
   // Parameters, the all-reduced gradients and the optimizer state: all replicated under DDP.
-  uint64_t replicated_state_digest() override {
-    return digest_of(state2_, digest_of(state1_, digest_of(grads_, digest_of(params_))));
+  std::vector<ReplicaDigest> replica_digests() override {
+    return {{"replica", digest_of(state2_, digest_of(state1_, digest_of(grads_, digest_of(params_))))}};
   }
 
   // Buckets as [begin, end) element ranges of the flat gradient buffer, in launch order.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "strategies/strategy.h"
 
 namespace dts {
 
@@ -48,6 +49,29 @@ double SingleTrainer<T>::step(const Batch& batch, StepTrace* trace,
   optimizer_step(config_, params_.data(), grads_.data(), state1_.data(), state2_.data(),
                  static_cast<int64_t>(params_.size()), steps_);
   return loss;
+}
+
+template <class T>
+double SingleTrainer<T>::step_accumulated(const Batch& batch, int microbatches) {
+  if (microbatches < 1 || batch.size < microbatches) {
+    throw Error(Error::Kind::invalid_argument, "step_accumulated: every micro-batch needs a row");
+  }
+  double loss_sum = 0;
+  micro_grads_.resize(grads_.size());
+  for (int j = 0; j < microbatches; ++j) {
+    const auto [first, rows] = even_split(batch.size, microbatches, j);
+    const Batch micro = slice_batch(batch, first, rows);
+    T* target = j == 0 ? grads_.data() : micro_grads_.data();
+    const double scale = static_cast<double>(rows) / static_cast<double>(batch.size);
+    loss_sum += mlp_.forward_backward(params_.data(), target, micro, scale) * static_cast<double>(rows);
+    if (j > 0) {
+      for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
+    }
+  }
+  ++steps_;
+  optimizer_step(config_, params_.data(), grads_.data(), state1_.data(), state2_.data(),
+                 static_cast<int64_t>(params_.size()), steps_);
+  return loss_sum / static_cast<double>(batch.size);
 }
 
 template <class T>

@@ -36,6 +36,10 @@ class SingleTrainer {
   // sensitivity runs (suites/equivalence/tolerance.h).
   double step(const Batch& batch, StepTrace* trace = nullptr,
               const std::function<double(size_t, double)>& perturb = {});
+  // The same step with gradient accumulation: `microbatches` slices of `batch` (even_split rows,
+  // each with loss scale rows / batch rows), the first one's gradient written and each later one
+  // added in order, then one optimizer step. What a pure pipeline must match bit for bit.
+  double step_accumulated(const Batch& batch, int microbatches);
   // Mean loss of `batch` at the current parameters (no update).
   double loss(const Batch& batch);
   // Gradient of the mean loss in the reference layout (no update).
@@ -49,7 +53,7 @@ class SingleTrainer {
   ModelSpec spec_;
   TrainConfig config_;
   Mlp<T> mlp_;
-  std::vector<T> params_, grads_, state1_, state2_;  // state: velocity (sgd) or m, v (adamw)
+  std::vector<T> params_, grads_, micro_grads_, state1_, state2_;  // state: velocity (sgd) or m, v (adamw)
   int64_t steps_ = 0;
 };
 

@@ -39,9 +39,18 @@ struct ZeroRun {
   MemoryReport memory;
 };
 
-ZeroRun run_zero(const std::string& name, const ParallelConfig& config, Precision precision = Precision::f64) {
+// The layout a zeroN strategy runs on this job: every rank in its dp group.
+ParallelConfig zero_layout(const std::string& name, ParallelConfig config, int ranks) {
+  config.dp = ranks;
+  config.zero = name.back() - '0';
+  return config;
+}
+
+ZeroRun run_zero(const std::string& name, const ParallelConfig& base, Precision precision = Precision::f64) {
   auto comm = make_communicator("mpi");
-  auto zero = make_strategy(name, kSpec, config, *comm, precision);
+  const ParallelConfig config = zero_layout(name, base, comm->size());
+  ProcessGroups groups = ProcessGroups::split(*comm, config);
+  auto zero = make_strategy(name, kSpec, config, groups, precision);
   ZeroRun run;
   for (int s = 0; s < kSteps; ++s) run.reports.push_back(zero->step(make_batch(kSpec, s * kGlobalRows, kGlobalRows)));
   run.memory = zero->memory();
@@ -69,7 +78,7 @@ TEST_P(ZeroMatchesSingle, ParametersAfterThreeSteps) {
   ParallelConfig config;
   config.train.optimizer = optimizer;
   config.train.sgd.lr = 0.05;
-  config.accumulation_steps = accumulation;
+  config.microbatches = accumulation;
   std::vector<double> single_losses;
   const std::vector<double> want = run_single(config.train, &single_losses);
   const ZeroRun got = run_zero(name, config);
@@ -124,7 +133,7 @@ class ZeroReports : public ::testing::TestWithParam<std::tuple<std::string, int>
 TEST_P(ZeroReports, BytesSentFollowTheRingModel) {
   const auto& [name, accumulation] = GetParam();
   ParallelConfig config;
-  config.accumulation_steps = accumulation;
+  config.microbatches = accumulation;
   const ZeroRun run = run_zero(name, config);
   const int n = world_size();
   // One reduce_scatter or all_gather of N * S padded elements sends (N - 1) * S per rank (ring).
@@ -151,7 +160,7 @@ TEST_P(ZeroMemory, HeldBytesFollowThePaperModel) {
   const auto& [name, precision, optimizer] = GetParam();
   ParallelConfig config;
   config.train.optimizer = optimizer;
-  config.accumulation_steps = 2;  // the micro-batch buffer must be gone after the step, too
+  config.microbatches = 2;  // the micro-batch buffer must be gone after the step, too
   const ZeroRun run = run_zero(name, config, precision);
   const int64_t bytes = precision == Precision::f64 ? 8 : 4;
   const int64_t s = padded_shard(world_size());
@@ -176,8 +185,9 @@ INSTANTIATE_TEST_SUITE_P(StagesPrecisionsOptimizers, ZeroMemory,
 
 TEST(Zero, UnknownStageIsRejectedByName) {
   auto comm = make_communicator("mpi");
+  ProcessGroups groups = ProcessGroups::split(*comm, zero_layout("zero1", ParallelConfig{}, comm->size()));
   try {
-    make_strategy("zero4", kSpec, ParallelConfig{}, *comm);
+    make_strategy("zero4", kSpec, ParallelConfig{}, groups);
     ADD_FAILURE() << "zero4 made a strategy";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
@@ -188,7 +198,9 @@ TEST(Zero, UnknownStageIsRejectedByName) {
 TEST(Zero, RegisteredUnderTheirOwnNames) {
   auto comm = make_communicator("mpi");
   for (const std::string name : {"zero1", "zero2", "zero3"}) {
-    EXPECT_EQ(make_strategy(name, kSpec, ParallelConfig{}, *comm, Precision::f32)->name(), name);
+    const ParallelConfig config = zero_layout(name, ParallelConfig{}, comm->size());
+    ProcessGroups groups = ProcessGroups::split(*comm, config);
+    EXPECT_EQ(make_strategy(name, kSpec, config, groups, Precision::f32)->name(), name);
   }
 }
 

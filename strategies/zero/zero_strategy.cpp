@@ -25,8 +25,8 @@ template <class T>
 ZeroStrategy<T>::ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const ParallelConfig& config,
                               Communicator& comm, MlpCompute compute)
     : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
-  if (config.accumulation_steps < 1) {
-    throw Error(Error::Kind::invalid_argument, std::string(name()) + ": accumulation_steps must be >= 1");
+  if (config.microbatches < 1) {
+    throw Error(Error::Kind::invalid_argument, std::string(name()) + ": microbatches must be >= 1");
   }
   const int n = comm.size();
   psi_ = mlp_.parameter_count();
@@ -129,7 +129,7 @@ template <class T>
 StepReport ZeroStrategy<T>::step(const Batch& batch) {
   if (batch.size < 1) throw Error(Error::Kind::invalid_argument, std::string(name()) + ": empty global batch");
   const auto step_start = std::chrono::steady_clock::now();
-  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.accumulation_steps;
+  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.microbatches;
   StepReport report;
 
   // This rank's full-size gradient, accumulated over micro-batches. Stage 1 keeps it in grads_;
@@ -216,6 +216,18 @@ std::vector<double> ZeroStrategy<T>::full_parameters() {
 }
 
 template <class T>
+std::vector<TrafficTheory> ZeroStrategy<T>::expected_traffic() const {
+  const int n = comm_.size();
+  if (n == 1) return {};
+  const int collectives = stage_ == ZeroStage::parameters ? 2 * config_.microbatches + 1 : 2;
+  const double bytes = static_cast<double>(collectives) * (n - 1) * static_cast<double>(shard_size_) * sizeof(T);
+  // Padded shards make every rank's share exact: no slack.
+  return {{"dp", bytes, 0,
+           std::to_string(collectives) + "*(N-1)*S*" + std::to_string(sizeof(T)) + " (S=ceil(Psi/N)=" +
+               std::to_string(shard_size_) + ", N=" + std::to_string(n) + ")"}};
+}
+
+template <class T>
 MemoryReport ZeroStrategy<T>::memory() const {
   // The buffers themselves, which step() leaves at exactly the sizes of the model in the header.
   const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
@@ -227,16 +239,26 @@ template class ZeroStrategy<double>;
 
 namespace {
 StrategyFactory zero_factory(ZeroStage stage) {
-  return [stage](const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+  return [stage](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
                  Precision precision) -> std::unique_ptr<Strategy> {
+    Communicator& comm = *groups.dp;
     if (precision == Precision::f64) return std::make_unique<ZeroStrategy<double>>(stage, spec, config, comm);
     return std::make_unique<ZeroStrategy<float>>(stage, spec, config, comm, compute_of(precision));
   };
 }
+
+StrategyTraits zero_traits(const char* summary, int stage) {
+  StrategyTraits traits{summary, true};
+  traits.zero = stage;
+  return traits;
+}
 }  // namespace
 
-DTS_REGISTER_STRATEGY("zero1", zero_factory(ZeroStage::optimizer_states));
-DTS_REGISTER_STRATEGY("zero2", zero_factory(ZeroStage::gradients));
-DTS_REGISTER_STRATEGY("zero3", zero_factory(ZeroStage::parameters));
+DTS_REGISTER_STRATEGY("zero1", zero_traits("ZeRO stage 1: optimizer state sharded across dp", 1),
+                      zero_factory(ZeroStage::optimizer_states));
+DTS_REGISTER_STRATEGY("zero2", zero_traits("ZeRO stage 2: optimizer state and gradients sharded", 2),
+                      zero_factory(ZeroStage::gradients));
+DTS_REGISTER_STRATEGY("zero3", zero_traits("ZeRO stage 3: parameters too; gathered per pass", 3),
+                      zero_factory(ZeroStage::parameters));
 
 }  // namespace dts

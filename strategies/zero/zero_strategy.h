@@ -41,6 +41,10 @@ class ZeroStrategy final : public Strategy {
   StepReport step(const Batch& global_batch) override;
   std::vector<double> full_parameters() override;  // stage 3: all_gather, so every rank must call
   MemoryReport memory() const override;
+  std::string config() const override { return config_.describe(); }
+  // Stages 1-2: (N-1) S for the reduce_scatter and as much for the all_gather; stage 3 adds two
+  // all_gathers per micro-batch: (2K + 1)(N-1) S elements, exact (S is the padded shard).
+  std::vector<TrafficTheory> expected_traffic() const override;
 
   // This rank's shard of the reference layout: {first element, real element count}.
   std::pair<int64_t, int64_t> shard() const { return {shard_first_, shard_count_}; }

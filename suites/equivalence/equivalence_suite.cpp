@@ -1,21 +1,28 @@
 // The equivalence suite: does training on this stack give the model one process would? Each
-// strategy runs S steps at every world size 1..N (sub-worlds split from the job) in f32, f64 and
-// bf16 compute with f32 master weights, with SGD and AdamW, and its full parameters are compared
-// with the single-process reference in the same precision: every parameter must be within its
-// own bound (tolerance.h), reported as max_abs_error and error_bound_ratio, with max_rel_error
-// and max_ulp beside them. Also checked: a second
-// run with the same config gives the same bits (reproducible), and every rank holds the same
-// model (replicas identical). Step time, communication, bytes and memory are reported per case.
+// strategy runs S steps at every layout of every world size 1..N (sub-worlds split from the job;
+// layouts from strategies/strategy_spec.h) in f32, f64 and bf16 compute with f32 master weights,
+// with SGD and AdamW, and its full parameters are compared with the single-process reference in
+// the same precision: every parameter must be within its own bound (tolerance.h), reported as
+// max_abs_error and error_bound_ratio, with max_rel_error and max_ulp beside them. Also checked:
+// a second run with the same config gives the same bits (reproducible), state that ranks must
+// hold alike is alike (replica digests), a layout that sums nothing in another order matches the
+// same-order one-process run bit for bit (bit_exact), traffic matches the strategy's own theory,
+// and a pipeline holds no more micro-batches than its schedule allows. Step time, communication,
+// bytes, memory and the pipeline bubble are reported per case.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "strategies/pipeline/schedule.h"
 #include "strategies/single/single_trainer.h"
 #include "strategies/strategy.h"
+#include "strategies/strategy_spec.h"
+#include "strategies/tensor/parallel_mlp.h"
 #include "suites/collectives/check.h"
 #include "suites/equivalence/tolerance.h"
 #include "suites/suite.h"
@@ -25,8 +32,8 @@ namespace dts {
 namespace {
 
 struct EquivalenceCase {
-  std::string strategy;
-  int world;
+  StrategySpec spec;
+  ParallelConfig layout;  // train filled at run time
   Precision precision;
   OptimizerKind optimizer;
 };
@@ -71,15 +78,29 @@ std::string element_name(const ModelSpec& spec, int64_t i) {
 
 ModelSpec model_of(const RunOptions& o) { return {o.layers, o.width, o.input, o.classes, o.seed, o.seed + 1}; }
 
-int zero_stage(const std::string& strategy) {
-  if (strategy.rfind("zero", 0) == 0 && strategy.size() == 5) return strategy[4] - '0';
-  return 0;
+std::string config_of(const EquivalenceCase& c, const RunOptions& o) {
+  return c.layout.describe() + ";job=" + std::to_string(o.world_size) + ";steps=" + std::to_string(o.steps) +
+         ";batch=" + std::to_string(o.batch) + ";optimizer=" + optimizer_name(c.optimizer);
 }
 
-std::string config_of(const EquivalenceCase& c, const RunOptions& o) {
-  return "dp=" + std::to_string(c.world) + ";zero=" + std::to_string(zero_stage(c.strategy)) +
-         ";mb=" + std::to_string(o.accumulation) + ";steps=" + std::to_string(o.steps) +
-         ";batch=" + std::to_string(o.batch) + ";optimizer=" + optimizer_name(c.optimizer);
+// One process accumulating over `microbatches` in order: what a layout that reorders no sum must
+// equal bit for bit.
+// The step losses are appended to the parameters: a corruption that the later roundings of the
+// parameters absorb often still shows in a loss.
+std::vector<double> same_order_reference(const ModelSpec& spec, const TrainConfig& train, Precision precision,
+                                         int steps, int64_t batch_rows, int microbatches) {
+  const auto run = [&](auto trainer) {
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      losses.push_back(trainer.step_accumulated(make_batch(spec, static_cast<int64_t>(s) * batch_rows, batch_rows),
+                                                microbatches));
+    }
+    std::vector<double> result = trainer.parameters();
+    result.insert(result.end(), losses.begin(), losses.end());
+    return result;
+  };
+  if (precision == Precision::f64) return run(SingleTrainer<double>(spec, train));
+  return run(SingleTrainer<float>(spec, train, compute_of(precision)));
 }
 
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
@@ -92,34 +113,51 @@ Stats stats_of(const std::vector<StepReport>& reports, double StepReport::*field
   return compute_stats(values);
 }
 
+// What one rank saw of the step traffic, gathered to rank 0 over the control communicator.
+struct TrafficSeen {
+  double measured = 0, theory = 0, slack = 0, opaque = 0, modelled = 0;
+};
+
 // Bytes per step per rank, measured where the stack's traffic is visible (an algorithm over
 // point-to-point sends, such as ring(mpi), where every byte passes the leaf backend's counter),
-// and checked against the theory: DDP, ZeRO-1/2 move 2 Psi (N-1)/N elements per rank (one
-// all_reduce, or a reduce_scatter and an all_gather), ZeRO-3 3 Psi (N-1)/N (two all_gathers and a
-// reduce_scatter; 2K+1 collectives with K micro-batches). Slack: a ring's segments, or ZeRO's
-// padded shards, make each collective's share differ from (N-1)/N by at most N elements; plus the
-// step's one-element loss all_reduce (at most 2 x 8 bytes). Where the library's collectives are
-// opaque, the strategy's ring-model figure is reported instead, as info.
+// and checked on every rank against the strategy's own theory (Strategy::expected_traffic: per
+// group, with the slack it derives) plus the step's one-element loss all_reduce (at most 2 x 8
+// bytes). Where the library's collectives are opaque, the strategy's ring-model figure is
+// reported instead, as info. The row carries rank 0's numbers; a failure names the worst rank.
 template <class Emit>
-void emit_bytes_sent(const EquivalenceCase& c, const RunOptions& o, const ModelSpec& spec, int element_bytes,
-                     const std::vector<StepReport>& reports, const RunContext::Traffic& traffic, const Emit& emit) {
-  const double n = c.world;
-  const double psi = static_cast<double>(parameter_count(spec));
-  const double factor = zero_stage(c.strategy) == 3 ? 2.0 * o.accumulation + 1 : 2.0;
-  const double theory = factor * psi * (n - 1) / n * element_bytes;
-  const double collectives = reports.empty() ? 0 : static_cast<double>(reports.back().collectives);
-  const double slack = collectives * n * element_bytes + 16;
-  if (traffic.opaque_collectives == 0) {
-    const double measured = static_cast<double>(traffic.bytes_sent) / o.steps;
-    char detail[200];
-    std::snprintf(detail, sizeof(detail), "measured at the stack's sends; theory %g*Psi*(N-1)/N*%d = %.0f +- %.0f",
-                  factor, element_bytes, theory, slack);
-    emit("bytes_sent", "bytes", measured, std::fabs(measured - theory) <= slack ? Verdict::pass : Verdict::fail,
-         theory, detail);
-  } else {
-    emit("bytes_sent", "bytes", reports.empty() ? 0.0 : static_cast<double>(reports.back().bytes_sent), Verdict::info,
-         theory, "ring model per step (the stack's collectives are opaque to dtsuite; run over ring(...) to measure)");
+void emit_bytes_sent(const std::vector<TrafficSeen>& ranks, int world, const std::string& formula, const Emit& emit) {
+  bool opaque = false;
+  int worst = 0;
+  double worst_excess = -INFINITY;
+  for (int r = 0; r < world; ++r) {
+    const TrafficSeen& t = ranks[static_cast<size_t>(r)];
+    opaque = opaque || t.opaque > 0;
+    const double excess = std::fabs(t.measured - t.theory) - t.slack;
+    if (excess > worst_excess) worst_excess = excess, worst = r;
   }
+  const TrafficSeen& mine = ranks[0];
+  if (opaque) {
+    emit("bytes_sent", "bytes", mine.modelled, Verdict::info, mine.theory,
+         "ring model per step (the stack's collectives are opaque to dtsuite; run over ring(...) to measure); "
+         "theory " + formula);
+    return;
+  }
+  const TrafficSeen& w = ranks[static_cast<size_t>(worst)];
+  char detail[400];
+  std::snprintf(detail, sizeof(detail),
+                "measured at the stack's sends; rank 0 theory %.0f +- %.0f (%s); worst rank %d: %.0f vs %.0f +- %.0f",
+                mine.theory, mine.slack, formula.c_str(), worst, w.measured, w.theory, w.slack);
+  emit("bytes_sent", "bytes", mine.measured, worst_excess <= 0 ? Verdict::pass : Verdict::fail, mine.theory, detail);
+}
+
+// The control communicator's view of a per-rank record: every rank of the job contributes `mine`
+// (zeros off the case's sub-world); rank 0 gets all of them in rank order.
+template <class Value>
+std::vector<Value> gather_to_all(Communicator& control, const Value& mine) {
+  static_assert(sizeof(Value) % sizeof(double) == 0);
+  std::vector<Value> all(static_cast<size_t>(control.size()));
+  control.all_gather(&mine, all.data(), sizeof(Value) / sizeof(double), DType::f64);
+  return all;
 }
 
 class EquivalenceSuite final : public Suite {
@@ -131,21 +169,39 @@ class EquivalenceSuite final : public Suite {
   }
 
   std::vector<Case> plan(const RunOptions& o) const override {
-    std::vector<std::string> strategies = o.strategies.empty() ? registered_strategies() : o.strategies;
+    std::vector<StrategySpec> specs;
+    if (o.strategies.empty()) {
+      for (const auto& name : registered_strategies()) specs.push_back(parse_strategy_spec(name));
+    } else {
+      for (const auto& text : o.strategies) specs.push_back(parse_strategy_spec(text));
+    }
+    const LayoutDefaults defaults{o.accumulation, o.microbatches, o.layers, o.width};
     std::vector<Case> cases;
-    for (const auto& s : strategies) {
+    for (const auto& spec : specs) {
+      size_t layouts = 0;
       for (OptimizerKind optimizer : optimizers_of(o.optimizer)) {
         for (int w = 1; w <= o.world_size; ++w) {
-          for (Precision p : {Precision::f32, Precision::f64, Precision::bf16}) {
-            EquivalenceCase c{s, w, p, optimizer};
-            Labels labels;
-            labels.strategy = s;
-            labels.dtype = precision_model(p).name;
-            labels.config = config_of(c, o);
-            cases.push_back(
-                {s + "/" + labels.dtype + "/" + optimizer_name(optimizer) + "/dp" + std::to_string(w), labels, c});
+          for (const ParallelConfig& layout : layouts_of(spec, w, defaults)) {
+            ++layouts;
+            for (Precision p : {Precision::f32, Precision::f64, Precision::bf16}) {
+              EquivalenceCase c{spec, layout, p, optimizer};
+              Labels labels;
+              labels.strategy = spec.name;
+              labels.dtype = precision_model(p).name;
+              labels.config = config_of(c, o);
+              cases.push_back({spec.name + "/" + labels.dtype + "/" + optimizer_name(optimizer) + "/" +
+                                   layout_id(spec, layout),
+                               labels, c});
+            }
           }
         }
+      }
+      // Asked for by name, a strategy with no layout here is a usage error; "all" skips it.
+      if (layouts == 0 && !o.strategies.empty()) {
+        throw Error(Error::Kind::invalid_argument,
+                    "strategy '" + spec.text + "' has no layout on 1.." + std::to_string(o.world_size) +
+                        " ranks with a " + std::to_string(o.layers) + "-layer model of width " +
+                        std::to_string(o.width));
       }
     }
     return cases;
@@ -158,21 +214,25 @@ class EquivalenceSuite final : public Suite {
     Communicator& control = ctx.control();
     const int rank = control.rank();
     const ModelSpec spec = model_of(o);
-    ParallelConfig config;
+    ParallelConfig config = c.layout;
     config.train = train_config(c.optimizer);
-    config.accumulation_steps = o.accumulation;
-    const bool member = rank < c.world;
+    const int world = config.world();
+    const bool member = rank < world;
     // Every rank takes part in the split; ranks outside the sub-world only help verify.
     std::unique_ptr<Communicator> group = comm.split(member ? 0 : 1, rank);
+    const RunContext::Participants who = ctx.participants(member);
 
-    std::vector<double> params, again;
+    std::vector<double> params, again, same_order;
     std::vector<StepReport> reports;
     RunContext::Traffic traffic;  // this rank's traffic during the first run's steps
     MemoryReport memory;
-    int64_t digest = 0;  // replicated_state_digest() of the first run, as bits
+    std::vector<ReplicaDigest> digests;
+    std::vector<TrafficTheory> theory;
+    int bit_exact_microbatches = 0;
     if (member) {
+      ProcessGroups groups = ProcessGroups::split(*group, config);
       const auto train = [&](bool keep) {
-        auto strategy = make_strategy(c.strategy, spec, config, *group, c.precision);
+        auto strategy = make_strategy(c.spec.name, spec, config, groups, c.precision);
         // Traffic of the steps alone: gathering the parameters afterwards is the suite's, not the step's.
         const RunContext::Traffic before = ctx.traffic();
         for (int s = 0; s < o.steps; ++s) {
@@ -180,11 +240,12 @@ class EquivalenceSuite final : public Suite {
           if (keep) reports.push_back(r);
         }
         const RunContext::Traffic after = ctx.traffic();
-        if (keep) traffic = {after.bytes_sent - before.bytes_sent, after.opaque_collectives - before.opaque_collectives};
         if (keep) {
+          traffic = {after.bytes_sent - before.bytes_sent, after.opaque_collectives - before.opaque_collectives};
           memory = strategy->memory();
-          const uint64_t d = strategy->replicated_state_digest();
-          std::memcpy(&digest, &d, sizeof(d));
+          digests = strategy->replica_digests();
+          theory = strategy->expected_traffic();
+          bit_exact_microbatches = strategy->same_order_microbatches();
         }
         return strategy->full_parameters();
       };
@@ -192,21 +253,57 @@ class EquivalenceSuite final : public Suite {
       again = train(false);
     }
 
-    // Replicas and reproducibility, judged on every member against rank 0 / its own first run.
-    // Replicas compare digests of their replicated state (parameters, and for DDP gradients and
-    // optimizer state too).
-    const auto count = static_cast<size_t>(parameter_count(spec));
-    int64_t root_digest = digest;
-    control.broadcast(&root_digest, &root_digest, 1, DType::i64, 0);
-    const int diverged = member && digest != root_digest ? 1 : 0;
+    // Replicas and reproducibility, judged on every member: ranks that report the same digest key
+    // must report the same digest (keys travel as hashes; at most kMaxDigests per rank).
+    constexpr size_t kMaxDigests = 4;
+    struct Digests {
+      double values[2 * kMaxDigests];
+    } mine_digests{};
+    for (size_t i = 0; i < digests.size() && i < kMaxDigests; ++i) {
+      const uint64_t key = name_hash(digests[i].key) | 1;  // never 0, the empty slot
+      std::memcpy(&mine_digests.values[2 * i], &key, sizeof(key));
+      std::memcpy(&mine_digests.values[2 * i + 1], &digests[i].digest, sizeof(uint64_t));
+    }
+    const std::vector<Digests> all_digests = gather_to_all(control, mine_digests);
     const int irreproducible = member && !same_bits(params, again) ? 1 : 0;
-    int any_diverged = 0, any_irreproducible = 0;
-    control.all_reduce(&diverged, &any_diverged, 1, DType::i32, ReduceOp::max);
+    int any_irreproducible = 0;
     control.all_reduce(&irreproducible, &any_irreproducible, 1, DType::i32, ReduceOp::max);
+
+    // Per rank: traffic against the strategy's theory, and pipeline figures.
+    double theory_bytes = 0, theory_slack = 16;  // 16: the loss all_reduce of one f64
+    std::string formula;
+    for (const TrafficTheory& t : theory) {
+      theory_bytes += t.bytes;
+      theory_slack += t.slack;
+      formula += (formula.empty() ? "" : " + ") + t.group + ": " + t.formula;
+    }
+    if (formula.empty()) formula = "no training traffic on one rank";
+    const TrafficSeen seen{member ? static_cast<double>(traffic.bytes_sent) / o.steps : 0, theory_bytes,
+                           theory_slack, static_cast<double>(traffic.opaque_collectives),
+                           reports.empty() ? 0.0 : static_cast<double>(reports.back().bytes_sent)};
+    const std::vector<TrafficSeen> all_traffic = gather_to_all(control, seen);
+    struct PipelineSeen {
+      double stage = -1, bubble = 0, in_flight = 0, in_flight_theory = 0, activation_bytes = 0, per_microbatch = 0;
+    } pipeline_mine;
+    if (member && config.pp > 1) {
+      std::vector<double> bubbles;
+      for (const StepReport& r : reports) bubbles.push_back(r.pipeline_time > 0 ? r.idle_time / r.pipeline_time : 0);
+      const int stage = rank / (config.dp * config.tp);
+      pipeline_mine = {static_cast<double>(stage), compute_stats(bubbles).median,
+                       static_cast<double>(memory.microbatches_in_flight_peak),
+                       static_cast<double>(microbatches_in_flight_theory(config.schedule, config.pp, stage,
+                                                                         config.microbatches)),
+                       static_cast<double>(memory.activations_peak),
+                       static_cast<double>(memory.activation_bytes_per_microbatch)};
+    }
+    const std::vector<PipelineSeen> all_pipeline = gather_to_all(control, pipeline_mine);
     if (rank != 0) return;
 
     const bool f64 = c.precision == Precision::f64;
-    const ReferenceWithBound reference = reference_with_bound(spec, config.train, c.precision, o.steps, o.batch);
+    const auto count = static_cast<size_t>(parameter_count(spec));
+    const ReferenceWithBound reference =
+        reference_with_bound(spec, config.train, c.precision, o.steps, o.batch,
+                             tensor_parallel_reordered_terms(spec, config.tp));
     const std::vector<double>& want = reference.parameters;
     double max_rel = 0, max_ulp = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -231,8 +328,11 @@ class EquivalenceSuite final : public Suite {
     base.suite = "equivalence";
     base.case_id = the_case.id;
     base.labels = the_case.labels;
+    base.labels.world_size = who.world_size;
+    base.labels.nodes = who.nodes;
+    base.labels.ranks_per_node = who.ranks_per_node;
     const auto emit = [&](const char* metric, const char* unit, double value, Verdict verdict, double threshold,
-                          std::string detail, Stats stats = {}) {
+                          std::string detail, Stats stats = {}, const std::string& config_suffix = "") {
       Record r = base;
       r.metric = metric;
       r.unit = unit;
@@ -241,6 +341,7 @@ class EquivalenceSuite final : public Suite {
       r.threshold = threshold;
       r.detail = std::move(detail);
       r.stats = stats;
+      r.labels.config += config_suffix;
       ctx.emit(std::move(r));
     };
     emit("max_abs_error", "", bound.max_abs_error, within, largest_bound, where + "; " + reference.description);
@@ -250,9 +351,50 @@ class EquivalenceSuite final : public Suite {
     emit("max_ulp", "ulp", max_ulp, Verdict::info, NAN, "");
     emit("reproducible", "", any_irreproducible ? 0 : 1, any_irreproducible ? Verdict::fail : Verdict::pass, NAN,
          "a second run with the same config gives identical bits on every rank");
-    emit("check", "", any_diverged ? 0 : 1, any_diverged ? Verdict::fail : Verdict::pass, NAN,
-         "replicas identical: every rank's replicated state (parameters; for ddp also gradients and optimizer "
-         "state) hashes like rank 0's");
+
+    // Replica digests: the first digest seen for a key is the one every other rank must match.
+    std::map<uint64_t, std::pair<uint64_t, int>> first_seen;  // key -> (digest, rank)
+    int mismatches = 0, first_bad = -1, keys_compared = 0;
+    for (int r = 0; r < world; ++r) {
+      for (size_t i = 0; i < kMaxDigests; ++i) {
+        uint64_t key = 0, digest = 0;
+        std::memcpy(&key, &all_digests[static_cast<size_t>(r)].values[2 * i], sizeof(key));
+        std::memcpy(&digest, &all_digests[static_cast<size_t>(r)].values[2 * i + 1], sizeof(digest));
+        if (key == 0) continue;
+        auto [it, inserted] = first_seen.emplace(key, std::make_pair(digest, r));
+        if (inserted) continue;
+        ++keys_compared;
+        if (it->second.first != digest) {
+          ++mismatches;
+          if (first_bad < 0) first_bad = r;
+        }
+      }
+    }
+    std::string replicas = "replicas identical: " + std::to_string(keys_compared) +
+                           " replicated states compared by digest (dp replicas: parameters, and without ZeRO "
+                           "gradients and optimizer state; tensors replicated across tp)";
+    if (mismatches > 0) {
+      replicas = std::to_string(mismatches) + " replicated states differ; first on rank " + std::to_string(first_bad);
+    }
+    emit("check", "", mismatches ? 0 : 1, mismatches ? Verdict::fail : Verdict::pass, NAN, replicas);
+
+    if (bit_exact_microbatches > 0) {
+      // Nothing is summed in another order: the same-order one-process run must match bit for bit.
+      std::vector<double> exact = same_order_reference(spec, config.train, c.precision, o.steps, o.batch,
+                                                       bit_exact_microbatches);
+      std::vector<double> got = params;
+      for (const StepReport& r : reports) got.push_back(r.loss);
+      size_t differing = 0;
+      for (size_t i = 0; i < exact.size() && i < got.size(); ++i) {
+        differing += std::memcmp(&exact[i], &got[i], sizeof(double)) != 0;
+      }
+      if (exact.size() != got.size()) differing = exact.size();
+      emit("bit_exact", "", differing ? 0 : 1, differing ? Verdict::fail : Verdict::pass, NAN,
+           std::to_string(differing) + " of " + std::to_string(exact.size()) +
+               " values (parameters, then each step's loss) differ from one process accumulating over " +
+               std::to_string(bit_exact_microbatches) + " micro-batches in the same order");
+    }
+
     const auto timing = [&](const char* metric, double StepReport::*field) {
       const Stats s = stats_of(reports, field);
       emit(metric, "seconds", s.median, Verdict::info, NAN, "per step on rank 0", s);
@@ -261,11 +403,39 @@ class EquivalenceSuite final : public Suite {
     timing("compute_time", &StepReport::compute_time);
     timing("comm_time", &StepReport::comm_time);
     timing("exposed_comm_time", &StepReport::exposed_comm_time);
-    emit_bytes_sent(c, o, spec, f64 ? 8 : 4, reports, traffic, emit);
+    emit_bytes_sent(all_traffic, world, formula, emit);
     emit("memory_params", "bytes", static_cast<double>(memory.params), Verdict::info, NAN, "rank 0");
     emit("memory_grads", "bytes", static_cast<double>(memory.grads), Verdict::info, NAN, "rank 0");
     emit("memory_optimizer", "bytes", static_cast<double>(memory.optimizer), Verdict::info, NAN, "rank 0");
-    emit("memory_activations_peak", "bytes", static_cast<double>(memory.activations_peak), Verdict::info, NAN, "rank 0");
+    if (config.pp > 1) {
+      // The schedule's promise: GPipe holds all m micro-batches' activations, 1F1B at most p - s.
+      int over = -1;
+      for (int r = 0; r < world; ++r) {
+        const PipelineSeen& p = all_pipeline[static_cast<size_t>(r)];
+        if (p.in_flight > p.in_flight_theory && over < 0) over = r;
+      }
+      const PipelineSeen& p0 = all_pipeline[0];
+      char detail[300];
+      std::snprintf(detail, sizeof(detail),
+                    "rank 0 (stage 0) held %.0f micro-batches at once, %.0f bytes each at most; %s allows %.0f%s",
+                    p0.in_flight, p0.per_microbatch, std::string(dts::name(config.schedule)).c_str(), p0.in_flight_theory,
+                    over < 0 ? "; every stage within its schedule's bound"
+                             : ("; rank " + std::to_string(over) + " held more than its stage allows").c_str());
+      emit("memory_activations_peak", "bytes", p0.activation_bytes, over < 0 ? Verdict::pass : Verdict::fail,
+           p0.in_flight_theory * p0.per_microbatch, detail);
+      for (int stage = 0; stage < config.pp; ++stage) {
+        const PipelineSeen& p = all_pipeline[static_cast<size_t>(stage * config.dp * config.tp)];
+        emit("bubble_fraction", "ratio", p.bubble, Verdict::info, NAN,
+             "median over steps of this stage's idle time (blocked receiving activations or gradients) / "
+             "its schedule's time",
+             {}, ";stage=" + std::to_string(stage));
+      }
+      emit("bubble_fraction_theory", "ratio", bubble_fraction_theory(config.pp, config.microbatches), Verdict::info,
+           NAN, "(p-1)/(m+p-1), equal stage times and free communication");
+    } else {
+      emit("memory_activations_peak", "bytes", static_cast<double>(memory.activations_peak), Verdict::info, NAN,
+           "rank 0");
+    }
   }
 };
 

@@ -24,10 +24,13 @@ const PrecisionModel& precision_model(Precision precision) {
 }
 
 EquivalenceBound::EquivalenceBound(const TrainConfig& train, const PrecisionModel& model, int64_t batch_rows,
-                                   std::vector<double> initial)
-    : train_(train), model_(model), batch_rows_(batch_rows), params_(std::move(initial)) {
+                                   std::vector<double> initial, int64_t reordered_terms)
+    : train_(train), model_(model), batch_rows_(batch_rows), reordered_terms_(reordered_terms),
+      params_(std::move(initial)) {
   if (batch_rows < 1) throw Error(Error::Kind::invalid_argument, "equivalence bound: empty batch");
-  gradient_factor_ = 2.0 * static_cast<double>(batch_rows - 1) * model.accumulation_roundoff + model.mixed_term;
+  if (reordered_terms < 0) throw Error(Error::Kind::invalid_argument, "equivalence bound: negative reordered terms");
+  gradient_factor_ = 2.0 * static_cast<double>(batch_rows - 1 + reordered_terms) * model.accumulation_roundoff +
+                     model.mixed_term;
   const size_t n = params_.size();
   state1_.assign(n, 0);
   state2_.assign(n, 0);
@@ -102,11 +105,12 @@ void EquivalenceBound::add_step(const StepTrace& trace) {
 
 std::string EquivalenceBound::describe() const {
   const double largest = error_params_.empty() ? 0 : *std::max_element(error_params_.begin(), error_params_.end());
-  char text[320];
+  char text[400];
   std::snprintf(text, sizeof(text),
-                "per-parameter bound (suites/equivalence/tolerance.h), %s: e_g = (2(B-1)u_acc + c_mixed) M = "
-                "(2*%lld*%g + %g) M, through %s for %lld steps; largest bound %.3g",
-                model_.name, static_cast<long long>(batch_rows_ - 1), model_.accumulation_roundoff, model_.mixed_term,
+                "per-parameter bound (suites/equivalence/tolerance.h), %s: e_g = (2(B-1+R)u_acc + c_mixed) M = "
+                "(2*(%lld+%lld)*%g + %g) M, through %s for %lld steps; largest bound %.3g",
+                model_.name, static_cast<long long>(batch_rows_ - 1), static_cast<long long>(reordered_terms_),
+                model_.accumulation_roundoff, model_.mixed_term,
                 train_.optimizer == OptimizerKind::sgd ? "sgd" : "adamw", static_cast<long long>(steps_), largest);
   return text;
 }
@@ -124,10 +128,10 @@ double random_sign(uint64_t run, uint64_t step, uint64_t element) {
 
 template <class T>
 ReferenceWithBound reference_run(const ModelSpec& spec, const TrainConfig& train, Precision precision, int steps,
-                                 int64_t batch_rows) {
+                                 int64_t batch_rows, int64_t reordered_terms) {
   const PrecisionModel& model = precision_model(precision);
   SingleTrainer<T> single(spec, train, compute_of(precision));
-  EquivalenceBound bound(train, model, batch_rows, init_parameters(spec));
+  EquivalenceBound bound(train, model, batch_rows, init_parameters(spec), reordered_terms);
   StepTrace trace;
   for (int s = 0; s < steps; ++s) {
     single.step(make_batch(spec, static_cast<int64_t>(s) * batch_rows, batch_rows), &trace);
@@ -161,9 +165,11 @@ ReferenceWithBound reference_run(const ModelSpec& spec, const TrainConfig& train
 }  // namespace
 
 ReferenceWithBound reference_with_bound(const ModelSpec& spec, const TrainConfig& train, Precision precision,
-                                        int steps, int64_t batch_rows) {
-  if (precision == Precision::f64) return reference_run<double>(spec, train, precision, steps, batch_rows);
-  return reference_run<float>(spec, train, precision, steps, batch_rows);
+                                        int steps, int64_t batch_rows, int64_t reordered_terms) {
+  if (precision == Precision::f64) {
+    return reference_run<double>(spec, train, precision, steps, batch_rows, reordered_terms);
+  }
+  return reference_run<float>(spec, train, precision, steps, batch_rows, reordered_terms);
 }
 
 BoundCheck check_against_bound(const std::vector<double>& actual, const std::vector<double>& reference,

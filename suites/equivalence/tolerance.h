@@ -17,6 +17,15 @@
 // f32 inputs differ in the last bits) moves each of a contribution's two factors by at most one
 // bf16 rounding, another 2 u_bf16 M.
 //
+// Tensor parallelism also reorders sums inside the forward and backward passes (a row-parallel
+// layer's output adds tp partial sums over its input features; a column-parallel layer's input
+// gradient over its output features). Each such sum of k terms differs from the reference's by at
+// most 2 gamma_{k-1} of its magnitude sum, a relative change of the values a row's contribution c_r
+// is made of; to first order (GeLU and softmax are well conditioned on these inputs, and the
+// sensitivity runs of part 3 measure what feeds back) that moves c_r by 2 (k - 1) u |c_r| per sum
+// on its path, so e_g gains 2 R u_acc M, R = sum of (k - 1) over the reordered sums
+// (tensor_parallel_reordered_terms, strategies/tensor/parallel_mlp.h).
+//
 // Part 2: the optimizer. The gradient error bound is carried through the optimizer's recurrences
 // element by element, as intervals around the reference's own trajectory (replayed in f64):
 //   SGD with momentum mu, weight decay wd:  e_v' = mu e_v + e_g + wd e_p + rounding,
@@ -65,8 +74,9 @@ const PrecisionModel& precision_model(Precision precision);
 class EquivalenceBound {
  public:
   // `initial`: the parameters every run starts from (init_parameters).
+  // `reordered_terms`: R of tensor parallelism above (0 for strategies that only split the batch).
   EquivalenceBound(const TrainConfig& train, const PrecisionModel& model, int64_t batch_rows,
-                   std::vector<double> initial);
+                   std::vector<double> initial, int64_t reordered_terms = 0);
 
   // One reference step: the gradient the optimizer used and its row magnitudes (StepTrace).
   void add_step(const StepTrace& trace);
@@ -80,6 +90,7 @@ class EquivalenceBound {
   TrainConfig train_;
   PrecisionModel model_;
   int64_t batch_rows_;
+  int64_t reordered_terms_;
   double gradient_factor_;
   int64_t steps_ = 0;
   // The reference trajectory (f64 replay) and the error bounds around it.
@@ -96,7 +107,7 @@ struct ReferenceWithBound {
   std::string description;
 };
 ReferenceWithBound reference_with_bound(const ModelSpec& spec, const TrainConfig& train, Precision precision,
-                                        int steps, int64_t batch_rows);
+                                        int steps, int64_t batch_rows, int64_t reordered_terms = 0);
 
 // Compares `actual` with `reference` element by element against `bound`.
 struct BoundCheck {

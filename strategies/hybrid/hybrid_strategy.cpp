@@ -1,0 +1,392 @@
+// The dp x tp x pp step (hybrid_strategy.h). Sends are non-blocking (their buffers live until the
+// end of the schedule), receives block: in both schedules every receive's data is produced by an
+// operation that does not wait for the receiver, so the step cannot deadlock, and the time a stage
+// spends blocked in a receive is exactly its idle time (the bubble).
+#include "strategies/hybrid/hybrid_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+// A send in flight and the buffer it reads (moving a vector keeps its heap block).
+template <class T>
+struct PendingSend {
+  std::unique_ptr<Work> work;
+  std::vector<T> data;
+};
+
+// Micro-batch rows of this dp replica: {first row in the global batch, rows} for each j.
+std::vector<std::pair<int64_t, int64_t>> microbatch_rows(int64_t batch, const ParallelConfig& c, int dp_index) {
+  const auto [replica_first, replica_rows] = even_split(batch, c.dp, dp_index);
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (int j = 0; j < c.microbatches; ++j) {
+    const auto [first, count] = even_split(replica_rows, c.microbatches, j);
+    rows.emplace_back(replica_first + first, count);
+  }
+  return rows;
+}
+
+// The world rank of (pp, dp, tp) under the layout's numbering (tp innermost, then dp, then pp).
+int world_rank(const ParallelConfig& c, int pp, int dp, int tp) { return (pp * c.dp + dp) * c.tp + tp; }
+
+std::string bytes_text(double elements, size_t element) {
+  return std::to_string(static_cast<int64_t>(elements)) + " elements x " + std::to_string(element) + " bytes";
+}
+
+}  // namespace
+
+template <class T>
+HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const ParallelConfig& config,
+                                  ProcessGroups& groups, MlpCompute compute)
+    : name_(std::move(name)), spec_(spec), config_(config), groups_(groups),
+      bounds_(balanced_stages(spec, config.pp)),
+      mlp_(spec, bounds_[static_cast<size_t>(groups.pp_index)], bounds_[static_cast<size_t>(groups.pp_index) + 1],
+           config.tp, groups.tp_index, groups.tp.get(), compute) {
+  if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, name_ + ": micro-batches must be >= 1");
+  if (config.zero != 0 && config.zero != 1) {
+    throw Error(Error::Kind::invalid_argument, name_ + ": only ZeRO stage 1 combines with tp and pp");
+  }
+  params_ = mlp_.initial_parameters();
+  const auto count = params_.size();
+  grads_.assign(count, T(0));
+  if (config.microbatches > 1) micro_grads_.assign(count, T(0));
+  int64_t optimizer_elements = static_cast<int64_t>(count);
+  if (config.zero == 1) {
+    const int n = config.dp;
+    shard_size_ = (static_cast<int64_t>(count) + n - 1) / n;
+    std::tie(shard_first_, shard_count_) = even_split(static_cast<int64_t>(count), n, groups.dp_index);
+    optimizer_elements = shard_size_;
+  }
+  state1_.assign(static_cast<size_t>(optimizer_elements), T(0));
+  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(static_cast<size_t>(optimizer_elements), T(0));
+}
+
+template <class T>
+template <class Collective>
+void HybridStrategy<T>::dp_collective(StepReport& report, double bytes, Collective&& collective) {
+  const auto start = std::chrono::steady_clock::now();
+  collective();
+  const double elapsed = seconds_since(start);
+  report.comm_time += elapsed;
+  report.exposed_comm_time += elapsed;  // after the schedule: nothing overlaps it
+  report.bytes_sent += static_cast<int64_t>(bytes + 0.5);
+  ++report.collectives;
+}
+
+template <class T>
+StepReport HybridStrategy<T>::step(const Batch& batch) {
+  const ParallelConfig& c = config_;
+  if (batch.size < static_cast<int64_t>(c.dp) * c.microbatches) {
+    throw Error(Error::Kind::invalid_argument, name_ + ": a global batch of " + std::to_string(batch.size) +
+                                                   " rows gives some of dp=" + std::to_string(c.dp) + " x mb=" +
+                                                   std::to_string(c.microbatches) + " micro-batches no row");
+  }
+  const auto step_start = std::chrono::steady_clock::now();
+  StepReport report;
+  last_batch_rows_ = batch.size;
+  const int stage = groups_.pp_index, stages = c.pp;
+  const auto rows = microbatch_rows(batch.size, c, groups_.dp_index);
+  Communicator& pp = *groups_.pp;
+
+  std::map<int, SavedActivations<T>> saved;  // micro-batches whose backward is still to come
+  std::vector<PendingSend<T>> sends;
+  int64_t saved_bytes = 0;
+  double loss_sum = 0;
+  const auto send = [&](std::vector<T> data, int peer) {
+    const auto count = data.size();
+    PendingSend<T> pending{nullptr, std::move(data)};
+    pending.work = pp.isend(pending.data.data(), count, dtype_of<T>(), peer);
+    report.bytes_sent += static_cast<int64_t>(count * sizeof(T));
+    sends.push_back(std::move(pending));
+  };
+  const auto receive = [&](int64_t count, int peer) {
+    std::vector<T> data(static_cast<size_t>(count));
+    const auto wait_start = std::chrono::steady_clock::now();
+    pp.recv(data.data(), data.size(), dtype_of<T>(), peer);
+    report.idle_time += seconds_since(wait_start);
+    return data;
+  };
+
+  const auto pipeline_start = std::chrono::steady_clock::now();
+  for (const PipelineOp& op : pipeline_schedule(c.schedule, stages, stage, c.microbatches)) {
+    const auto [first, count] = rows[static_cast<size_t>(op.microbatch)];
+    if (op.forward) {
+      std::vector<T> input;
+      if (mlp_.first_stage()) {
+        const Batch micro = slice_batch(batch, first, count);
+        input.assign(micro.x.begin(), micro.x.end());
+      } else {
+        input = receive(count * mlp_.input_width(), stage - 1);
+      }
+      SavedActivations<T>& kept = saved[op.microbatch];
+      double loss = 0;
+      std::vector<T> output = mlp_.forward(params_.data(), std::move(input), count,
+                                           batch.labels.data() + first, kept, loss, report);
+      saved_bytes += kept.bytes();
+      memory_.activations_peak = std::max(memory_.activations_peak, saved_bytes);
+      memory_.microbatches_in_flight_peak =
+          std::max(memory_.microbatches_in_flight_peak, static_cast<int64_t>(saved.size()));
+      memory_.activation_bytes_per_microbatch = std::max(memory_.activation_bytes_per_microbatch, kept.bytes());
+      if (mlp_.last_stage()) {
+        if (groups_.tp_index == 0) loss_sum += loss * static_cast<double>(count);
+      } else {
+        send(std::move(output), stage + 1);
+      }
+    } else {
+      std::vector<T> upstream;
+      if (!mlp_.last_stage()) upstream = receive(count * mlp_.output_width(), stage + 1);
+      // Micro-batch 0 writes the gradient, later ones add to it in order (one process's
+      // accumulation order, so a pure pipeline matches it bit for bit).
+      T* target = op.microbatch == 0 ? grads_.data() : micro_grads_.data();
+      const double scale = static_cast<double>(count) / static_cast<double>(batch.size);
+      auto node = saved.extract(op.microbatch);
+      std::vector<T> input_gradient =
+          mlp_.backward(params_.data(), target, node.mapped(), std::move(upstream), scale, report);
+      saved_bytes -= node.mapped().bytes();
+      if (op.microbatch > 0) {
+        for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
+      }
+      if (!mlp_.first_stage()) send(std::move(input_gradient), stage - 1);
+    }
+  }
+  for (auto& pending : sends) {
+    const auto wait_start = std::chrono::steady_clock::now();
+    pending.work->wait();  // a hang here is the harness watchdog's to report
+    report.idle_time += seconds_since(wait_start);
+  }
+  sends.clear();
+  report.pipeline_time = seconds_since(pipeline_start);
+
+  const size_t element = sizeof(T);
+  if (c.zero == 1) {
+    zero1_update(report);
+  } else {
+    if (c.dp > 1) {
+      const double bytes = 2.0 * static_cast<double>(grads_.size() * element) * (c.dp - 1) / c.dp;
+      dp_collective(report, bytes, [&] {
+        groups_.dp->all_reduce(grads_.data(), grads_.data(), grads_.size(), dtype_of<T>(), ReduceOp::sum);
+      });
+    }
+    const auto optimizer_start = std::chrono::steady_clock::now();
+    ++steps_;
+    optimizer_step(c.train, params_.data(), grads_.data(), state1_.data(), state2_.empty() ? nullptr : state2_.data(),
+                   static_cast<int64_t>(params_.size()), steps_);
+    report.compute_time += seconds_since(optimizer_start);
+  }
+  report.loss = global_mean_loss(*groups_.world, loss_sum, batch.size);
+  report.step_time = seconds_since(step_start);
+  return report;
+}
+
+template <class T>
+void HybridStrategy<T>::zero1_update(StepReport& report) {
+  const int n = config_.dp, rank = groups_.dp_index;
+  const auto psi = static_cast<int64_t>(params_.size());
+  const auto dtype = dtype_of<T>();
+  // Shards padded to S elements on the wire (as strategies/zero/), so every slot has one size.
+  const auto pad = [&](const std::vector<T>& full) {
+    std::vector<T> padded(static_cast<size_t>(n * shard_size_), T(0));
+    for (int r = 0; r < n; ++r) {
+      const auto [first, count] = even_split(psi, n, r);
+      std::copy(full.begin() + first, full.begin() + first + count, padded.begin() + r * shard_size_);
+    }
+    return padded;
+  };
+  const double wire = static_cast<double>((n - 1) * shard_size_ * static_cast<int64_t>(sizeof(T)));
+  std::vector<T> padded = pad(grads_);
+  T* slot = padded.data() + rank * shard_size_;
+  dp_collective(report, wire, [&] {
+    groups_.dp->reduce_scatter(padded.data(), slot, static_cast<size_t>(shard_size_), dtype, ReduceOp::sum);
+  });
+  std::copy(slot, slot + shard_count_, grads_.begin() + shard_first_);
+
+  const auto optimizer_start = std::chrono::steady_clock::now();
+  ++steps_;
+  optimizer_step(config_.train, params_.data() + shard_first_, grads_.data() + shard_first_, state1_.data(),
+                 state2_.empty() ? nullptr : state2_.data(), shard_count_, steps_);
+  report.compute_time += seconds_since(optimizer_start);
+
+  padded = pad(params_);
+  slot = padded.data() + rank * shard_size_;
+  dp_collective(report, wire, [&] {
+    groups_.dp->all_gather(slot, padded.data(), static_cast<size_t>(shard_size_), dtype);
+  });
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi, n, r);
+    std::copy(padded.begin() + r * shard_size_, padded.begin() + r * shard_size_ + count, params_.begin() + first);
+  }
+}
+
+template <class T>
+std::vector<double> HybridStrategy<T>::full_parameters() {
+  const ParallelConfig& c = config_;
+  // Every element of the model has one owner: the dp-0 replica's rank holding it, and for tensors
+  // replicated across tp its tp-0 rank. Each rank sends its owned elements in one all_gather of
+  // equal blocks; every rank knows every rank's layout, so it unpacks without more messages.
+  const auto owned = [&](int pp, int dp, int tp) {
+    std::vector<ParameterRun> runs;
+    if (dp != 0) return runs;
+    for (const ParameterRun& run : stage_layout(spec_, bounds_[static_cast<size_t>(pp)],
+                                                bounds_[static_cast<size_t>(pp) + 1], c.tp, tp).runs) {
+      if (!run.replicated || tp == 0) runs.push_back(run);
+    }
+    return runs;
+  };
+  std::vector<std::vector<ParameterRun>> runs_of(static_cast<size_t>(c.world()));
+  int64_t block = 0;
+  for (int pp = 0; pp < c.pp; ++pp) {
+    for (int dp = 0; dp < c.dp; ++dp) {
+      for (int tp = 0; tp < c.tp; ++tp) {
+        auto& runs = runs_of[static_cast<size_t>(world_rank(c, pp, dp, tp))];
+        runs = owned(pp, dp, tp);
+        int64_t count = 0;
+        for (const auto& run : runs) count += run.length;
+        block = std::max(block, count);
+      }
+    }
+  }
+  std::vector<T> mine(static_cast<size_t>(block), T(0));
+  int64_t at = 0;
+  for (const auto& run : runs_of[static_cast<size_t>(groups_.world->rank())]) {
+    std::copy(params_.begin() + run.local, params_.begin() + run.local + run.length, mine.begin() + at);
+    at += run.length;
+  }
+  std::vector<T> all(static_cast<size_t>(block * c.world()));
+  groups_.world->all_gather(mine.data(), all.data(), static_cast<size_t>(block), dtype_of<T>());
+  std::vector<double> full(static_cast<size_t>(parameter_count(spec_)));
+  for (int r = 0; r < c.world(); ++r) {
+    at = r * block;
+    for (const auto& run : runs_of[static_cast<size_t>(r)]) {
+      std::copy(all.begin() + at, all.begin() + at + run.length, full.begin() + run.reference);
+      at += run.length;
+    }
+  }
+  return full;
+}
+
+template <class T>
+MemoryReport HybridStrategy<T>::memory() const {
+  const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
+  MemoryReport report = memory_;
+  report.params = bytes(params_);
+  report.grads = bytes(grads_) + bytes(micro_grads_);
+  report.optimizer = bytes(state1_) + bytes(state2_);
+  return report;
+}
+
+template <class T>
+std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
+  const ParallelConfig& c = config_;
+  const size_t element = sizeof(T);
+  const std::string unit = std::to_string(element);
+  std::vector<TrafficTheory> theory;
+  const auto rows = microbatch_rows(last_batch_rows_, c, groups_.dp_index);
+  int64_t replica_rows = 0;
+  for (const auto& [first, count] : rows) replica_rows += count;
+  if (c.pp > 1) {
+    // Exact: each micro-batch's activation forward (not from the last stage) and its input
+    // gradient back (not from the first).
+    const int64_t width = (mlp_.last_stage() ? 0 : mlp_.output_width()) + (mlp_.first_stage() ? 0 : mlp_.input_width());
+    const double elements = static_cast<double>(replica_rows * width);
+    theory.push_back({"pp", elements * static_cast<double>(element), 0,
+                      "rows x (output width + input width) = " + std::to_string(replica_rows) + " x " +
+                          std::to_string(width) + " x " + unit});
+  }
+  // tp: per micro-batch an all_reduce of rows x out per row-parallel layer (forward) and of rows x
+  // in per column-parallel layer other than the model's first (backward); ring model 2c(t-1)/t,
+  // uneven ring segments off by at most t elements per all_reduce.
+  int64_t per_row = 0, reductions = 0;
+  for (const LocalLayer& layer : mlp_.layout().layers) {
+    if (layer.split == LayerSplit::row) per_row += layer.out, ++reductions;
+    if (layer.split == LayerSplit::column && layer.index > 0) per_row += layer.in, ++reductions;
+  }
+  if (c.tp > 1 && reductions > 0) {
+    const double elements = 2.0 * static_cast<double>(replica_rows * per_row) * (c.tp - 1) / c.tp;
+    theory.push_back({"tp", elements * static_cast<double>(element),
+                      static_cast<double>(reductions * c.microbatches * c.tp * static_cast<int64_t>(element)),
+                      "2 x rows x " + std::to_string(per_row) + " x (t-1)/t: " + bytes_text(elements, element)});
+  }
+  if (c.dp > 1) {
+    const auto psi = static_cast<double>(params_.size());
+    if (c.zero == 1) {
+      const double elements = 2.0 * static_cast<double>((c.dp - 1) * shard_size_);
+      theory.push_back({"dp", elements * static_cast<double>(element), 0,
+                        "ZeRO-1: 2 x (d-1) x S (S=" + std::to_string(shard_size_) + "): " + bytes_text(elements, element)});
+    } else {
+      const double elements = 2.0 * psi * (c.dp - 1) / c.dp;
+      theory.push_back({"dp", elements * static_cast<double>(element), static_cast<double>(c.dp * element),
+                        "2 x Psi_stage x (d-1)/d (Psi_stage=" + std::to_string(params_.size()) +
+                            "): " + bytes_text(elements, element)});
+    }
+  }
+  return theory;
+}
+
+template <class T>
+std::vector<ReplicaDigest> HybridStrategy<T>::replica_digests() {
+  const std::string where = "stage " + std::to_string(groups_.pp_index);
+  std::vector<ReplicaDigest> digests;
+  // A stage shard and (without ZeRO, where they are summed alike) its gradient and optimizer state.
+  uint64_t shard = digest_of(params_);
+  if (config_.zero == 0) shard = digest_of(state2_, digest_of(state1_, digest_of(grads_, shard)));
+  digests.push_back({where + " tp rank " + std::to_string(groups_.tp_index) + " (alike across dp)", shard});
+  if (config_.tp > 1) {
+    uint64_t replicated = 0xcbf29ce484222325ull;
+    for (const ParameterRun& run : mlp_.layout().runs) {
+      if (!run.replicated) continue;
+      replicated = digest_of(params_.data() + run.local, static_cast<size_t>(run.length), replicated);
+      // Without ZeRO the gradient is summed alike everywhere; ZeRO-1 leaves each rank only its
+      // own shard summed, and shards follow each rank's (uneven) layout, so only parameters.
+      if (config_.zero == 0) {
+        replicated = digest_of(grads_.data() + run.local, static_cast<size_t>(run.length), replicated);
+      }
+    }
+    digests.push_back({where + " replicated tensors (alike across tp and dp)", replicated});
+  }
+  return digests;
+}
+
+template class HybridStrategy<float>;
+template class HybridStrategy<double>;
+
+namespace {
+
+StrategyFactory hybrid_factory(std::string name) {
+  return [name](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
+                Precision precision) -> std::unique_ptr<Strategy> {
+    if (precision == Precision::f64) return std::make_unique<HybridStrategy<double>>(name, spec, config, groups);
+    return std::make_unique<HybridStrategy<float>>(name, spec, config, groups, compute_of(precision));
+  };
+}
+
+StrategyTraits traits(const char* summary, bool dp, bool tp, bool pp, PipelineSchedule schedule, int dimensions = 0) {
+  StrategyTraits t{summary, dp, tp, pp};
+  t.zero1_option = dp;
+  t.schedule = schedule;
+  t.min_parallel_dimensions = dimensions;
+  return t;
+}
+
+}  // namespace
+
+DTS_REGISTER_STRATEGY("tp",
+                      traits("tensor parallel (Megatron column/row MLP)", false, true, false, PipelineSchedule::none),
+                      hybrid_factory("tp"));
+DTS_REGISTER_STRATEGY("gpipe",
+                      traits("pipeline parallel, GPipe schedule", false, false, true, PipelineSchedule::gpipe),
+                      hybrid_factory("gpipe"));
+DTS_REGISTER_STRATEGY("1f1b",
+                      traits("pipeline parallel, 1F1B schedule", false, false, true, PipelineSchedule::one_f_one_b),
+                      hybrid_factory("1f1b"));
+DTS_REGISTER_STRATEGY("hybrid",
+                      traits("dp x tp x pp (1F1B), optionally ZeRO-1 across dp", true, true, true,
+                             PipelineSchedule::one_f_one_b, 2),
+                      hybrid_factory("hybrid"));
+
+}  // namespace dts

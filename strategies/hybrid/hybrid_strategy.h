@@ -1,0 +1,68 @@
+// dp x tp x pp on the process groups of a layout (ParallelConfig): the model's layers split into
+// pp balanced stages (strategies/tensor/parallel_mlp.h, balanced_stages), each layer of a stage
+// split across its tp group Megatron-style, the global batch split across dp replicas and each
+// replica's rows into m micro-batches that flow through the stages by send/recv under GPipe or
+// 1F1B (strategies/pipeline/schedule.h). After the schedule, each stage shard's gradient is summed
+// over its dp group (all_reduce, or ZeRO-1: reduce_scatter, a sharded optimizer step, all_gather).
+// Registered as tp (tp only), gpipe and 1f1b (pp only) and hybrid (any two or three).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strategies/pipeline/schedule.h"
+#include "strategies/strategy.h"
+#include "strategies/tensor/parallel_mlp.h"
+
+namespace dts {
+
+template <class T>
+class HybridStrategy final : public Strategy {
+ public:
+  HybridStrategy(std::string name, const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
+                 MlpCompute compute = MlpCompute::native);
+
+  std::string_view name() const override { return name_; }
+  StepReport step(const Batch& global_batch) override;
+  std::vector<double> full_parameters() override;
+  MemoryReport memory() const override;
+  std::string config() const override { return config_.describe(); }
+  // Per group, for the last step's batch: pp sends each micro-batch's output activation forward
+  // and its input gradient back (exact); tp all_reduces each row-parallel output and each
+  // column-parallel input gradient (ring model); dp all_reduces the stage shard's gradient, or
+  // with ZeRO-1 reduce_scatters it and all_gathers the parameters.
+  std::vector<TrafficTheory> expected_traffic() const override;
+  // dp replicas hold the same stage shard (and, without ZeRO, gradients and optimizer state);
+  // with tp > 1 the replicated tensors (replicated layers, row-parallel biases) are alike across
+  // the tp group too.
+  std::vector<ReplicaDigest> replica_digests() override;
+  int same_order_microbatches() const override {
+    return config_.dp == 1 && config_.tp == 1 ? config_.microbatches : 0;
+  }
+
+  int stage() const { return groups_.pp_index; }
+  const std::vector<int>& stage_bounds() const { return bounds_; }
+
+ private:
+  // ZeRO-1: sums the gradient over dp into this rank's shard, steps the shard, gathers params.
+  void zero1_update(StepReport& report);
+  template <class Collective>
+  void dp_collective(StepReport& report, double bytes, Collective&& collective);
+
+  std::string name_;
+  ModelSpec spec_;
+  ParallelConfig config_;
+  ProcessGroups& groups_;
+  std::vector<int> bounds_;
+  ParallelMlp<T> mlp_;
+  std::vector<T> params_, grads_, micro_grads_, state1_, state2_;
+  int64_t shard_first_ = 0, shard_count_ = 0, shard_size_ = 0;  // ZeRO-1 across dp
+  int64_t steps_ = 0;
+  int64_t last_batch_rows_ = 0;
+  MemoryReport memory_;
+};
+
+extern template class HybridStrategy<float>;
+extern template class HybridStrategy<double>;
+
+}  // namespace dts

@@ -1,0 +1,153 @@
+// Strategy spec parsing and layout enumeration (strategy_spec.h).
+#include "strategies/strategy_spec.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+Error bad_spec(std::string_view text, const std::string& why) {
+  return Error(Error::Kind::invalid_argument, "bad strategy '" + std::string(text) + "': " + why);
+}
+
+bool takes(const StrategyTraits& traits, const std::string& key) {
+  if (key == "dp") return traits.dp;
+  if (key == "tp") return traits.tp;
+  if (key == "pp") return traits.pp;
+  if (key == "zero") return traits.zero1_option;
+  if (key == "schedule") return traits.pp && traits.dp;  // hybrid; gpipe and 1f1b are schedules
+  return key == "mb";
+}
+
+std::vector<int> candidates(bool allowed, const StrategySpec& spec, const char* key, int world) {
+  if (auto it = spec.pinned.find(key); it != spec.pinned.end()) return {it->second};
+  if (!allowed) return {1};
+  std::vector<int> values;
+  for (int v = 1; v <= world; ++v) {
+    if (world % v == 0) values.push_back(v);
+  }
+  return values;
+}
+
+}  // namespace
+
+StrategySpec parse_strategy_spec(std::string_view text) {
+  StrategySpec spec;
+  spec.text = std::string(text);
+  const size_t open = text.find('(');
+  spec.name = std::string(text.substr(0, open));
+  const StrategyTraits& traits = strategy_traits(spec.name);  // unknown: names the known ones
+  if (open == std::string_view::npos) return spec;
+  if (text.back() != ')' || open + 2 > text.size()) throw bad_spec(text, "expected NAME(key=value,...)");
+  std::string_view inner = text.substr(open + 1, text.size() - open - 2);
+  while (!inner.empty()) {
+    const size_t comma = std::min(inner.find(','), inner.size());
+    const std::string_view item = inner.substr(0, comma);
+    inner = comma < inner.size() ? inner.substr(comma + 1) : std::string_view{};
+    const size_t equals = item.find('=');
+    if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got '" + std::string(item) + "'");
+    const std::string key(item.substr(0, equals));
+    const std::string_view value = item.substr(equals + 1);
+    if (key != "dp" && key != "tp" && key != "pp" && key != "zero" && key != "mb" && key != "schedule") {
+      throw bad_spec(text, "unknown key '" + key + "' (keys: dp, tp, pp, zero, mb, schedule)");
+    }
+    if (!takes(traits, key)) throw bad_spec(text, spec.name + " does not take '" + key + "'");
+    if (spec.pinned.count(key) || (key == "schedule" && spec.schedule)) throw bad_spec(text, "'" + key + "' given twice");
+    if (key == "schedule") {
+      if (value == "gpipe") spec.schedule = PipelineSchedule::gpipe;
+      else if (value == "1f1b") spec.schedule = PipelineSchedule::one_f_one_b;
+      else throw bad_spec(text, "schedule is gpipe or 1f1b, not '" + std::string(value) + "'");
+      continue;
+    }
+    int number = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
+    const int least = key == "zero" ? 0 : 1;
+    if (value.empty() || error != std::errc{} || end != value.data() + value.size() || number < least ||
+        number > (1 << 20)) {
+      throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not '" + std::string(value) + "'");
+    }
+    if (key == "zero" && number > 1) throw bad_spec(text, "zero is 0 or 1 (ZeRO-1 across the dp group)");
+    spec.pinned[key] = number;
+  }
+  return spec;
+}
+
+std::vector<StrategySpec> parse_strategy_list(std::string_view text) {
+  std::vector<StrategySpec> specs;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ',';
+    if (c == '(') ++depth;
+    if (c == ')' && --depth < 0) throw bad_spec(text, "unbalanced parentheses");
+    if (c == ',' && depth == 0) {
+      if (i == start) throw bad_spec(text, "empty item in the list");
+      specs.push_back(parse_strategy_spec(text.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  if (depth != 0) throw bad_spec(text, "unbalanced parentheses");
+  return specs;
+}
+
+std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+  const StrategyTraits& traits = strategy_traits(spec.name);
+  const bool pinned_layout = spec.pinned.count("dp") || spec.pinned.count("tp") || spec.pinned.count("pp");
+  std::vector<ParallelConfig> layouts;
+  for (int dp : candidates(traits.dp, spec, "dp", world)) {
+    for (int tp : candidates(traits.tp, spec, "tp", world)) {
+      for (int pp : candidates(traits.pp, spec, "pp", world)) {
+        if (dp * tp * pp != world) continue;
+        // A stage holds at least one layer; a tensor-parallel rank at least one feature.
+        if (pp > defaults.layers || tp > defaults.width) continue;
+        const int split = (dp > 1) + (tp > 1) + (pp > 1);
+        if (!pinned_layout && split < traits.min_parallel_dimensions) continue;
+        std::vector<int> stages{traits.zero};
+        if (auto it = spec.pinned.find("zero"); it != spec.pinned.end()) {
+          if (it->second == 1 && dp == 1) continue;  // ZeRO-1 across a dp group of one is plain
+          stages = {it->second};
+        } else if (traits.zero1_option && dp > 1) {
+          stages = {0, 1};
+        }
+        for (int zero : stages) {
+          ParallelConfig config;
+          config.dp = dp;
+          config.tp = tp;
+          config.pp = pp;
+          config.zero = zero;
+          auto mb = spec.pinned.find("mb");
+          config.microbatches = mb != spec.pinned.end() ? mb->second
+                                : traits.pp          ? defaults.microbatches
+                                                     : defaults.accumulation;
+          config.schedule = spec.schedule.value_or(traits.schedule);
+          layouts.push_back(config);
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+std::string layout_id(const StrategySpec& spec, const ParallelConfig& c) {
+  const StrategyTraits& traits = strategy_traits(spec.name);
+  const int dims = traits.dp + traits.tp + traits.pp;
+  std::string id;
+  if (dims > 1) {
+    id = "dp" + std::to_string(c.dp) + "-tp" + std::to_string(c.tp) + "-pp" + std::to_string(c.pp);
+    if (c.zero > 0 && traits.zero1_option) id += "-zero" + std::to_string(c.zero);
+  } else if (traits.tp) {
+    id = "tp" + std::to_string(c.tp);
+  } else if (traits.pp) {
+    id = "pp" + std::to_string(c.pp);
+  } else {
+    id = "dp" + std::to_string(c.dp);
+  }
+  if (traits.pp && c.pp > 1) id += "-mb" + std::to_string(c.microbatches);
+  if (spec.schedule && traits.zero1_option) id += "-" + std::string(name(c.schedule));
+  return id;
+}
+
+}  // namespace dts

@@ -1,0 +1,158 @@
+// Strategy specs: parsing ("hybrid(dp=2,tp=2)"), its one-line errors, the layouts an unpinned
+// spec expands to at each world size, and their case-id names. Uses the strategies that register
+// themselves at static init (ddp, zero1-3, tp, gpipe, 1f1b, hybrid); one process, no MPI.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "strategies/strategy_spec.h"
+
+namespace dts {
+namespace {
+
+// accumulation 1, m = 4, a 3-layer model of width 64: the equivalence suite's defaults.
+const LayoutDefaults kDefaults{1, 4, 3, 64};
+
+// The message of the Error{invalid_argument} that parsing `text` throws ("" if none or another).
+std::string parse_error(const std::string& text, bool list = false) {
+  try {
+    if (list) parse_strategy_list(text);
+    else parse_strategy_spec(text);
+  } catch (const Error& e) {
+    return e.kind() == Error::Kind::invalid_argument ? e.what() : "";
+  }
+  return "";
+}
+
+std::vector<ParallelConfig> layouts(const std::string& text, int world) {
+  return layouts_of(parse_strategy_spec(text), world, kDefaults);
+}
+
+using Dims = std::tuple<int, int, int, int>;  // dp, tp, pp, zero
+std::vector<Dims> dims_of(const std::vector<ParallelConfig>& configs) {
+  std::vector<Dims> dims;
+  for (const auto& c : configs) dims.emplace_back(c.dp, c.tp, c.pp, c.zero);
+  return dims;
+}
+
+TEST(StrategySpec, ParsesNameAndPins) {
+  const StrategySpec ddp = parse_strategy_spec("ddp");
+  EXPECT_EQ(ddp.name, "ddp");
+  EXPECT_TRUE(ddp.pinned.empty());
+  const StrategySpec hybrid = parse_strategy_spec("hybrid(dp=2,tp=2)");
+  EXPECT_EQ(hybrid.name, "hybrid");
+  EXPECT_EQ(hybrid.pinned, (std::map<std::string, int>{{"dp", 2}, {"tp", 2}}));
+  EXPECT_FALSE(hybrid.schedule.has_value());
+  EXPECT_EQ(hybrid.text, "hybrid(dp=2,tp=2)");
+  EXPECT_EQ(parse_strategy_spec("hybrid(zero=0,schedule=gpipe)").schedule, PipelineSchedule::gpipe);
+  EXPECT_EQ(parse_strategy_spec("1f1b(pp=2,mb=8)").pinned, (std::map<std::string, int>{{"pp", 2}, {"mb", 8}}));
+}
+
+TEST(StrategySpec, ErrorsNameTheProblem) {
+  // An unknown strategy lists the known ones, so the user sees what to type.
+  const std::string unknown = parse_error("bogus");
+  EXPECT_NE(unknown.find("bogus"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("ddp"), std::string::npos) << unknown;
+  EXPECT_NE(parse_error("tp(pp=2)").find("does not take 'pp'"), std::string::npos);  // tp splits no layers
+  EXPECT_NE(parse_error("ddp(zero=1)").find("does not take 'zero'"), std::string::npos);  // ddp: zero1 is a strategy
+  for (const char* bad : {"hybrid(dp=0)", "hybrid(dp=-1)", "hybrid(dp=x)", "hybrid(dp=2x)", "hybrid(dp=)",
+                          "hybrid(zero=2)", "hybrid(dp=2,dp=2)", "hybrid(bogus=1)", "hybrid(dp)", "hybrid(=2)",
+                          "hybrid(schedule=zigzag)", "ddp(", "ddp(dp=2", "", "(dp=2)"}) {
+    EXPECT_NE(parse_error(bad), "") << "accepted '" << bad << "'";
+  }
+  EXPECT_NE(parse_error("hybrid(dp=2,dp=2)").find("twice"), std::string::npos);
+}
+
+TEST(StrategySpec, ListsSplitOnlyOutsideParentheses) {
+  const std::vector<StrategySpec> specs = parse_strategy_list("ddp,hybrid(dp=2,tp=2),1f1b(pp=2,mb=8)");
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs[0].text, "ddp");
+  EXPECT_EQ(specs[1].text, "hybrid(dp=2,tp=2)");
+  EXPECT_EQ(specs[2].text, "1f1b(pp=2,mb=8)");
+  EXPECT_EQ(specs[2].pinned.at("mb"), 8);
+  for (const char* bad : {"", "ddp,", ",ddp", "ddp,,zero1", "hybrid(dp=2", "hybrid(dp=2))", "ddp)", "bogus,ddp"}) {
+    EXPECT_NE(parse_error(bad, true), "") << "accepted list '" << bad << "'";
+  }
+}
+
+TEST(LayoutsOf, SingleDimensionStrategies) {
+  ASSERT_EQ(dims_of(layouts("tp", 3)), (std::vector<Dims>{{1, 3, 1, 0}}));
+  EXPECT_EQ(layouts("tp", 3)[0].microbatches, kDefaults.accumulation);  // no pipeline: accumulation
+  // 4 stages would leave one empty on a 3-layer model.
+  EXPECT_TRUE(layouts("gpipe", 4).empty());
+  const std::vector<ParallelConfig> gpipe = layouts("gpipe", 3);
+  ASSERT_EQ(dims_of(gpipe), (std::vector<Dims>{{1, 1, 3, 0}}));
+  EXPECT_EQ(gpipe[0].microbatches, kDefaults.microbatches);
+  EXPECT_EQ(gpipe[0].schedule, PipelineSchedule::gpipe);
+  EXPECT_EQ(layouts("1f1b", 2).at(0).schedule, PipelineSchedule::one_f_one_b);
+  const std::vector<ParallelConfig> ddp = layouts("ddp", 2);
+  ASSERT_EQ(dims_of(ddp), (std::vector<Dims>{{2, 1, 1, 0}}));
+  EXPECT_EQ(ddp[0].microbatches, kDefaults.accumulation);
+  EXPECT_EQ(ddp[0].schedule, PipelineSchedule::none);
+  EXPECT_EQ(dims_of(layouts("zero2", 3)), (std::vector<Dims>{{3, 1, 1, 2}}));  // its stage, always
+  // tp splits the hidden width: at most one feature per rank.
+  EXPECT_TRUE(layouts_of(parse_strategy_spec("tp"), 3, {1, 4, 3, 2}).empty());
+  EXPECT_EQ(layouts("ddp(mb=3)", 2).at(0).microbatches, 3);  // a pinned mb wins
+}
+
+TEST(LayoutsOf, HybridNeedsTwoSplitDimensions) {
+  // World 4: (1,2,2); (2,1,2) and (2,2,1) with and without ZeRO-1 across their dp of 2.
+  // (1,1,4) has more stages than layers; (1,4,1) and (4,1,1) split one dimension only.
+  const std::vector<ParallelConfig> four = layouts("hybrid", 4);
+  EXPECT_EQ(dims_of(four), (std::vector<Dims>{{1, 2, 2, 0}, {2, 1, 2, 0}, {2, 1, 2, 1}, {2, 2, 1, 0}, {2, 2, 1, 1}}));
+  for (const auto& c : four) {
+    EXPECT_EQ(c.microbatches, kDefaults.microbatches);
+    EXPECT_EQ(c.schedule, PipelineSchedule::one_f_one_b);
+  }
+  // 1, 2 and 3 ranks (1 or prime) cannot split two dimensions.
+  for (int world : {1, 2, 3}) EXPECT_TRUE(layouts("hybrid", world).empty()) << world;
+  EXPECT_EQ(layouts("hybrid(schedule=gpipe)", 4).at(0).schedule, PipelineSchedule::gpipe);
+}
+
+TEST(LayoutsOf, PinnedSpecs) {
+  // dp and tp pinned, zero not: both ZeRO settings of the one (dp, tp, pp) layout.
+  EXPECT_EQ(dims_of(layouts("hybrid(dp=2,tp=2)", 4)), (std::vector<Dims>{{2, 2, 1, 0}, {2, 2, 1, 1}}));
+  EXPECT_EQ(dims_of(layouts("hybrid(dp=2,tp=2,zero=1)", 4)), (std::vector<Dims>{{2, 2, 1, 1}}));
+  EXPECT_EQ(dims_of(layouts("hybrid(dp=2,tp=2,pp=1,zero=0)", 4)), (std::vector<Dims>{{2, 2, 1, 0}}));
+  EXPECT_TRUE(layouts("hybrid(dp=2,tp=2)", 2).empty());  // its ranks are not the world's
+  // Pinning the layout lifts hybrid's two-dimension minimum: the user asked for it.
+  EXPECT_EQ(dims_of(layouts("hybrid(dp=2,tp=1,pp=1)", 2)), (std::vector<Dims>{{2, 1, 1, 0}, {2, 1, 1, 1}}));
+  // ZeRO-1 across a dp group of one is plain data parallelism: no such layout.
+  EXPECT_TRUE(layouts("hybrid(tp=2,pp=2,zero=1)", 4).empty());
+  EXPECT_EQ(layouts("gpipe(pp=2,mb=8)", 2).at(0).microbatches, 8);
+}
+
+TEST(LayoutId, NamesTheSplitDimensions) {
+  const auto id = [](const std::string& text, int world, size_t index = 0) {
+    const StrategySpec spec = parse_strategy_spec(text);
+    return layout_id(spec, layouts_of(spec, world, kDefaults).at(index));
+  };
+  EXPECT_EQ(id("tp", 3), "tp3");
+  EXPECT_EQ(id("gpipe", 2), "pp2-mb4");
+  EXPECT_EQ(id("1f1b(mb=8)", 3), "pp3-mb8");
+  EXPECT_EQ(id("ddp", 3), "dp3");
+  EXPECT_EQ(id("zero3", 3), "dp3");  // the stage is in the strategy's name already
+  EXPECT_EQ(id("hybrid", 4, 0), "dp1-tp2-pp2-mb4");
+  EXPECT_EQ(id("hybrid", 4, 2), "dp2-tp1-pp2-zero1-mb4");
+  EXPECT_EQ(id("hybrid", 4, 4), "dp2-tp2-pp1-zero1");  // no pipeline: no m
+  // A pinned schedule tells hybrid cases apart from the default (1F1B) ones.
+  EXPECT_EQ(id("hybrid(schedule=gpipe)", 4, 0), "dp1-tp2-pp2-mb4-gpipe");
+  // Every layout of a spec at one world size gets its own id (case ids must be unique).
+  for (const char* text : {"ddp", "tp", "gpipe", "1f1b", "hybrid"}) {
+    for (int world = 1; world <= 8; ++world) {
+      const StrategySpec spec = parse_strategy_spec(text);
+      std::vector<std::string> ids;
+      for (const auto& c : layouts_of(spec, world, {1, 4, 8, 64})) ids.push_back(layout_id(spec, c));
+      std::sort(ids.begin(), ids.end());
+      EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << text << " at " << world;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dts

@@ -1,0 +1,334 @@
+// The stage / tensor-parallel MLP engine (parallel_mlp.h). With tp = 1 and every layer, each
+// operation is the very call Mlp (strategies/mlp.cpp) makes, in the same order, so a pipeline
+// computes each micro-batch bit for bit as one process does; with tp > 1 only the sums that cross
+// the tp group (the row-parallel output, the column-parallel input gradient) change order. In bf16
+// mode those partial sums travel and add in f32 and are rounded once, after the bias epilogue, as
+// the reference rounds its one matmul output.
+#include "strategies/tensor/parallel_mlp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace dts {
+
+namespace cpu = kernels::cpu;
+
+std::vector<LayerSplit> layer_splits(int layers, int tp) {
+  std::vector<LayerSplit> splits(static_cast<size_t>(layers), LayerSplit::replicated);
+  if (tp == 1) return splits;
+  for (int l = 0; l + 1 < layers; l += 2) {
+    splits[static_cast<size_t>(l)] = LayerSplit::column;
+    splits[static_cast<size_t>(l) + 1] = LayerSplit::row;
+  }
+  return splits;
+}
+
+int64_t tensor_parallel_reordered_terms(const ModelSpec& spec, int tp) {
+  const std::vector<int64_t> dims = layer_dims(spec);
+  const std::vector<LayerSplit> splits = layer_splits(spec.layers, tp);
+  int64_t terms = 0;
+  for (size_t l = 0; l < splits.size(); ++l) {
+    if (splits[l] == LayerSplit::row) terms += dims[l] - 1;
+    if (splits[l] == LayerSplit::column && l > 0) terms += dims[l + 1] - 1;
+  }
+  return terms;
+}
+
+StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int tp_rank) {
+  if (first < 0 || end > spec.layers || first >= end) {
+    throw Error(Error::Kind::invalid_argument, "stage_layout: bad layer range");
+  }
+  const std::vector<int64_t> dims = layer_dims(spec);
+  const std::vector<ParameterInfo> reference = parameter_layout(spec);
+  const std::vector<LayerSplit> splits = layer_splits(spec.layers, tp);
+  StageLayout layout;
+  int64_t offset = 0;
+  const auto add_run = [&](int64_t reference_first, int64_t length, bool replicated) {
+    if (length > 0) layout.runs.push_back({offset, reference_first, length, replicated});
+    offset += length;
+  };
+  for (int l = first; l < end; ++l) {
+    const auto ul = static_cast<size_t>(l);
+    LocalLayer layer;
+    layer.index = l;
+    layer.split = splits[ul];
+    layer.in = layer.in_local = dims[ul];
+    layer.out = layer.out_local = dims[ul + 1];
+    const int64_t w = reference[2 * ul].offset, b = reference[2 * ul + 1].offset;
+    if (layer.split != LayerSplit::replicated && (layer.split == LayerSplit::column ? layer.out : layer.in) < tp) {
+      throw Error(Error::Kind::invalid_argument,
+                  "tensor parallel: layer " + std::to_string(l) + " has " +
+                      std::to_string(layer.split == LayerSplit::column ? layer.out : layer.in) +
+                      " features to split, fewer than tp=" + std::to_string(tp));
+    }
+    layer.weight = offset;
+    if (layer.split == LayerSplit::column) {
+      std::tie(layer.out_first, layer.out_local) = even_split(layer.out, tp, tp_rank);
+      add_run(w + layer.out_first * layer.in, layer.out_local * layer.in, false);
+      layer.bias = offset;
+      add_run(b + layer.out_first, layer.out_local, false);
+    } else if (layer.split == LayerSplit::row) {
+      std::tie(layer.in_first, layer.in_local) = even_split(layer.in, tp, tp_rank);
+      // Stored compact (out x in_local): one run per output row.
+      for (int64_t o = 0; o < layer.out; ++o) add_run(w + o * layer.in + layer.in_first, layer.in_local, false);
+      layer.bias = offset;
+      add_run(b, layer.out, true);  // added once, after the all_reduce: replicated
+    } else {
+      add_run(w, layer.out * layer.in, tp > 1);
+      layer.bias = offset;
+      add_run(b, layer.out, tp > 1);
+    }
+    layout.layers.push_back(layer);
+  }
+  layout.count = offset;
+  return layout;
+}
+
+std::vector<int> balanced_stages(const ModelSpec& spec, int stages) {
+  const int layers = spec.layers;
+  if (stages < 1 || stages > layers) {
+    throw Error(Error::Kind::invalid_argument, "pipeline: " + std::to_string(stages) + " stages need at least as many "
+                                               "layers; the model has " + std::to_string(layers));
+  }
+  std::vector<int64_t> size(static_cast<size_t>(layers));
+  const std::vector<ParameterInfo> reference = parameter_layout(spec);
+  for (size_t l = 0; l < size.size(); ++l) size[l] = reference[2 * l].size() + reference[2 * l + 1].size();
+  // best[s][l]: the smallest largest-stage size splitting layers [0, l) into s stages; a few
+  // layers and stages, so the plain dynamic program is enough.
+  const int64_t infinite = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> best(static_cast<size_t>(stages) + 1,
+                                         std::vector<int64_t>(static_cast<size_t>(layers) + 1, infinite));
+  std::vector<std::vector<int>> cut = std::vector<std::vector<int>>(
+      static_cast<size_t>(stages) + 1, std::vector<int>(static_cast<size_t>(layers) + 1, 0));
+  best[0][0] = 0;
+  for (int s = 1; s <= stages; ++s) {
+    for (int l = s; l <= layers; ++l) {
+      int64_t tail = 0;
+      for (int start = l - 1; start >= s - 1; --start) {
+        tail += size[static_cast<size_t>(start)];
+        const int64_t before = best[static_cast<size_t>(s) - 1][static_cast<size_t>(start)];
+        if (before == infinite) continue;
+        const int64_t worst = std::max(before, tail);
+        // <=: among equal splits, the later start (a deterministic choice).
+        if (worst <= best[static_cast<size_t>(s)][static_cast<size_t>(l)]) {
+          best[static_cast<size_t>(s)][static_cast<size_t>(l)] = worst;
+          cut[static_cast<size_t>(s)][static_cast<size_t>(l)] = start;
+        }
+      }
+    }
+  }
+  std::vector<int> bounds(static_cast<size_t>(stages) + 1);
+  bounds[static_cast<size_t>(stages)] = layers;
+  for (int s = stages; s > 0; --s) {
+    bounds[static_cast<size_t>(s) - 1] = cut[static_cast<size_t>(s)][static_cast<size_t>(bounds[static_cast<size_t>(s)])];
+  }
+  return bounds;
+}
+
+template <class T>
+int64_t SavedActivations<T>::bytes() const {
+  int64_t total = static_cast<int64_t>(dlogits.size());
+  for (const auto& v : inputs) total += static_cast<int64_t>(v.size());
+  for (const auto& v : pre) total += static_cast<int64_t>(v.size());
+  return total * static_cast<int64_t>(sizeof(T));
+}
+
+template <class T>
+ParallelMlp<T>::ParallelMlp(const ModelSpec& spec, int first_layer, int end_layer, int tp, int tp_rank,
+                            Communicator* tp_comm, MlpCompute compute)
+    : spec_(spec), first_(first_layer), end_(end_layer), tp_(tp), tp_rank_(tp_rank), tp_comm_(tp_comm),
+      compute_(compute), layout_(stage_layout(spec, first_layer, end_layer, tp, tp_rank)) {
+  if (compute_ == MlpCompute::bf16 && !std::is_same_v<T, float>) {
+    throw Error(Error::Kind::invalid_argument, "bf16 compute keeps f32 master weights: use ParallelMlp<float>");
+  }
+  if (tp > 1 && (!tp_comm || tp_comm->size() != tp)) {
+    throw Error(Error::Kind::invalid_argument, "tensor parallel: the tp group must have tp ranks");
+  }
+}
+
+template <class T>
+std::vector<T> ParallelMlp<T>::initial_parameters() const {
+  std::vector<T> params(static_cast<size_t>(layout_.count));
+  const std::vector<ParameterInfo> reference = parameter_layout(spec_);
+  std::vector<double> values;
+  for (const ParameterRun& run : layout_.runs) {
+    // Every run lies inside one parameter tensor.
+    for (const ParameterInfo& p : reference) {
+      if (run.reference < p.offset || run.reference >= p.offset + p.size()) continue;
+      values.resize(static_cast<size_t>(run.length));
+      init_parameter(spec_, p, run.reference - p.offset, run.reference - p.offset + run.length, values.data());
+      std::copy(values.begin(), values.end(), params.begin() + run.local);
+      break;
+    }
+  }
+  return params;
+}
+
+template <class T>
+void ParallelMlp<T>::round(T* v, int64_t n) const {
+  if (compute_ != MlpCompute::bf16) return;
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(float_from_bf16_bits(bf16_bits_from_double(v[i])));
+}
+
+template <class T>
+void ParallelMlp<T>::round(std::vector<T>& v) const {
+  round(v.data(), static_cast<int64_t>(v.size()));
+}
+
+template <class T>
+const T* ParallelMlp<T>::weights_as_used(const T* params) {
+  if (compute_ != MlpCompute::bf16) return params;
+  rounded_params_.assign(params, params + layout_.count);
+  round(rounded_params_);
+  return rounded_params_.data();
+}
+
+template <class T>
+void ParallelMlp<T>::tp_all_reduce(std::vector<T>& values, StepReport& report) {
+  if (tp_ == 1) return;
+  const auto start = std::chrono::steady_clock::now();
+  tp_comm_->all_reduce(values.data(), values.data(), values.size(), dtype_of<T>(), ReduceOp::sum);
+  const double elapsed = seconds_since(start);
+  report.comm_time += elapsed;
+  report.exposed_comm_time += elapsed;  // blocking: nothing overlaps it
+  // Ring model: 2 c (N - 1) / N elements sent per rank.
+  report.bytes_sent += static_cast<int64_t>(2.0 * static_cast<double>(values.size() * sizeof(T)) * (tp_ - 1) / tp_ + 0.5);
+  ++report.collectives;
+}
+
+template <class T>
+std::vector<T> ParallelMlp<T>::forward(const T* params, std::vector<T> input, int64_t rows, const int32_t* labels,
+                                       SavedActivations<T>& saved, double& loss, StepReport& report) {
+  if (static_cast<int64_t>(input.size()) != rows * input_width()) {
+    throw Error(Error::Kind::invalid_argument, "pipeline stage: input does not match the stage's first layer");
+  }
+  const auto compute_start = std::chrono::steady_clock::now();
+  double comm_before = report.comm_time;
+  params = weights_as_used(params);
+  saved = {};
+  saved.rows = rows;
+  if (first_stage()) round(input);  // the features, rounded for use (later stages receive rounded values)
+  std::vector<T> a = std::move(input);
+  for (const LocalLayer& layer : layout_.layers) {
+    const T* w = params + layer.weight;
+    const T* b = params + layer.bias;
+    const bool split_sum = layer.split == LayerSplit::row;
+    std::vector<T> z(static_cast<size_t>(rows * layer.out_local));
+    // z = a W^T over this rank's part: a column shard is a block of W's rows (ldb = in); a row
+    // shard is stored compact (ldb = in_local) and yields a partial sum over its input features.
+    cpu::gemm<T>({false, true, rows, layer.out_local, layer.in_local, layer.in_local, layer.in_local, layer.out_local},
+                 T(1), a.data(), w, T(0), z.data());
+    if (split_sum) tp_all_reduce(z, report);
+    std::vector<T> pre(z.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < layer.out_local; ++c) {
+        pre[static_cast<size_t>(r * layer.out_local + c)] = z[static_cast<size_t>(r * layer.out_local + c)] + b[c];
+      }
+    }
+    round(pre);  // the matmul's one rounding, after its bias epilogue
+    saved.inputs.push_back(std::move(a));
+    if (layer.index + 1 < spec_.layers) {
+      std::vector<T> next(z.size());
+      const std::vector<T> no_bias(static_cast<size_t>(layer.out_local), T(0));
+      cpu::bias_gelu_forward<T>(pre.data(), no_bias.data(), z.data(), next.data(), rows, layer.out_local);
+      round(next);
+      a = std::move(next);
+    } else {
+      a.clear();
+    }
+    saved.pre.push_back(std::move(pre));
+  }
+  if (last_stage()) {
+    const int64_t classes = layout_.layers.back().out;
+    saved.dlogits.resize(static_cast<size_t>(rows * classes));
+    loss = cpu::softmax_cross_entropy<T>(saved.pre.back().data(), labels, saved.dlogits.data(), rows, classes);
+  }
+  report.compute_time += seconds_since(compute_start) - (report.comm_time - comm_before);
+  return a;
+}
+
+template <class T>
+std::vector<T> ParallelMlp<T>::backward(const T* params, T* grads, SavedActivations<T>& saved, std::vector<T> upstream,
+                                        double loss_scale, StepReport& report) {
+  const auto compute_start = std::chrono::steady_clock::now();
+  const double comm_before = report.comm_time;
+  params = weights_as_used(params);
+  const int64_t rows = saved.rows;
+  const int count = static_cast<int>(layout_.layers.size());
+  std::vector<T> g;
+  if (last_stage()) {
+    g = saved.dlogits;
+    if (loss_scale != 1.0) {
+      for (T& v : g) v = static_cast<T>(v * static_cast<T>(loss_scale));
+    }
+    round(g);
+    const LocalLayer& last = layout_.layers.back();
+    T* db = grads + last.bias;
+    std::fill(db, db + last.out_local, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < last.out_local; ++c) db[c] += g[static_cast<size_t>(r * last.out_local + c)];
+    }
+    round(db, last.out_local);
+  }
+  // Through GeLU: the gradient of a layer's pre-activation from that of its output activation,
+  // and the layer's bias gradient with it (the step Mlp takes right after the next layer's da).
+  const auto through_gelu = [&](const LocalLayer& layer, std::vector<T>& pre, const std::vector<T>& da) {
+    std::vector<T> dz(da.size());
+    T* db = grads + layer.bias;
+    cpu::bias_gelu_backward<T>(pre.data(), da.data(), dz.data(), db, rows, layer.out_local);
+    if (compute_ == MlpCompute::bf16) {
+      // The bias gradient sums the bf16 dz that leaves the GeLU backward, then rounds once.
+      round(dz);
+      std::fill(db, db + layer.out_local, T(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < layer.out_local; ++c) db[c] += dz[static_cast<size_t>(r * layer.out_local + c)];
+      }
+      round(db, layer.out_local);
+    }
+    return dz;
+  };
+  if (!last_stage()) {
+    if (static_cast<int64_t>(upstream.size()) != rows * output_width()) {
+      throw Error(Error::Kind::invalid_argument, "pipeline stage: gradient does not match the stage's output");
+    }
+    g = through_gelu(layout_.layers.back(), saved.pre.back(), upstream);
+  }
+  std::vector<T> input_gradient;
+  for (int i = count - 1; i >= 0; --i) {
+    const LocalLayer& layer = layout_.layers[static_cast<size_t>(i)];
+    const auto ui = static_cast<size_t>(i);
+    T* dw = grads + layer.weight;
+    // dW = g^T a  (out_local x in_local)
+    cpu::gemm<T>({true, false, layer.out_local, layer.in_local, rows, layer.out_local, layer.in_local, layer.in_local},
+                 T(1), g.data(), saved.inputs[ui].data(), T(0), dw);
+    round(dw, layer.out_local * layer.in_local);
+    if (layer.index == 0) break;
+    // da = g W (rows x in_local); a column shard's is a partial sum over its output features.
+    std::vector<T> da(static_cast<size_t>(rows * layer.in_local));
+    cpu::gemm<T>({false, false, rows, layer.in_local, layer.out_local, layer.out_local, layer.in_local, layer.in_local},
+                 T(1), g.data(), params + layer.weight, T(0), da.data());
+    if (layer.split == LayerSplit::column) tp_all_reduce(da, report);
+    round(da);
+    if (i == 0) {
+      input_gradient = std::move(da);  // the previous stage takes it through its GeLU
+      break;
+    }
+    g = through_gelu(layout_.layers[ui - 1], saved.pre[ui - 1], da);
+  }
+  report.compute_time += seconds_since(compute_start) - (report.comm_time - comm_before);
+  return input_gradient;
+}
+
+template struct SavedActivations<float>;
+template struct SavedActivations<double>;
+template class ParallelMlp<float>;
+template class ParallelMlp<double>;
+
+}  // namespace dts
