@@ -43,8 +43,9 @@ void print_table(const Comparison& c, const CompareOptions& o, const std::vector
   std::printf("# dtsuite compare: baseline %s (run %s, %zu rows) vs current %s (run %s, %zu rows)\n",
               o.baseline_path.c_str(), stack.run_id.c_str(), baseline.size(), o.current_path.c_str(),
               current.front().run_id.c_str(), current.size());
-  std::printf("# stack: backend %s, device %s, %d ranks on %d node(s), %d per node\n", stack.labels.backend.c_str(),
-              stack.labels.device.c_str(), stack.labels.world_size, stack.labels.nodes, stack.labels.ranks_per_node);
+  const JobStack job = job_stacks(baseline).front();  // the job's ranks, not a sub-world case's
+  std::printf("# stack: backend %s, device %s, %d ranks on %d node(s), %d per node\n", job.backend.c_str(),
+              job.device.c_str(), job.world_size, job.nodes, job.ranks_per_node);
   std::printf("# regression: worse by more than %g%% and outside the noise (%s)\n", settings.tolerance * 100,
               settings.use_samples ? "Mann-Whitney U on per-iteration samples, one-sided p < 0.01; p05/p95 where none"
                                    : "p05..p95 intervals of the two runs do not overlap");

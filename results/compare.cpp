@@ -122,22 +122,6 @@ bool outside_intervals(const Record& b, const Record& c, Direction direction, bo
 
 }  // namespace
 
-int job_size(const Record& r) {
-  const std::string& config = r.labels.config;
-  constexpr std::string_view kKey = "job=";
-  for (size_t at = 0; at < config.size();) {
-    const size_t end = std::min(config.find(';', at), config.size());
-    if (end - at > kKey.size() && config.compare(at, kKey.size(), kKey) == 0) {
-      int size = 0;
-      const char* first = config.data() + at + kKey.size();
-      const auto [last, error] = std::from_chars(first, config.data() + end, size);
-      if (error == std::errc() && last == config.data() + end && size > 0) return size;
-    }
-    at = end + 1;
-  }
-  return r.labels.world_size;
-}
-
 std::vector<JobStack> job_stacks(const std::vector<Record>& records) {
   std::vector<JobStack> jobs;
   std::map<std::tuple<std::string, std::string, std::string, int>, size_t> job_of;

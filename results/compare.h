@@ -55,11 +55,6 @@ struct Comparison {
   size_t only_in_current = 0;     // rows the baseline lacks (new metrics or cases): not judged, not listed
 };
 
-// The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
-// ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the
-// job's size in config as `job=N`. Without it (a whole-job row, or a file written before rows
-// said who took part) the job's size is the row's world_size.
-int job_size(const Record& record);
 
 // A stack as compare tells stacks apart: backend, device, and the job's ranks and nodes.
 struct JobStack {

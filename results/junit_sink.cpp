@@ -2,6 +2,7 @@
 // described in junit_sink.h. Writes go straight to the file descriptor (pwrite), as CsvSink's do.
 #include "results/junit_sink.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -171,7 +172,7 @@ std::string JunitSink::render_header(const Counts& counts) const {
     const std::pair<const char*, std::string> properties[] = {
         {"run_id", first_->run_id},          {"backend", l.backend},
         {"backend_version", l.backend_version}, {"mpi_version", l.mpi_version},
-        {"device", l.device},                {"world_size", std::to_string(l.world_size)},
+        {"device", l.device},                {"world_size", std::to_string(job_size(*first_))},
         {"nodes", std::to_string(l.nodes)},  {"ranks_per_node", std::to_string(l.ranks_per_node)}};
     header += "    <properties>\n";
     for (const auto& [key, value] : properties) {
@@ -227,6 +228,12 @@ void JunitSink::write(const Record& record) {
     first_ = record;
     first_->samples.clear();  // only the identity is kept
     rewrite_header = true;
+  } else if (record.labels.nodes > first_->labels.nodes || record.labels.ranks_per_node > first_->labels.ranks_per_node) {
+    // The job spans the most nodes and ranks per node any of its cases did (a sub-world case
+    // says only its own ranks: results/SCHEMA.md), as compare's job_stacks reads it.
+    first_->labels.nodes = std::max(first_->labels.nodes, record.labels.nodes);
+    first_->labels.ranks_per_node = std::max(first_->labels.ranks_per_node, record.labels.ranks_per_node);
+    rewrite_header = true;
   }
   if (open_ && (open_->suite != record.suite || open_->case_id != record.case_id)) {
     closed_ = counts_with_open_case();  // the open case is final: it stays in the file as written
@@ -240,7 +247,8 @@ void JunitSink::write(const Record& record) {
     open_->suite = record.suite;
     open_->case_id = record.case_id;
     // Suite as the package, the stack as the class: CI pages group by both.
-    open_->classname = record.suite + "." + record.labels.backend + "-np" + std::to_string(record.labels.world_size);
+    // The job's size, so one run is one class whatever sub-worlds its cases ran on.
+    open_->classname = record.suite + "." + record.labels.backend + "-np" + std::to_string(job_size(record));
     case_start_ = last_record_;  // the previous case ended with its last record
   }
   // A case's time: from the end of the previous case to its latest record.

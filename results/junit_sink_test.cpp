@@ -197,6 +197,37 @@ TEST_F(JunitSinkTest, VerdictsMapToFailureErrorSkipped) {
   EXPECT_EQ(properties["run_id"], "run-1");
 }
 
+TEST_F(JunitSinkTest, SubWorldCasesBelongToTheirJob) {
+  // Equivalence cases run on sub-worlds of 1..4 ranks of a 4-rank job on 2 nodes (world_size is
+  // the case's ranks, config says job=4): one class per run and the job's identity in the header.
+  const fs::path path = dir_ / "subworlds.xml";
+  {
+    JunitSink sink(path.string());
+    for (int n = 1; n <= 4; ++n) {
+      Record r = record("ddp/f32/sgd/dp" + std::to_string(n), "max_abs_error", Verdict::pass);
+      r.suite = "equivalence";
+      r.labels.world_size = n;
+      r.labels.nodes = n > 2 ? 2 : 1;  // ranks 0-1 on one node, 2-3 on the other
+      r.labels.ranks_per_node = std::min(n, 2);
+      r.labels.config = "dp=" + std::to_string(n) + ";job=4";
+      sink.write(r);
+    }
+    sink.close();
+  }
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  const Element* suite = suite_of(*root);
+  ASSERT_TRUE(suite);
+  for (const Element* c : suite->all("testcase")) EXPECT_EQ(c->attributes.at("classname"), "equivalence.faulty(bitflip,mpi)-np4");
+  std::map<std::string, std::string> properties;
+  for (const Element* p : suite->first("properties")->all("property")) {
+    properties[p->attributes.at("name")] = p->attributes.at("value");
+  }
+  EXPECT_EQ(properties["world_size"], "4");
+  EXPECT_EQ(properties["nodes"], "2");
+  EXPECT_EQ(properties["ranks_per_node"], "2");
+}
+
 TEST_F(JunitSinkTest, WellFormedAfterEveryWrite) {
   const fs::path path = dir_ / "every.xml";
   JunitSink sink(path.string());

@@ -2,6 +2,8 @@
 #include "results/record.h"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 namespace dts {
 
@@ -33,6 +35,22 @@ Stats compute_stats(std::vector<double> samples) {
   s.median = quantile(0.5);
   s.p95 = quantile(0.95);
   return s;
+}
+
+int job_size(const Record& r) {
+  const std::string& config = r.labels.config;
+  constexpr std::string_view kKey = "job=";
+  for (size_t at = 0; at < config.size();) {
+    const size_t end = std::min(config.find(';', at), config.size());
+    if (end - at > kKey.size() && config.compare(at, kKey.size(), kKey) == 0) {
+      int size = 0;
+      const char* first = config.data() + at + kKey.size();
+      const auto [last, error] = std::from_chars(first, config.data() + end, size);
+      if (error == std::errc() && last == config.data() + end && size > 0) return size;
+    }
+    at = end + 1;
+  }
+  return r.labels.world_size;
 }
 
 }  // namespace dts

@@ -48,6 +48,12 @@ struct Record {
   std::vector<double> samples;
 };
 
+// The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
+// ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the
+// job's size in config as `job=N`. Without it (a whole-job row, or a file written before rows
+// said who took part) the job's size is the row's world_size.
+int job_size(const Record& record);
+
 // A sink writes every record as it comes. Rows must be durable (flushed to the OS) when write()
 // returns, so a run killed with SIGKILL keeps everything already measured.
 class Sink {

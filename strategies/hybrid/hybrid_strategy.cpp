@@ -6,19 +6,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
+#include "core/half.h"
 
 namespace dts {
 
 namespace {
 
-// A send in flight and the buffer it reads (moving a vector keeps its heap block).
-template <class T>
+// A send in flight and the bytes it reads (moving a vector keeps its heap block).
 struct PendingSend {
   std::unique_ptr<Work> work;
-  std::vector<T> data;
+  std::vector<unsigned char> data;
 };
 
 // Micro-batch rows of this dp replica: {first row in the global batch, rows} for each j.
@@ -45,7 +46,7 @@ template <class T>
 HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const ParallelConfig& config,
                                   ProcessGroups& groups, MlpCompute compute)
     : name_(std::move(name)), spec_(spec), config_(config), groups_(groups),
-      bounds_(balanced_stages(spec, config.pp)),
+      compute_(compute), bounds_(balanced_stages(spec, config.pp)),
       mlp_(spec, bounds_[static_cast<size_t>(groups.pp_index)], bounds_[static_cast<size_t>(groups.pp_index) + 1],
            config.tp, groups.tp_index, groups.tp.get(), compute) {
   if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, name_ + ": micro-batches must be >= 1");
@@ -95,22 +96,43 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   Communicator& pp = *groups_.pp;
 
   std::map<int, SavedActivations<T>> saved;  // micro-batches whose backward is still to come
-  std::vector<PendingSend<T>> sends;
+  std::vector<PendingSend> sends;
   int64_t saved_bytes = 0;
   double loss_sum = 0;
-  const auto send = [&](std::vector<T> data, int peer) {
-    const auto count = data.size();
-    PendingSend<T> pending{nullptr, std::move(data)};
-    pending.work = pp.isend(pending.data.data(), count, dtype_of<T>(), peer);
-    report.bytes_sent += static_cast<int64_t>(count * sizeof(T));
+  // Activations and their gradients cross stages in the compute precision: bf16 compute sends
+  // bf16 (its values are bf16 already, so the conversion is exact and half the bytes travel).
+  const DType wire = wire_dtype();
+  const size_t wire_size = size_of(wire);
+  const auto send = [&](const std::vector<T>& values, int peer) {
+    PendingSend pending{nullptr, std::vector<unsigned char>(values.size() * wire_size)};
+    if (wire == DType::bf16) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t bits = bf16_bits_from_double(values[i]);
+        std::memcpy(pending.data.data() + 2 * i, &bits, 2);
+      }
+    } else {
+      std::memcpy(pending.data.data(), values.data(), pending.data.size());
+    }
+    pending.work = pp.isend(pending.data.data(), values.size(), wire, peer);
+    report.bytes_sent += static_cast<int64_t>(pending.data.size());
     sends.push_back(std::move(pending));
   };
   const auto receive = [&](int64_t count, int peer) {
-    std::vector<T> data(static_cast<size_t>(count));
+    std::vector<unsigned char> bytes(static_cast<size_t>(count) * wire_size);
     const auto wait_start = std::chrono::steady_clock::now();
-    pp.recv(data.data(), data.size(), dtype_of<T>(), peer);
+    pp.recv(bytes.data(), static_cast<size_t>(count), wire, peer);
     report.idle_time += seconds_since(wait_start);
-    return data;
+    std::vector<T> values(static_cast<size_t>(count));
+    if (wire == DType::bf16) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint16_t bits = 0;
+        std::memcpy(&bits, bytes.data() + 2 * i, 2);
+        values[i] = static_cast<T>(float_from_bf16_bits(bits));
+      }
+    } else {
+      std::memcpy(values.data(), bytes.data(), bytes.size());
+    }
+    return values;
   };
 
   const auto pipeline_start = std::chrono::steady_clock::now();
@@ -136,7 +158,7 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
       if (mlp_.last_stage()) {
         if (groups_.tp_index == 0) loss_sum += loss * static_cast<double>(count);
       } else {
-        send(std::move(output), stage + 1);
+        send(output, stage + 1);
       }
     } else {
       std::vector<T> upstream;
@@ -152,7 +174,7 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
       if (op.microbatch > 0) {
         for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
       }
-      if (!mlp_.first_stage()) send(std::move(input_gradient), stage - 1);
+      if (!mlp_.first_stage()) send(input_gradient, stage - 1);
     }
   }
   for (auto& pending : sends) {
@@ -284,7 +306,6 @@ template <class T>
 std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
   const ParallelConfig& c = config_;
   const size_t element = sizeof(T);
-  const std::string unit = std::to_string(element);
   std::vector<TrafficTheory> theory;
   const auto rows = microbatch_rows(last_batch_rows_, c, groups_.dp_index);
   int64_t replica_rows = 0;
@@ -294,9 +315,10 @@ std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
     // gradient back (not from the first).
     const int64_t width = (mlp_.last_stage() ? 0 : mlp_.output_width()) + (mlp_.first_stage() ? 0 : mlp_.input_width());
     const double elements = static_cast<double>(replica_rows * width);
-    theory.push_back({"pp", elements * static_cast<double>(element), 0,
+    const size_t wire = size_of(wire_dtype());
+    theory.push_back({"pp", elements * static_cast<double>(wire), 0,
                       "rows x (output width + input width) = " + std::to_string(replica_rows) + " x " +
-                          std::to_string(width) + " x " + unit});
+                          std::to_string(width) + " x " + std::to_string(wire)});
   }
   // tp: per micro-batch an all_reduce of rows x out per row-parallel layer (forward) and of rows x
   // in per column-parallel layer other than the model's first (backward); ring model 2c(t-1)/t,

@@ -1,9 +1,9 @@
 // dp x tp x pp on the process groups of a layout (ParallelConfig): the model's layers split into
 // pp balanced stages (strategies/tensor/parallel_mlp.h, balanced_stages), each layer of a stage
 // split across its tp group Megatron-style, the global batch split across dp replicas and each
-// replica's rows into m micro-batches that flow through the stages by send/recv under GPipe or
-// 1F1B (strategies/pipeline/schedule.h). After the schedule, each stage shard's gradient is summed
-// over its dp group (all_reduce, or ZeRO-1: reduce_scatter, a sharded optimizer step, all_gather).
+// replica's rows into m micro-batches that flow through the stages by send/recv (in the compute
+// precision: bf16 compute sends bf16) under GPipe or 1F1B (strategies/pipeline/schedule.h).
+// After the schedule, each stage shard's gradient is summed over its dp group (all_reduce, or ZeRO-1: reduce_scatter, a sharded optimizer step, all_gather).
 // Registered as tp (tp only), gpipe and 1f1b (pp only) and hybrid (any two or three).
 #pragma once
 #include <memory>
@@ -48,11 +48,14 @@ class HybridStrategy final : public Strategy {
   void zero1_update(StepReport& report);
   template <class Collective>
   void dp_collective(StepReport& report, double bytes, Collective&& collective);
+  // What activations and their gradients travel as between stages: bf16 in bf16 compute.
+  DType wire_dtype() const { return compute_ == MlpCompute::bf16 ? DType::bf16 : dtype_of<T>(); }
 
   std::string name_;
   ModelSpec spec_;
   ParallelConfig config_;
   ProcessGroups& groups_;
+  MlpCompute compute_;
   std::vector<int> bounds_;
   ParallelMlp<T> mlp_;
   std::vector<T> params_, grads_, micro_grads_, state1_, state2_;
