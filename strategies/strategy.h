@@ -2,6 +2,7 @@
 // starts from the same Philox-initialized parameters, sees the same global batches, and must end
 // with the parameters the single-process reference (single/) would have.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -179,5 +180,23 @@ Batch slice_batch(const Batch& batch, int64_t first, int64_t count);
 // Rows of part `part` of `parts` when `rows` are split as evenly as possible (the first
 // rows % parts parts get one more): returns {first row, row count}.
 std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part);
+
+// ZeRO's flat shards on the wire: part r of even_split(psi, n, r) sits at r * slot in a buffer of
+// n * slot elements (slot = ceil(psi / n), so every part fits), the tail of each slot zero.
+template <class T>
+void pad_shards(const T* full, int64_t psi, int n, int64_t slot, std::vector<T>& padded) {
+  padded.assign(static_cast<size_t>(n * slot), T(0));
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi, n, r);
+    std::copy(full + first, full + first + count, padded.begin() + r * slot);
+  }
+}
+template <class T>
+void unpad_shards(const std::vector<T>& padded, int64_t psi, int n, int64_t slot, T* full) {
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi, n, r);
+    std::copy(padded.begin() + r * slot, padded.begin() + r * slot + count, full + first);
+  }
+}
 
 }  // namespace dts

@@ -213,11 +213,8 @@ void HybridStrategy<T>::zero1_update(StepReport& report) {
   const auto dtype = dtype_of<T>();
   // Shards padded to S elements on the wire (as strategies/zero/), so every slot has one size.
   const auto pad = [&](const std::vector<T>& full) {
-    std::vector<T> padded(static_cast<size_t>(n * shard_size_), T(0));
-    for (int r = 0; r < n; ++r) {
-      const auto [first, count] = even_split(psi, n, r);
-      std::copy(full.begin() + first, full.begin() + first + count, padded.begin() + r * shard_size_);
-    }
+    std::vector<T> padded;
+    pad_shards(full.data(), psi, n, shard_size_, padded);
     return padded;
   };
   const double wire = static_cast<double>((n - 1) * shard_size_ * static_cast<int64_t>(sizeof(T)));
@@ -239,10 +236,7 @@ void HybridStrategy<T>::zero1_update(StepReport& report) {
   dp_collective(report, wire, [&] {
     groups_.dp->all_gather(slot, padded.data(), static_cast<size_t>(shard_size_), dtype);
   });
-  for (int r = 0; r < n; ++r) {
-    const auto [first, count] = even_split(psi, n, r);
-    std::copy(padded.begin() + r * shard_size_, padded.begin() + r * shard_size_ + count, params_.begin() + first);
-  }
+  unpad_shards(padded, psi, n, shard_size_, params_.data());
 }
 
 template <class T>

@@ -82,22 +82,12 @@ void ZeroStrategy<T>::communicate(StepReport& report, Collective&& collective) {
 
 template <class T>
 void ZeroStrategy<T>::pad(const T* full, std::vector<T>& padded) const {
-  const int n = comm_.size();
-  padded.assign(static_cast<size_t>(n * shard_size_), T(0));
-  for (int r = 0; r < n; ++r) {
-    const auto [first, count] = even_split(psi_, n, r);
-    std::copy(full + first, full + first + count, padded.begin() + r * shard_size_);
-  }
+  pad_shards(full, psi_, comm_.size(), shard_size_, padded);
 }
 
 template <class T>
 void ZeroStrategy<T>::unpad(const std::vector<T>& padded, T* full) const {
-  const int n = comm_.size();
-  for (int r = 0; r < n; ++r) {
-    const auto [first, count] = even_split(psi_, n, r);
-    const auto slot = padded.begin() + r * shard_size_;
-    std::copy(slot, slot + count, full + first);
-  }
+  unpad_shards(padded, psi_, comm_.size(), shard_size_, full);
 }
 
 template <class T>
