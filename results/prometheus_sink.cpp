@@ -239,9 +239,12 @@ std::string prometheus_threshold_name(std::string_view metric, std::string_view 
 }
 
 const std::vector<std::string>& prometheus_config_label_keys() {
-  // Not labels: count (bytes says it), zero (the strategy says it), and what is constant over a
-  // run (mb, steps, batch): they would only split a stack's history at a flag change.
-  static const std::vector<std::string> keys{"redop", "root", "input", "dp", "tp", "pp", "schedule", "optimizer"};
+  // Not labels: count (bytes says it) and what is constant over a run (steps, batch, job): they
+  // would only split a stack's history at a flag change. zero and mb are layout axes (hybrid runs
+  // with and without ZeRO-1; a pinned mb beside the default), stage tells a pipeline's bubble rows
+  // apart: without them two cases would share one series.
+  static const std::vector<std::string> keys{"redop", "root", "input", "dp",  "tp",        "pp",
+                                             "zero",  "mb",   "schedule", "stage", "optimizer"};
   return keys;
 }
 

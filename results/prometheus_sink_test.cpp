@@ -231,9 +231,10 @@ TEST(PrometheusLabels, EmptyAndNotApplicableAreLeftOut) {
   r.labels.config = "dp=3;zero=2;mb=1;steps=5;batch=64;optimizer=sgd";
   const auto labels = prometheus_labels(r);
   const std::map<std::string, std::string> got(labels.begin(), labels.end());
-  // zero (said by the strategy), mb, steps and batch (constant over a run) are not labels.
-  const std::map<std::string, std::string> expected{
-      {"suite", "equivalence"}, {"strategy", "zero2"}, {"dp", "3"}, {"optimizer", "sgd"}};
+  // steps and batch (constant over a run) are not labels; zero and mb are layout axes that cases
+  // of one run differ along (hybrid with and without ZeRO-1).
+  const std::map<std::string, std::string> expected{{"suite", "equivalence"}, {"strategy", "zero2"}, {"dp", "3"},
+                                                    {"zero", "2"}, {"mb", "1"}, {"optimizer", "sgd"}};
   EXPECT_EQ(got, expected);
 }
 
