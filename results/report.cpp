@@ -55,11 +55,12 @@ std::string config_value(const std::string& config, const std::string& key) {
   return {};
 }
 
-// Ranks a strategy record is about: the data-parallel degree of its sub-world when the config
-// names one, else the ranks that took part in its case (world_size; not the job's, job_size).
+// Ranks a strategy record is about: the ranks that took part in its case (world_size; the job's
+// is job_size), which rows that carry `job=` say. Older rows said the job's size there, so for
+// them the config's dp= (their sub-world's data-parallel degree) stands in.
 double ranks_of(const Record& r) {
   const std::string dp = config_value(r.labels.config, "dp");
-  if (!dp.empty()) {
+  if (config_value(r.labels.config, "job").empty() && !dp.empty()) {
     try {
       return std::stod(dp);
     } catch (const std::exception&) {
@@ -443,11 +444,11 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   scaling.empty_note = "No scaling_efficiency rows in these results (the scaling suite did not run).";
 
   StrategyPlotSpec equivalence_spec{"equivalence", "max_abs_error", "equivalence", "Largest parameter error",
-                                    "data-parallel ranks", "max |p - p_reference|", true, true,
+                                    "ranks of the layout", "max |p - p_reference|", true, true,
                                     [](const Record& r, double& x) { x = ranks_of(r); return x > 0; }};
   ReportSection equivalence{"equivalence", "Equivalence with the single-process reference",
                             "max_abs_error of the full parameters after the compared steps, per strategy, against "
-                            "the data-parallel ranks; log scale.",
+                            "the ranks of its layout (dp x tp x pp); log scale.",
                             strategy_plots(files, stack_of, data.stacks, equivalence_spec), ""};
   equivalence.empty_note = "No equivalence rows with max_abs_error in these results.";
 

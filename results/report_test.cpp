@@ -172,7 +172,7 @@ TEST(Grouping, EquivalencePerDtypeWithTheBoundAndExactZerosCounted) {
   ASSERT_EQ(f32.series.size(), 3u);  // ddp, zero1, and the bound
   EXPECT_EQ(f32.series[0].label, "mpi | cpu:Test CPU | 3 ranks | ddp");
   ASSERT_EQ(f32.series[0].points.size(), 1u);
-  EXPECT_EQ(f32.series[0].points[0].x, 2);  // the dp= of the config, not the job's world size
+  EXPECT_EQ(f32.series[0].points[0].x, 2);  // a row without job=: the dp= of the config, not world_size
   EXPECT_EQ(f32.series[2].stack, -1);  // the threshold, drawn where drawn cases carry one
   ASSERT_EQ(f32.series[2].points.size(), 1u);
   EXPECT_EQ(f32.series[2].points[0].x, 2);
@@ -193,6 +193,11 @@ TEST(Grouping, SubWorldRowsAreOneStackWithTheirJob) {
     eq.labels.world_size = w;
     eq.labels.config = "dp=" + std::to_string(w) + ";zero=0;job=4";
     a.records.push_back(eq);
+    // A tp layout of w ranks: dp=1, and the plot must place it at w, the ranks that took part.
+    Record tp = equivalence("mpi", "tp", "f32", 1, 1e-8 * w, 1e-4);
+    tp.labels.world_size = w;
+    tp.labels.config = "dp=1;tp=" + std::to_string(w) + ";pp=1;zero=0;job=4";
+    a.records.push_back(tp);
     Record scaling = stamped("mpi", w);
     scaling.suite = "scaling";
     scaling.metric = "scaling_efficiency";
@@ -214,9 +219,11 @@ TEST(Grouping, SubWorldRowsAreOneStackWithTheirJob) {
     EXPECT_EQ(p->series.front().label.rfind("mpi | cpu:Test CPU | 4 ranks", 0), 0u) << p->series.front().label;
   }
   const Plot* eq = find_plot(data, "equivalence-f32");
-  ASSERT_EQ(eq->series.size(), 2u);  // ddp, and the bound
-  ASSERT_EQ(eq->series[0].points.size(), 4u);
-  for (int w = 1; w <= 4; ++w) EXPECT_EQ(eq->series[0].points[static_cast<size_t>(w - 1)].x, w);
+  ASSERT_EQ(eq->series.size(), 3u);  // ddp, tp, and the bound
+  for (size_t s = 0; s < 2; ++s) {
+    ASSERT_EQ(eq->series[s].points.size(), 4u) << eq->series[s].label;
+    for (int w = 1; w <= 4; ++w) EXPECT_EQ(eq->series[s].points[static_cast<size_t>(w - 1)].x, w) << eq->series[s].label;
+  }
   const Plot* scaling = find_plot(data, "scaling");
   ASSERT_EQ(scaling->series.size(), 1u);
   ASSERT_EQ(scaling->series[0].points.size(), 4u);
