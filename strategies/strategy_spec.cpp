@@ -43,10 +43,12 @@ StrategySpec parse_strategy_spec(std::string_view text) {
   if (open == std::string_view::npos) return spec;
   if (text.back() != ')' || open + 2 > text.size()) throw bad_spec(text, "expected NAME(key=value,...)");
   std::string_view inner = text.substr(open + 1, text.size() - open - 2);
-  while (!inner.empty()) {
+  if (inner.empty()) throw bad_spec(text, "empty parentheses (write NAME alone, or NAME(key=value,...))");
+  for (bool more = true; more;) {
     const size_t comma = std::min(inner.find(','), inner.size());
     const std::string_view item = inner.substr(0, comma);
-    inner = comma < inner.size() ? inner.substr(comma + 1) : std::string_view{};
+    more = comma < inner.size();
+    inner = more ? inner.substr(comma + 1) : std::string_view{};
     const size_t equals = item.find('=');
     if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got '" + std::string(item) + "'");
     const std::string key(item.substr(0, equals));
@@ -145,8 +147,10 @@ std::string layout_id(const StrategySpec& spec, const ParallelConfig& c) {
   } else {
     id = "dp" + std::to_string(c.dp);
   }
-  if (traits.pp && c.pp > 1) id += "-mb" + std::to_string(c.microbatches);
-  if (spec.schedule && traits.zero1_option) id += "-" + std::string(name(c.schedule));
+  // Every layout dimension that can differ between cases of one run is in the id: micro-batches
+  // (a pipeline's m, or gradient accumulation) and a schedule other than the strategy's own.
+  if (c.microbatches > 1) id += "-mb" + std::to_string(c.microbatches);
+  if (c.schedule != traits.schedule) id += "-" + std::string(name(c.schedule));
   return id;
 }
 

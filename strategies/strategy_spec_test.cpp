@@ -62,7 +62,8 @@ TEST(StrategySpec, ErrorsNameTheProblem) {
   EXPECT_NE(parse_error("ddp(zero=1)").find("does not take 'zero'"), std::string::npos);  // ddp: zero1 is a strategy
   for (const char* bad : {"hybrid(dp=0)", "hybrid(dp=-1)", "hybrid(dp=x)", "hybrid(dp=2x)", "hybrid(dp=)",
                           "hybrid(zero=2)", "hybrid(dp=2,dp=2)", "hybrid(bogus=1)", "hybrid(dp)", "hybrid(=2)",
-                          "hybrid(schedule=zigzag)", "ddp(", "ddp(dp=2", "", "(dp=2)"}) {
+                          "hybrid(schedule=zigzag)", "ddp(", "ddp(dp=2", "", "(dp=2)", "tp()", "tp(tp=2,)",
+                          "hybrid(,dp=2)", "gpipe(schedule=1f1b)"}) {
     EXPECT_NE(parse_error(bad), "") << "accepted '" << bad << "'";
   }
   EXPECT_NE(parse_error("hybrid(dp=2,dp=2)").find("twice"), std::string::npos);
@@ -139,7 +140,10 @@ TEST(LayoutId, NamesTheSplitDimensions) {
   EXPECT_EQ(id("zero3", 3), "dp3");  // the stage is in the strategy's name already
   EXPECT_EQ(id("hybrid", 4, 0), "dp1-tp2-pp2-mb4");
   EXPECT_EQ(id("hybrid", 4, 2), "dp2-tp1-pp2-zero1-mb4");
-  EXPECT_EQ(id("hybrid", 4, 4), "dp2-tp2-pp1-zero1");  // no pipeline: no m
+  // Without a pipeline the micro-batches are gradient accumulation, still a dimension of the case.
+  EXPECT_EQ(id("hybrid", 4, 4), "dp2-tp2-pp1-zero1-mb4");
+  EXPECT_EQ(id("tp(mb=2)", 2), "tp2-mb2");  // not the same case as plain tp
+  EXPECT_EQ(id("hybrid(schedule=1f1b)", 4, 0), id("hybrid", 4, 0));  // 1F1B is hybrid's own schedule
   // A pinned schedule tells hybrid cases apart from the default (1F1B) ones.
   EXPECT_EQ(id("hybrid(schedule=gpipe)", 4, 0), "dp1-tp2-pp2-mb4-gpipe");
   // Every layout of a spec at one world size gets its own id (case ids must be unique).

@@ -29,6 +29,12 @@
 // send_recv is a collective here (the suite's op, called by every rank): faulted and counted as one.
 // barrier passes through: it carries no data, and a hang in it would not say which op hung.
 //
+// The victim is a process (CommOptions::fault_rank, --fault-rank R). fault_rank is a rank of the
+// communicator faulty(...) was made on; in every group split from it, the same process is the
+// victim, and a group without it has none. Resolving fault_rank again in each group would fault
+// a different process per group (the last rank of each, by default), or none where the group is
+// smaller than R, so a strategy's process groups would hide or multiply the fault.
+//
 // Arming (CommOptions::fault_after_calls, --fault-after N): the first N collectives run clean,
 // counted on every rank, so the fault starts at the same collective everywhere. Point-to-point
 // calls (send, recv, isend, irecv: one each) have their own count, and the victim's first N of
@@ -45,6 +51,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/buffer.h"
 #include "core/reduce.h"
 
 namespace dts {
@@ -171,11 +178,40 @@ std::string to_string(const FaultSpec& fault) {
 }
 
 FaultyCommunicator::FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner,
-                                       const CommOptions& options, bool allow_no_victim)
+                                       const CommOptions& options)
     : ForwardingCommunicator(std::move(inner), "faulty", to_string(fault)),
       fault_(fault),
       options_(options),
       stale_(std::make_shared<StaleMemory>()) {
+  require_injectable();
+  const int n = inner_->size();
+  victim_ = options.fault_rank < 0 ? n - 1 : options.fault_rank;
+  if (victim_ >= n) {
+    throw Error(Error::Kind::invalid_argument, std::string(backend()) + ": fault_rank " +
+                                                   std::to_string(options.fault_rank) +
+                                                   " is not a rank of a communicator of " + std::to_string(n));
+  }
+}
+
+FaultyCommunicator::FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner_group,
+                                       const CommOptions& options, SplitGroup group)
+    : ForwardingCommunicator(std::move(inner_group), "faulty", to_string(fault)),
+      fault_(fault),
+      options_(options),
+      stale_(std::make_shared<StaleMemory>()) {
+  require_injectable();  // every rank of the group throws alike, before the all_reduce below
+  // At most one process of the group is the victim: the max of (group rank or -1) is its rank.
+  // Through a Buffer in the group's memory, since INNER may want device buffers (hang, delay).
+  const int32_t mine = group.this_process_is_victim ? rank() : -1;
+  Buffer scratch(memory(), sizeof mine);
+  scratch.copy_from_host(&mine, sizeof mine);
+  inner_->all_reduce(scratch.data(), scratch.data(), 1, DType::i32, ReduceOp::max);
+  int32_t victim = -1;
+  scratch.copy_to_host(&victim, sizeof victim);
+  victim_ = victim;
+}
+
+void FaultyCommunicator::require_injectable() const {
   if (touches_data(fault_.kind) && inner_->memory() != Memory::host) {
     // A set-up error, not a SKIP per call: a fault that cannot be injected must not pass silently.
     throw Error(Error::Kind::invalid_argument,
@@ -183,16 +219,6 @@ FaultyCommunicator::FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communic
                     " reads and writes buffers on the host, but inner backend " + std::string(inner_->backend()) +
                     " keeps them in " + std::string(name(inner_->memory())) +
                     " memory; only hang and delay can be injected there");
-  }
-  const int n = inner_->size();
-  victim_ = options.fault_rank < 0 ? n - 1 : options.fault_rank;
-  if (victim_ >= n) {
-    if (!allow_no_victim) {
-      throw Error(Error::Kind::invalid_argument, std::string(backend()) + ": fault_rank " +
-                                                     std::to_string(options.fault_rank) +
-                                                     " is not a rank of a communicator of " + std::to_string(n));
-    }
-    victim_ = -1;
   }
 }
 
@@ -325,8 +351,9 @@ void FaultyCommunicator::reduce(const void* in, void* out, size_t count, DType d
     return;
   }
   inner_->reduce(in, out, count, dtype, op, root);
-  // Only the root's output is defined: corrupting another rank's would be invisible.
-  after_collective(Op::reduce, out, count, dtype, root);
+  // Only the root's output is defined: corrupting another rank's would be invisible. A group
+  // without the victim stays clean.
+  after_collective(Op::reduce, out, count, dtype, victim_ >= 0 ? root : -1);
 }
 
 void FaultyCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
@@ -405,7 +432,9 @@ std::unique_ptr<Work> FaultyCommunicator::irecv(void* out, size_t count, DType d
 }
 
 std::unique_ptr<Communicator> FaultyCommunicator::wrap(std::unique_ptr<Communicator> inner_group) {
-  return std::make_unique<FaultyCommunicator>(fault_, std::move(inner_group), options_, /*allow_no_victim=*/true);
+  // Not make_unique: the group constructor is private.
+  return std::unique_ptr<Communicator>(
+      new FaultyCommunicator(fault_, std::move(inner_group), options_, SplitGroup{on_victim()}));
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // The `faulty(KIND,INNER)` backend: wraps any communicator and injects one kind of fault on one
-// rank, so that dtsuite can prove its own checks catch a broken stack (see faulty_communicator.cpp
+// process, so that dtsuite can prove its own checks catch a broken stack (see faulty_communicator.cpp
 // for what each kind models). Built by make_communicator("faulty(bitflip,mpi)") or directly.
+// fault_rank is a rank of the communicator faulty(...) was made on; in every group split from it,
+// the same process is the victim, and a group without it has none.
 #pragma once
 #include <array>
 #include <chrono>
@@ -35,13 +37,12 @@ std::string to_string(const FaultSpec& fault);
 
 class FaultyCommunicator final : public ForwardingCommunicator {
  public:
-  // The victim is options.fault_rank, or the last rank when it is -1. A fault_rank outside
-  // [0, size) is an Error{invalid_argument}, unless `allow_no_victim` (the groups made by split(),
-  // where a world's fault rank may lie outside a small group: such a group has no victim).
+  // fault_rank is a rank of the communicator faulty(...) was made on (`inner`): that process is
+  // the victim, the last rank when it is -1; outside [0, size) it is an Error{invalid_argument}.
+  // In every group split from it, the same process is the victim, and a group without it has none.
   // A kind that touches the data (bitflip, drop, stale) over an inner backend whose buffers live
   // in device memory is an Error{invalid_argument} too: it could not inject anything there.
-  FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner, const CommOptions& options,
-                     bool allow_no_victim = false);
+  FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner, const CommOptions& options);
   ~FaultyCommunicator() override;
 
   void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
@@ -62,8 +63,9 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   std::unique_ptr<Work> irecv(void* out, size_t count, DType dtype, int peer) override;
 
   const FaultSpec& fault() const { return fault_; }
-  // The rank the fault targets, or -1 when this group has none. (bitflip and stale on reduce hit
-  // the root instead, since only the root's output is defined.)
+  // The victim process's rank in this communicator, or -1 when this group (made by split()) does
+  // not contain it. (bitflip and stale on reduce hit the root instead, since only the root's
+  // output is defined; a group without the victim has no fault at all.)
   int victim() const { return victim_; }
 
   // For tests and the harness's watchdog: every `hang` victim blocked now continues (into the
@@ -88,7 +90,19 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   };
 
  private:
+  // What a group made by split() inherits: whether this process is the victim (a rank of the
+  // parent means nothing in the group).
+  struct SplitGroup {
+    bool this_process_is_victim;
+  };
+  // The group's victim rank is found with one all_reduce over `inner_group` (collective, as the
+  // split that made it is), on INNER, so the wrapper's own fault never touches it.
+  FaultyCommunicator(FaultSpec fault, std::unique_ptr<Communicator> inner_group, const CommOptions& options,
+                     SplitGroup group);
+
   std::unique_ptr<Communicator> wrap(std::unique_ptr<Communicator> inner_group) override;
+  // bitflip, drop and stale need host memory: refused when the communicator is made.
+  void require_injectable() const;
 
   bool on_victim() const { return victim_ >= 0 && rank() == victim_; }
   // The collectives' fault starts after options.fault_after_calls collectives (counted on every rank).
@@ -112,7 +126,7 @@ class FaultyCommunicator final : public ForwardingCommunicator {
 
   FaultSpec fault_;
   CommOptions options_;
-  int victim_ = -1;
+  int victim_ = -1;  // in this communicator's ranks
   mutable int64_t calls_ = 0;
   int64_t point_to_point_calls_ = 0;
   std::shared_ptr<StaleMemory> stale_;

@@ -687,38 +687,141 @@ TEST_P(FaultsUnderRingTest, AllReduceIsWrong) {
 
 INSTANTIATE_TEST_SUITE_P(DataKinds, FaultsUnderRingTest, testing::Values("bitflip", "drop", "stale"));
 
-TEST(FaultySplit, GroupsKeepTheFault) {
-  const int world = world_rank();
-  auto faulty = make_faulty("bitflip");
-  // Even and odd world ranks: one group at NP 1, groups of 2 and 1 at NP 3.
-  auto group = faulty->split(world % 2, world);
-  ASSERT_NE(group, nullptr);
-  EXPECT_EQ(group->backend(), "faulty(bitflip,mpi)");
-  const int rank = group->rank(), n = group->size();
-  EXPECT_EQ(victim_of(*group), n - 1);
-  const auto got = run_collective(*group, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
-                                  make_input(Collective::all_reduce, kCount, n, rank, 0), kCount);
-  auto expected = expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0);
-  if (rank == n - 1) expected[kCount / 2] ^= 1;
-  EXPECT_EQ(got, expected);
+// ---------------------------------------------------------------------------------------------
+// split(): fault_rank is a rank of the job (the communicator faulty(...) was made on). In every
+// group split from it, the victim is that same process, and a group without it has none.
+
+// How a test splits the world: the color of each world rank (the key is always the world rank,
+// so a group's ranks are its members in world order).
+enum class Grouping : uint8_t {
+  parity,              // world % 2: {0,2}, {1,3} at NP 4; {0,2}, {1} at NP 3
+  halves,              // world / 2: {0,1}, {2,3} at NP 4; {0,1}, {2} at NP 3
+  parity_then_halves,  // a group of a group: parity, then each parity group split by world / 2
+};
+constexpr std::array kAllGroupings{Grouping::parity, Grouping::halves, Grouping::parity_then_halves};
+
+std::string grouping_name(Grouping g) {
+  switch (g) {
+    case Grouping::parity: return "parity";
+    case Grouping::halves: return "halves";
+    case Grouping::parity_then_halves: return "parity_then_halves";
+  }
+  return "?";
 }
 
-TEST(FaultySplit, GroupWithoutTheFaultRankHasNoVictim) {
+bool same_group(Grouping g, int a, int b) {
+  const bool parity = a % 2 == b % 2, halves = a / 2 == b / 2;
+  switch (g) {
+    case Grouping::parity: return parity;
+    case Grouping::halves: return halves;
+    case Grouping::parity_then_halves: return parity && halves;
+  }
+  return false;
+}
+
+// This rank's group of `faulty`, split as `g` says (collective over the world).
+std::unique_ptr<Communicator> split_world(Communicator& faulty, Grouping g) {
   const int world = world_rank();
-  if (world_size() < 2) GTEST_SKIP() << "fault_rank 1 needs 2 ranks";
-  CommOptions options;
-  options.fault_rank = 1;
-  auto faulty = make_faulty("bitflip", options);
-  auto group = faulty->split(world % 2, world);
+  switch (g) {
+    case Grouping::parity: return faulty.split(world % 2, world);
+    case Grouping::halves: return faulty.split(world / 2, world);
+    case Grouping::parity_then_halves: {
+      auto parity = faulty.split(world % 2, world);
+      return parity->split(world / 2, world);
+    }
+  }
+  return nullptr;
+}
+
+// The group rank of world rank `process` in this rank's group, computed from the grouping alone
+// (members in world order), or -1 when it is not a member.
+int group_rank_of(Grouping g, int process) {
+  const int world = world_rank();
+  if (!same_group(g, world, process)) return -1;
+  int below = 0;
+  for (int r = 0; r < process; ++r) below += same_group(g, world, r) ? 1 : 0;
+  return below;
+}
+
+// The job's victim for a fault_rank option: -1 is the job's last rank.
+int job_victim(int fault_rank) { return fault_rank < 0 ? world_size() - 1 : fault_rank; }
+
+// fault_rank -1 (the job's last rank) and 1 (neither first nor last at NP 3 and 4, and not the
+// last rank of the parity or halves groups there: the old per-group reading missed it).
+constexpr std::array kFaultRanks{-1, 1};
+
+class FaultySplitTest : public testing::TestWithParam<std::tuple<int, Grouping>> {
+ protected:
+  void SetUp() override {
+    if (job_victim(fault_rank()) >= world_size()) GTEST_SKIP() << "fault_rank " << fault_rank() << " needs more ranks";
+  }
+  int fault_rank() const { return std::get<0>(GetParam()); }
+  Grouping grouping() const { return std::get<1>(GetParam()); }
+  std::unique_ptr<Communicator> make_group(const std::string& kind) {
+    CommOptions options;
+    options.fault_rank = fault_rank();
+    auto faulty = make_faulty(kind, options);
+    auto group = split_world(*faulty, grouping());
+    EXPECT_NE(group, nullptr);
+    return group;
+  }
+};
+
+TEST_P(FaultySplitTest, VictimIsTheJobsFaultRankProcess) {
+  auto group = make_group("bitflip");
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->backend(), "faulty(bitflip,mpi)");
+  const int expected = group_rank_of(grouping(), job_victim(fault_rank()));
+  EXPECT_EQ(victim_of(*group), expected) << "world rank " << world_rank();
+  // Exactly the job's victim process calls itself the victim, in whichever group it is.
+  const bool me = victim_of(*group) == group->rank();
+  EXPECT_EQ(me, world_rank() == job_victim(fault_rank())) << "world rank " << world_rank();
+}
+
+TEST_P(FaultySplitTest, DropLosesTheVictimOnlyInItsGroup) {
+  auto group = make_group("drop");
+  ASSERT_NE(group, nullptr);
   const int rank = group->rank(), n = group->size();
-  // Group rank 1 exists only in groups of 2 or more (at NP 2 both groups have one rank).
-  const int victim = n > 1 ? 1 : -1;
-  EXPECT_EQ(victim_of(*group), victim);
+  const int victim = group_rank_of(grouping(), job_victim(fault_rank()));
   const auto got = run_collective(*group, Collective::all_reduce, Placement::out_of_place, ReduceOp::sum,
                                   make_input(Collective::all_reduce, kCount, n, rank, 0), kCount);
-  auto expected = expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0);
-  if (rank == victim) expected[kCount / 2] ^= 1;
-  EXPECT_EQ(got, expected);
+  // In the victim's group every rank sees the sum without it (its contribution is the identity);
+  // every input is positive, so that sum differs from the clean one. Other groups are clean.
+  EXPECT_EQ(got, expected_output(Collective::all_reduce, ReduceOp::sum, kCount, n, rank, 0, victim))
+      << "world rank " << world_rank() << ", group victim " << victim;
+}
+
+std::string split_case_name(const testing::TestParamInfo<std::tuple<int, Grouping>>& info) {
+  const int fault_rank = std::get<0>(info.param);
+  return (fault_rank < 0 ? std::string("last") : "rank" + std::to_string(fault_rank)) + "_" +
+         grouping_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(FaultRanksAndGroupings, FaultySplitTest,
+                         testing::Combine(testing::ValuesIn(kFaultRanks), testing::ValuesIn(kAllGroupings)),
+                         split_case_name);
+
+TEST(FaultySplit, GroupWithoutTheVictimIsCleanForEveryDataKindAndCollective) {
+  // The job's last rank is the victim; the parity group without it (at NP 2 and up) must give
+  // every collective's exact result, reduce's root included, for every kind that touches data.
+  for (const char* kind : {"bitflip", "drop", "stale"}) {
+    auto faulty = make_faulty(kind);
+    auto group = split_world(*faulty, Grouping::parity);
+    ASSERT_NE(group, nullptr);
+    const int rank = group->rank(), n = group->size();
+    const bool clean = victim_of(*group) < 0;
+    EXPECT_EQ(clean, group_rank_of(Grouping::parity, world_size() - 1) < 0);
+    for (const Collective c : kAllCollectives) {
+      // Two calls with different inputs: stale would return the first call's result in the second.
+      for (int32_t salt : {0, kSaltStep}) {
+        const auto got = run_collective(*group, c, Placement::out_of_place, ReduceOp::sum,
+                                        make_input(c, kCount, n, rank, salt), kCount);
+        if (!clean || (c == Collective::reduce && rank != kRoot)) continue;  // reduce: root only
+        EXPECT_EQ(got, expected_output(c, ReduceOp::sum, kCount, n, rank, salt))
+            << kind << " " << collective_name(c) << " salt " << salt;
+      }
+    }
+  }
 }
 
 }  // namespace

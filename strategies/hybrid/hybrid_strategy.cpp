@@ -58,12 +58,20 @@ HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const
   grads_.assign(count, T(0));
   if (config.microbatches > 1) micro_grads_.assign(count, T(0));
   int64_t optimizer_elements = static_cast<int64_t>(count);
-  if (config.zero == 1) {
-    const int n = config.dp;
-    shard_size_ = (static_cast<int64_t>(count) + n - 1) / n;
-    std::tie(shard_first_, shard_count_) = even_split(static_cast<int64_t>(count), n, groups.dp_index);
-    optimizer_elements = shard_size_;
+  const int64_t replicated = mlp_.layout().replicated;
+  for (const auto& [begin, length] : {std::pair<int64_t, int64_t>{0, replicated},
+                                      std::pair<int64_t, int64_t>{replicated, static_cast<int64_t>(count) - replicated}}) {
+    if (length == 0) continue;
+    DpBlock block{begin, length};
+    if (config.zero == 1) {
+      const int n = config.dp;
+      block.slot = (length + n - 1) / n;
+      std::tie(block.first, block.count) = even_split(length, n, groups.dp_index);
+      block.state_offset = dp_blocks_.empty() ? 0 : dp_blocks_.back().state_offset + dp_blocks_.back().slot;
+    }
+    dp_blocks_.push_back(block);
   }
+  if (config.zero == 1) optimizer_elements = dp_blocks_.back().state_offset + dp_blocks_.back().slot;
   state1_.assign(static_cast<size_t>(optimizer_elements), T(0));
   if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(static_cast<size_t>(optimizer_elements), T(0));
 }
@@ -137,6 +145,9 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
 
   const auto pipeline_start = std::chrono::steady_clock::now();
   for (const PipelineOp& op : pipeline_schedule(c.schedule, stages, stage, c.microbatches)) {
+    // Completed sends give their buffers back as the schedule goes, so a 1F1B stage does not keep
+    // every micro-batch's output until the end of the step.
+    std::erase_if(sends, [](PendingSend& pending) { return pending.work->test(); });
     const auto [first, count] = rows[static_cast<size_t>(op.microbatch)];
     if (op.forward) {
       std::vector<T> input;
@@ -189,10 +200,11 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   if (c.zero == 1) {
     zero1_update(report);
   } else {
-    if (c.dp > 1) {
-      const double bytes = 2.0 * static_cast<double>(grads_.size() * element) * (c.dp - 1) / c.dp;
+    for (const DpBlock& block : c.dp > 1 ? dp_blocks_ : std::vector<DpBlock>{}) {
+      const double bytes = 2.0 * static_cast<double>(block.length) * static_cast<double>(element) * (c.dp - 1) / c.dp;
+      T* data = grads_.data() + block.begin;
       dp_collective(report, bytes, [&] {
-        groups_.dp->all_reduce(grads_.data(), grads_.data(), grads_.size(), dtype_of<T>(), ReduceOp::sum);
+        groups_.dp->all_reduce(data, data, static_cast<size_t>(block.length), dtype_of<T>(), ReduceOp::sum);
       });
     }
     const auto optimizer_start = std::chrono::steady_clock::now();
@@ -209,34 +221,37 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
 template <class T>
 void HybridStrategy<T>::zero1_update(StepReport& report) {
   const int n = config_.dp, rank = groups_.dp_index;
-  const auto psi = static_cast<int64_t>(params_.size());
   const auto dtype = dtype_of<T>();
-  // Shards padded to S elements on the wire (as strategies/zero/), so every slot has one size.
-  const auto pad = [&](const std::vector<T>& full) {
-    std::vector<T> padded;
-    pad_shards(full.data(), psi, n, shard_size_, padded);
-    return padded;
-  };
-  const double wire = static_cast<double>((n - 1) * shard_size_ * static_cast<int64_t>(sizeof(T)));
-  std::vector<T> padded = pad(grads_);
-  T* slot = padded.data() + rank * shard_size_;
-  dp_collective(report, wire, [&] {
-    groups_.dp->reduce_scatter(padded.data(), slot, static_cast<size_t>(shard_size_), dtype, ReduceOp::sum);
-  });
-  std::copy(slot, slot + shard_count_, grads_.begin() + shard_first_);
+  std::vector<T> padded;
+  // Each block padded to n slots on the wire (as strategies/zero/), so every slot has one size.
+  for (const DpBlock& b : dp_blocks_) {
+    const double wire = static_cast<double>((n - 1) * b.slot * static_cast<int64_t>(sizeof(T)));
+    pad_shards(grads_.data() + b.begin, b.length, n, b.slot, padded);
+    T* slot = padded.data() + rank * b.slot;
+    dp_collective(report, wire, [&] {
+      groups_.dp->reduce_scatter(padded.data(), slot, static_cast<size_t>(b.slot), dtype, ReduceOp::sum);
+    });
+    std::copy(slot, slot + b.count, grads_.begin() + b.begin + b.first);
+  }
 
   const auto optimizer_start = std::chrono::steady_clock::now();
   ++steps_;
-  optimizer_step(config_.train, params_.data() + shard_first_, grads_.data() + shard_first_, state1_.data(),
-                 state2_.empty() ? nullptr : state2_.data(), shard_count_, steps_);
+  for (const DpBlock& b : dp_blocks_) {
+    optimizer_step(config_.train, params_.data() + b.begin + b.first, grads_.data() + b.begin + b.first,
+                   state1_.data() + b.state_offset, state2_.empty() ? nullptr : state2_.data() + b.state_offset,
+                   b.count, steps_);
+  }
   report.compute_time += seconds_since(optimizer_start);
 
-  padded = pad(params_);
-  slot = padded.data() + rank * shard_size_;
-  dp_collective(report, wire, [&] {
-    groups_.dp->all_gather(slot, padded.data(), static_cast<size_t>(shard_size_), dtype);
-  });
-  unpad_shards(padded, psi, n, shard_size_, params_.data());
+  for (const DpBlock& b : dp_blocks_) {
+    const double wire = static_cast<double>((n - 1) * b.slot * static_cast<int64_t>(sizeof(T)));
+    pad_shards(params_.data() + b.begin, b.length, n, b.slot, padded);
+    T* slot = padded.data() + rank * b.slot;
+    dp_collective(report, wire, [&] {
+      groups_.dp->all_gather(slot, padded.data(), static_cast<size_t>(b.slot), dtype);
+    });
+    unpad_shards(padded, b.length, n, b.slot, params_.data() + b.begin);
+  }
 }
 
 template <class T>
@@ -329,17 +344,22 @@ std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
                       "2 x rows x " + std::to_string(per_row) + " x (t-1)/t: " + bytes_text(elements, element)});
   }
   if (c.dp > 1) {
-    const auto psi = static_cast<double>(params_.size());
-    if (c.zero == 1) {
-      const double elements = 2.0 * static_cast<double>((c.dp - 1) * shard_size_);
-      theory.push_back({"dp", elements * static_cast<double>(element), 0,
-                        "ZeRO-1: 2 x (d-1) x S (S=" + std::to_string(shard_size_) + "): " + bytes_text(elements, element)});
-    } else {
-      const double elements = 2.0 * psi * (c.dp - 1) / c.dp;
-      theory.push_back({"dp", elements * static_cast<double>(element), static_cast<double>(c.dp * element),
-                        "2 x Psi_stage x (d-1)/d (Psi_stage=" + std::to_string(params_.size()) +
-                            "): " + bytes_text(elements, element)});
+    // One collective (or, with ZeRO-1, a reduce_scatter and an all_gather) per block: the
+    // replicated tensors and the shards (StageLayout).
+    double elements = 0, slack = 0;
+    std::string parts;
+    for (const DpBlock& b : dp_blocks_) {
+      if (c.zero == 1) {
+        elements += 2.0 * static_cast<double>((c.dp - 1) * b.slot);
+      } else {
+        elements += 2.0 * static_cast<double>(b.length) * (c.dp - 1) / c.dp;
+        slack += static_cast<double>(c.dp) * static_cast<double>(element);  // uneven ring segments
+      }
+      parts += (parts.empty() ? "" : " + ") + std::to_string(c.zero == 1 ? b.slot : b.length);
     }
+    theory.push_back({"dp", elements * static_cast<double>(element), slack,
+                      (c.zero == 1 ? "ZeRO-1: 2 x (d-1) x S per block (S = " : "2 x Psi x (d-1)/d per block (Psi = ") +
+                          parts + "): " + bytes_text(elements, element)});
   }
   return theory;
 }
@@ -364,6 +384,8 @@ std::vector<ReplicaDigest> HybridStrategy<T>::replica_digests() {
       }
     }
     digests.push_back({where + " replicated tensors (alike across tp and dp)", replicated});
+    digests.push_back({where + " dp replica " + std::to_string(groups_.dp_index) + " tp all_reduce results (alike across tp)",
+                       mlp_.tp_results_digest()});
   }
   return digests;
 }

@@ -44,7 +44,8 @@ class HybridStrategy final : public Strategy {
   const std::vector<int>& stage_bounds() const { return bounds_; }
 
  private:
-  // ZeRO-1: sums the gradient over dp into this rank's shard, steps the shard, gathers params.
+  // ZeRO-1: sums each block's gradient over dp into this rank's shard of it, steps the shards,
+  // gathers the parameters.
   void zero1_update(StepReport& report);
   template <class Collective>
   void dp_collective(StepReport& report, double bytes, Collective&& collective);
@@ -59,7 +60,15 @@ class HybridStrategy final : public Strategy {
   std::vector<int> bounds_;
   ParallelMlp<T> mlp_;
   std::vector<T> params_, grads_, micro_grads_, state1_, state2_;
-  int64_t shard_first_ = 0, shard_count_ = 0, shard_size_ = 0;  // ZeRO-1 across dp
+  // The blocks the dp group sums separately: the tensors replicated across tp, then this rank's
+  // shards (StageLayout). With ZeRO-1 each block is sharded over dp on its own: this rank owns
+  // elements [begin + first, begin + first + count) of a block and keeps their optimizer state at
+  // state_offset; on the wire each part is padded to `slot`.
+  struct DpBlock {
+    int64_t begin = 0, length = 0;
+    int64_t slot = 0, first = 0, count = 0, state_offset = 0;
+  };
+  std::vector<DpBlock> dp_blocks_;
   int64_t steps_ = 0;
   int64_t last_batch_rows_ = 0;
   MemoryReport memory_;

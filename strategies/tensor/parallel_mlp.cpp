@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <string>
 #include <type_traits>
 
@@ -88,6 +89,21 @@ StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int 
     layout.layers.push_back(layer);
   }
   layout.count = offset;
+  // Move the replicated runs to the front, keeping the order within each block: a tensor's runs
+  // share one flag and are consecutive, so every tensor stays contiguous.
+  std::map<int64_t, int64_t> moved;
+  for (const ParameterRun& run : layout.runs) layout.replicated += run.replicated ? run.length : 0;
+  int64_t next_replicated = 0, next_sharded = layout.replicated;
+  for (ParameterRun& run : layout.runs) {
+    int64_t& next = run.replicated ? next_replicated : next_sharded;
+    moved[run.local] = next;
+    run.local = next;
+    next += run.length;
+  }
+  for (LocalLayer& layer : layout.layers) {
+    layer.weight = moved.at(layer.weight);
+    layer.bias = moved.at(layer.bias);
+  }
   return layout;
 }
 
@@ -196,6 +212,14 @@ void ParallelMlp<T>::tp_all_reduce(std::vector<T>& values, StepReport& report) {
   const auto start = std::chrono::steady_clock::now();
   tp_comm_->all_reduce(values.data(), values.data(), values.size(), dtype_of<T>(), ReduceOp::sum);
   const double elapsed = seconds_since(start);
+  // Every rank of the group must receive the same sum: fold it into a digest the strategy
+  // compares across the group (a flipped bit in one rank's result shows even when the rounding
+  // that follows hides it from the parameters).
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t i = 0; i < values.size() * sizeof(T); ++i) {
+    tp_results_digest_ ^= bytes[i];
+    tp_results_digest_ *= 0x100000001b3ull;
+  }
   report.comm_time += elapsed;
   report.exposed_comm_time += elapsed;  // blocking: nothing overlaps it
   // Ring model: 2 c (N - 1) / N elements sent per rank.

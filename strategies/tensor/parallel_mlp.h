@@ -45,11 +45,18 @@ struct LocalLayer {
   int64_t weight = 0, bias = 0;         // offsets in the rank's parameter buffer
 };
 
-// The parameters of layers [first, end) as tp rank `tp_rank` of `tp` holds them.
+// The parameters of layers [first, end) as tp rank `tp_rank` of `tp` holds them: the tensors
+// replicated across the tp group first (elements [0, replicated)), then this rank's shards. The
+// replicated block has the same size and order on every tp rank, so the dp group can sum it as a
+// buffer of its own, in the same order on every tp rank, and its replicas stay bit-identical
+// across tp (summed inside one buffer with the uneven shards, a ring would cut it at other
+// places on each tp rank and sum its elements in other orders). With tp = 1 nothing is
+// replicated and the layout is the reference layout of those layers.
 struct StageLayout {
   std::vector<LocalLayer> layers;
   std::vector<ParameterRun> runs;
-  int64_t count = 0;  // elements
+  int64_t count = 0;       // elements
+  int64_t replicated = 0;  // elements of the replicated block at the front
 };
 StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int tp_rank);
 
@@ -80,6 +87,8 @@ class ParallelMlp {
   // backward() returns (the gradient of the stage's input), as this rank holds them.
   int64_t output_width() const { return layout_.layers.back().out_local; }
   int64_t input_width() const { return layout_.layers.front().in_local; }
+  // FNV-1a over every tp all_reduce result so far: alike on every rank of the tp group.
+  uint64_t tp_results_digest() const { return tp_results_digest_; }
   // The parameters in this rank's layout, from Philox (workload.h): no communication.
   std::vector<T> initial_parameters() const;
 
@@ -109,6 +118,7 @@ class ParallelMlp {
   MlpCompute compute_;
   StageLayout layout_;
   std::vector<T> rounded_params_;
+  uint64_t tp_results_digest_ = 0xcbf29ce484222325ull;
 };
 
 extern template class ParallelMlp<float>;

@@ -178,8 +178,9 @@ TEST(LayerSplits, PairColumnThenRowAndReplicateAnOddLast) {
 }
 
 // Every (pipeline stage, tp rank) layout of `spec`: runs tile each rank's buffer from 0 without
-// gaps, layers are stored where LocalLayer says (weight out_local x in_local, then bias), and over
-// all ranks every reference element is held once, or by each of the tp ranks when replicated.
+// gaps, the replicated block first; layers' tensors are stored where LocalLayer says (weight
+// out_local x in_local, bias) and tile the buffer too; and over all ranks every reference element
+// is held once, or by each of the tp ranks when replicated.
 void expect_shards_tile_the_model(const ModelSpec& spec, int tp) {
   const int64_t total = parameter_count(spec);
   const std::vector<double> reference = init_parameters(spec);
@@ -194,10 +195,15 @@ void expect_shards_tile_the_model(const ModelSpec& spec, int tp) {
       for (int rank = 0; rank < tp; ++rank) {
         const ParallelMlp<double> shard(spec, bounds[s], bounds[s + 1], tp, rank, &group);
         const StageLayout& layout = shard.layout();
+        std::vector<ParameterRun> by_offset = layout.runs;
+        std::sort(by_offset.begin(), by_offset.end(),
+                  [](const ParameterRun& a, const ParameterRun& b) { return a.local < b.local; });
         int64_t local = 0;
-        for (const ParameterRun& run : layout.runs) {
+        for (const ParameterRun& run : by_offset) {
           EXPECT_EQ(run.local, local);
           EXPECT_GT(run.length, 0);
+          // The replicated block is [0, replicated): the same on every tp rank.
+          EXPECT_EQ(run.replicated, run.local < layout.replicated) << run.local;
           local = run.local + run.length;
           for (int64_t i = run.reference; i < run.reference + run.length; ++i) {
             ASSERT_TRUE(i >= 0 && i < total) << i;
@@ -210,17 +216,22 @@ void expect_shards_tile_the_model(const ModelSpec& spec, int tp) {
           }
         }
         EXPECT_EQ(local, layout.count);
-        int64_t offset = 0;
+        std::vector<std::pair<int64_t, int64_t>> tensors;  // [begin, end) of every weight and bias
         for (const LocalLayer& layer : layout.layers) {
-          EXPECT_EQ(layer.weight, offset) << "layer " << layer.index;
-          EXPECT_EQ(layer.bias, layer.weight + layer.out_local * layer.in_local) << "layer " << layer.index;
-          offset = layer.bias + layer.out_local;
+          tensors.emplace_back(layer.weight, layer.weight + layer.out_local * layer.in_local);
+          tensors.emplace_back(layer.bias, layer.bias + layer.out_local);
           // Each feature split is even_split's: sizes differ by at most one.
           if (layer.split == LayerSplit::column) {
             EXPECT_EQ(layer.out_local, even_split(layer.out, tp, rank).second);
           } else if (layer.split == LayerSplit::row) {
             EXPECT_EQ(layer.in_local, even_split(layer.in, tp, rank).second);
           }
+        }
+        std::sort(tensors.begin(), tensors.end());
+        int64_t offset = 0;
+        for (const auto& [begin, end] : tensors) {
+          EXPECT_EQ(begin, offset);
+          offset = end;
         }
         EXPECT_EQ(offset, layout.count);
         // The shard's initial values are the reference's at the runs' positions.

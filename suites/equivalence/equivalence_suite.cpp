@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -183,6 +184,13 @@ class EquivalenceSuite final : public Suite {
         for (int w = 1; w <= o.world_size; ++w) {
           for (const ParallelConfig& layout : layouts_of(spec, w, defaults)) {
             ++layouts;
+            // Refused here, on every rank at set-up (exit 2), not by the members of one case.
+            if (o.batch < static_cast<int64_t>(layout.dp) * layout.microbatches) {
+              throw Error(Error::Kind::invalid_argument,
+                          spec.name + " " + layout.describe() + ": a global batch of " + std::to_string(o.batch) +
+                              " rows leaves some of its dp x mb = " + std::to_string(layout.dp * layout.microbatches) +
+                              " micro-batches without a row (raise --batch, or lower --microbatches/--accumulation)");
+            }
             for (Precision p : {Precision::f32, Precision::f64, Precision::bf16}) {
               EquivalenceCase c{spec, layout, p, optimizer};
               Labels labels;
@@ -229,7 +237,10 @@ class EquivalenceSuite final : public Suite {
     std::vector<ReplicaDigest> digests;
     std::vector<TrafficTheory> theory;
     int bit_exact_microbatches = 0;
-    if (member) {
+    // A member that throws (a layout the strategy refuses) must not leave the other ranks waiting
+    // in the gathers below: every rank learns of it through `control`, then all leave together.
+    std::exception_ptr failure;
+    if (member) try {
       ProcessGroups groups = ProcessGroups::split(*group, config);
       const auto train = [&](bool keep) {
         auto strategy = make_strategy(c.spec.name, spec, config, groups, c.precision);
@@ -251,7 +262,14 @@ class EquivalenceSuite final : public Suite {
       };
       params = train(true);
       again = train(false);
+    } catch (...) {
+      failure = std::current_exception();
     }
+    const int failed_here = failure ? 1 : 0;
+    int failed_anywhere = 0;
+    control.all_reduce(&failed_here, &failed_anywhere, 1, DType::i32, ReduceOp::max);
+    if (failure) std::rethrow_exception(failure);
+    if (failed_anywhere) throw Error(Error::Kind::backend, "another rank of the case failed");
 
     // Replicas and reproducibility, judged on every member: ranks that report the same digest key
     // must report the same digest (keys travel as hashes; at most kMaxDigests per rank).

@@ -47,7 +47,9 @@
 // amplifies where |g| is small (its update divides by sqrt(v) ~ |g|). No Hessian is at hand, so
 // the dynamics are measured instead: kSensitivityRuns more reference runs each add, at every step,
 // a perturbation of exactly the admitted size, +-e_g per element with random signs, to the
-// gradient before the update, and the bound gains 2 max_k |p_k - p_ref| per element. The admitted
+// gradient before the update, and the bound gains 2 max_k |p_k - p_ref| per element. The first
+// run draws new signs every step; the second keeps each element's sign for all steps, which is
+// the worst case for errors correlated over steps (a sum split the same way every step). The admitted
 // size e_g carries the worst-case (B - 1) factor, so it is larger than real reordering errors
 // (which grow like sqrt(B) u), and a linear response to it dominates theirs; the factor 2
 // covers a realization more aligned with the response than the sampled signs.
