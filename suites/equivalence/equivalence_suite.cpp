@@ -301,18 +301,21 @@ class EquivalenceSuite final : public Suite {
                            reports.empty() ? 0.0 : static_cast<double>(reports.back().bytes_sent)};
     const std::vector<TrafficSeen> all_traffic = gather_to_all(control, seen);
     struct PipelineSeen {
-      double stage = -1, bubble = 0, in_flight = 0, in_flight_theory = 0, activation_bytes = 0, per_microbatch = 0;
+      double stage = -1, in_flight = 0, in_flight_theory = 0, activation_bytes = 0, per_microbatch = 0;
+      double steps = 0, bubble_min = 0, bubble_p05 = 0, bubble_median = 0, bubble_p95 = 0, bubble_max = 0;
     } pipeline_mine;
     if (member && config.pp > 1) {
       std::vector<double> bubbles;
       for (const StepReport& r : reports) bubbles.push_back(r.pipeline_time > 0 ? r.idle_time / r.pipeline_time : 0);
       const int stage = rank / (config.dp * config.tp);
-      pipeline_mine = {static_cast<double>(stage), compute_stats(bubbles).median,
+      const Stats b = compute_stats(bubbles);
+      pipeline_mine = {static_cast<double>(stage),
                        static_cast<double>(memory.microbatches_in_flight_peak),
                        static_cast<double>(microbatches_in_flight_theory(config.schedule, config.pp, stage,
                                                                          config.microbatches)),
                        static_cast<double>(memory.activations_peak),
-                       static_cast<double>(memory.activation_bytes_per_microbatch)};
+                       static_cast<double>(memory.activation_bytes_per_microbatch),
+                       static_cast<double>(b.n), b.min, b.p05, b.median, b.p95, b.max};
     }
     const std::vector<PipelineSeen> all_pipeline = gather_to_all(control, pipeline_mine);
     if (rank != 0) return;
@@ -443,10 +446,12 @@ class EquivalenceSuite final : public Suite {
            p0.in_flight_theory * p0.per_microbatch, detail);
       for (int stage = 0; stage < config.pp; ++stage) {
         const PipelineSeen& p = all_pipeline[static_cast<size_t>(stage * config.dp * config.tp)];
-        emit("bubble_fraction", "ratio", p.bubble, Verdict::info, NAN,
-             "median over steps of this stage's idle time (blocked receiving activations or gradients) / "
-             "its schedule's time",
-             {}, ";stage=" + std::to_string(stage));
+        const Stats over_steps{static_cast<int64_t>(p.steps), p.bubble_min, p.bubble_p05, p.bubble_median, p.bubble_p95,
+                               p.bubble_max};
+        emit("bubble_fraction", "ratio", p.bubble_median, Verdict::info, NAN,
+             "this stage's idle time (blocked receiving activations or gradients, or waiting for its last "
+             "sends) / its schedule's time; median and distribution over steps",
+             over_steps, ";stage=" + std::to_string(stage));
       }
       emit("bubble_fraction_theory", "ratio", bubble_fraction_theory(config.pp, config.microbatches), Verdict::info,
            NAN, "(p-1)/(m+p-1), equal stage times and free communication");
