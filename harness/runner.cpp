@@ -34,6 +34,7 @@
 #include "results/csv_sink.h"
 #include "results/junit_sink.h"
 #include "strategies/strategy.h"
+#include "strategies/strategy_spec.h"
 #include "suites/profiles/profile.h"
 #include "suites/suite.h"
 
@@ -415,9 +416,13 @@ void print_list() {
   for (const auto& b : registered_backends()) std::printf("  %-22s %s\n", b.usage.c_str(), b.summary.c_str());
   std::printf("collectives: all_reduce reduce_scatter all_gather broadcast reduce all_to_all send_recv\n");
   std::printf("dtypes: f32 f64 f16 bf16 i8 u8 i32 i64\nops: sum prod min max avg\n");
-  std::string strategies;
-  for (const auto& name : registered_strategies()) strategies += " " + name;
-  std::printf("strategies:%s\n", strategies.empty() ? " none in this build" : strategies.c_str());
+  std::printf("strategies (NAME or NAME(key=value,...); keys it takes in brackets):\n");
+  for (const auto& name : registered_strategies()) {
+    const StrategyTraits& t = strategy_traits(name);
+    std::string keys;
+    for (const std::string& key : spec_keys(t)) keys += (keys.empty() ? "" : ",") + key;
+    std::printf("  %-22s %s [%s]\n", name.c_str(), t.summary.c_str(), keys.c_str());
+  }
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
   MPI_Get_library_version(mpi, &length);  // allowed before MPI_Init (MPI-3)

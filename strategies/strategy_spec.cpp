@@ -22,6 +22,18 @@ bool takes(const StrategyTraits& traits, const std::string& key) {
   return key == "mb";
 }
 
+}  // namespace
+
+std::vector<std::string> spec_keys(const StrategyTraits& traits) {
+  std::vector<std::string> keys;
+  for (const char* key : {"dp", "tp", "pp", "zero", "mb", "schedule"}) {
+    if (takes(traits, key)) keys.emplace_back(key);
+  }
+  return keys;
+}
+
+namespace {
+
 std::vector<int> candidates(bool allowed, const StrategySpec& spec, const char* key, int world) {
   if (auto it = spec.pinned.find(key); it != spec.pinned.end()) return {it->second};
   if (!allowed) return {1};

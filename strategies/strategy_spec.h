@@ -19,6 +19,9 @@ struct StrategySpec {
   std::string text;                   // as written
 };
 
+// The keys a strategy's spec takes ("dp", "tp", "pp", "zero", "mb", "schedule"), in that order.
+std::vector<std::string> spec_keys(const StrategyTraits& traits);
+
 // One spec. Error{invalid_argument} with one line naming the problem: an unknown strategy (listing
 // the known ones), an unknown key, a key the strategy does not take, a value that is not a
 // positive integer, or a layout its traits refuse.
