@@ -16,10 +16,12 @@ namespace dts {
 
 namespace {
 
-// A send in flight and the bytes it reads (moving a vector keeps its heap block).
+// A send in flight and the bytes it reads (moving a vector keeps its heap block). The data is
+// declared first so it is destroyed last: destroying a Work in flight waits for it, and the send
+// still reads the buffer until then.
 struct PendingSend {
-  std::unique_ptr<Work> work;
   std::vector<unsigned char> data;
+  std::unique_ptr<Work> work;
 };
 
 // Micro-batch rows of this dp replica: {first row in the global batch, rows} for each j.
@@ -112,7 +114,7 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   const DType wire = wire_dtype();
   const size_t wire_size = size_of(wire);
   const auto send = [&](const std::vector<T>& values, int peer) {
-    PendingSend pending{nullptr, std::vector<unsigned char>(values.size() * wire_size)};
+    PendingSend pending{std::vector<unsigned char>(values.size() * wire_size), nullptr};
     if (wire == DType::bf16) {
       for (size_t i = 0; i < values.size(); ++i) {
         const uint16_t bits = bf16_bits_from_double(values[i]);

@@ -42,6 +42,8 @@ class ZeroStrategy final : public Strategy {
   std::vector<double> full_parameters() override;  // stage 3: all_gather, so every rank must call
   MemoryReport memory() const override;
   std::string config() const override { return config_.describe(); }
+  // On one rank nothing is summed in another order than one process's gradient accumulation.
+  int same_order_microbatches() const override { return comm_.size() == 1 ? config_.microbatches : 0; }
   // Stages 1-2: (N-1) S for the reduce_scatter and as much for the all_gather; stage 3 adds two
   // all_gathers per micro-batch: (2K + 1)(N-1) S elements, exact (S is the padded shard).
   std::vector<TrafficTheory> expected_traffic() const override;

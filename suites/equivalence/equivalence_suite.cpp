@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/text.h"
 #include "core/error.h"
 #include "strategies/pipeline/schedule.h"
 #include "strategies/single/single_trainer.h"
@@ -151,6 +152,37 @@ void emit_bytes_sent(const std::vector<TrafficSeen>& ranks, int world, const std
   emit("bytes_sent", "bytes", mine.measured, worst_excess <= 0 ? Verdict::pass : Verdict::fail, mine.theory, detail);
 }
 
+// Makes every rank of `comm` leave together when any of them failed (collective): the rank that
+// failed rethrows its error, the others throw one of the same kind (so an unsupported case is a
+// SKIP on every rank), and rank 0's carries the first failing rank's message, which is the one
+// the harness reports.
+void leave_together(Communicator& comm, const std::exception_ptr& failure) {
+  int kind = 0;  // 0 none, 1 unsupported, 2 anything else: the harness's own order
+  std::string message;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Error& e) {
+      kind = e.kind() == Error::Kind::unsupported ? 1 : 2;
+      message = e.what();
+    } catch (const std::exception& e) {
+      kind = 2;
+      message = e.what();
+    }
+  }
+  int worst = 0;
+  comm.all_reduce(&kind, &worst, 1, DType::i32, ReduceOp::max);
+  if (worst == 0) return;
+  const int mine = kind == worst ? comm.rank() : comm.size();
+  int first = comm.size();
+  comm.all_reduce(&mine, &first, 1, DType::i32, ReduceOp::min);
+  const std::string text = text_to_root(comm, first, message);
+  if (failure && comm.rank() == first) std::rethrow_exception(failure);
+  const Error::Kind as = worst == 1 ? Error::Kind::unsupported : Error::Kind::backend;
+  if (comm.rank() == 0) throw Error(as, "rank " + std::to_string(first) + " of the case: " + text);
+  throw Error(as, "rank " + std::to_string(first) + " of the case failed");
+}
+
 // The control communicator's view of a per-rank record: every rank of the job contributes `mine`
 // (zeros off the case's sub-world); rank 0 gets all of them in rank order.
 template <class Value>
@@ -184,8 +216,13 @@ class EquivalenceSuite final : public Suite {
         for (int w = 1; w <= o.world_size; ++w) {
           for (const ParallelConfig& layout : layouts_of(spec, w, defaults)) {
             ++layouts;
-            // Refused here, on every rank at set-up (exit 2), not by the members of one case.
+            // Refused here, on every rank at set-up (exit 2), not by the members of one case; under
+            // "all", a layout the batch cannot fill is left out like one the ranks cannot hold.
             if (o.batch < static_cast<int64_t>(layout.dp) * layout.microbatches) {
+              if (o.strategies.empty()) {
+                --layouts;
+                continue;
+              }
               throw Error(Error::Kind::invalid_argument,
                           spec.name + " " + layout.describe() + ": a global batch of " + std::to_string(o.batch) +
                               " rows leaves some of its dp x mb = " + std::to_string(layout.dp * layout.microbatches) +
@@ -228,6 +265,9 @@ class EquivalenceSuite final : public Suite {
     const bool member = rank < world;
     // Every rank takes part in the split; ranks outside the sub-world only help verify.
     std::unique_ptr<Communicator> group = comm.split(member ? 0 : 1, rank);
+    // The members' own untampered communicator: they agree on building the strategy over it, so
+    // a rank that fails alone there cannot leave the others waiting in its first collective.
+    std::unique_ptr<Communicator> members = control.split(member ? 0 : 1, rank);
     const RunContext::Participants who = ctx.participants(member);
 
     std::vector<double> params, again, same_order;
@@ -243,7 +283,14 @@ class EquivalenceSuite final : public Suite {
     if (member) try {
       ProcessGroups groups = ProcessGroups::split(*group, config);
       const auto train = [&](bool keep) {
-        auto strategy = make_strategy(c.spec.name, spec, config, groups, c.precision);
+        std::unique_ptr<Strategy> strategy;
+        std::exception_ptr not_built;
+        try {
+          strategy = make_strategy(c.spec.name, spec, config, groups, c.precision);
+        } catch (...) {
+          not_built = std::current_exception();
+        }
+        leave_together(*members, not_built);
         // Traffic of the steps alone: gathering the parameters afterwards is the suite's, not the step's.
         const RunContext::Traffic before = ctx.traffic();
         for (int s = 0; s < o.steps; ++s) {
@@ -265,11 +312,9 @@ class EquivalenceSuite final : public Suite {
     } catch (...) {
       failure = std::current_exception();
     }
-    const int failed_here = failure ? 1 : 0;
-    int failed_anywhere = 0;
-    control.all_reduce(&failed_here, &failed_anywhere, 1, DType::i32, ReduceOp::max);
-    if (failure) std::rethrow_exception(failure);
-    if (failed_anywhere) throw Error(Error::Kind::backend, "another rank of the case failed");
+    // A failure during the steps on some members only is the watchdog's to report (they wait in
+    // a collective of the stack); everything that fails alike on the members is agreed here.
+    leave_together(control, failure);
 
     // Replicas and reproducibility, judged on every member: ranks that report the same digest key
     // must report the same digest (keys travel as hashes; at most kMaxDigests per rank).
