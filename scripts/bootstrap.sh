@@ -13,7 +13,7 @@ build_dir=${BUILD_DIR:-build}
 np=${NP:-4}
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libfccp-dev libexpat1-dev libopenblas-dev prometheus-cpp-dev libtomlplusplus-dev gnuplot-nox chromium
+          libbenchmark-dev libfccp-dev libexpat1-dev zlib1g-dev libopenblas-dev prometheus-cpp-dev libtomlplusplus-dev gnuplot-nox chromium
           prometheus prometheus-pushgateway curl python3)
 missing=()
 for p in "${packages[@]}"; do
