@@ -1,4 +1,4 @@
-// text_to_root: length, then bytes, point to point.
+// text_to_root: length, then bytes, point to point; agree: two all_reduces, then text_to_root.
 #include "comm/text.h"
 
 namespace dts {
@@ -17,6 +17,18 @@ std::string text_to_root(Communicator& comm, int from, const std::string& text) 
   std::string out(static_cast<size_t>(length), '\0');
   comm.recv(out.data(), out.size(), DType::u8, from);
   return out;
+}
+
+std::pair<int, std::string> agree(Communicator& comm, int status, const std::string& message) {
+  int worst = 0;
+  comm.all_reduce(&status, &worst, 1, DType::i32, ReduceOp::max);
+  if (worst == 0) return {0, {}};
+  const int mine = status == worst ? comm.rank() : comm.size();
+  int first = comm.size();
+  comm.all_reduce(&mine, &first, 1, DType::i32, ReduceOp::min);
+  std::string text = text_to_root(comm, first, message);
+  if (first != 0 && !text.empty()) text = "rank " + std::to_string(first) + ": " + text;
+  return {worst, text};
 }
 
 }  // namespace dts

@@ -1,7 +1,8 @@
 // Moving a short text (an error message, a first wrong element) from one rank to rank 0 over a
-// communicator, for reports that rank 0 writes.
+// communicator, for reports that rank 0 writes, and agreeing on a status with the first message.
 #pragma once
 #include <string>
+#include <utility>
 
 #include "comm/communicator.h"
 
@@ -10,5 +11,9 @@ namespace dts {
 // Collective over `comm`: every rank calls it with the same `from`. Returns `text` of rank `from`
 // on rank 0, an empty string elsewhere.
 std::string text_to_root(Communicator& comm, int from, const std::string& text);
+
+// Agrees on a status across the ranks of `comm` (collective): returns the largest status and, on
+// rank 0, the message of the lowest rank that reported it ("rank N: ..." when N is not 0).
+std::pair<int, std::string> agree(Communicator& comm, int status, const std::string& message);
 
 }  // namespace dts

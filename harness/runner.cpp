@@ -211,20 +211,6 @@ class HarnessContext final : public RunContext {
   std::optional<Participants> case_participants_;
 };
 
-// Agrees on a status across ranks: returns the largest status and, on rank 0, the message of
-// the lowest rank that reported it.
-std::pair<int, std::string> agree(Communicator& comm, int status, const std::string& message) {
-  int worst = 0;
-  comm.all_reduce(&status, &worst, 1, DType::i32, ReduceOp::max);
-  if (worst == 0) return {0, {}};
-  const int mine = status == worst ? comm.rank() : comm.size();
-  int first = comm.size();
-  comm.all_reduce(&mine, &first, 1, DType::i32, ReduceOp::min);
-  std::string text = text_to_root(comm, first, message);
-  if (first != 0 && !text.empty()) text = "rank " + std::to_string(first) + ": " + text;
-  return {worst, text};
-}
-
 // Runs a set-up step on every rank and agrees on the outcome, so that when any rank fails all
 // ranks leave together. Returns the failure (its text on rank 0), or nothing.
 std::optional<std::string> agreed_failure(Communicator& agreement, const std::function<void()>& step) {

@@ -35,19 +35,6 @@ std::string format(const char* fmt, ...) {
   return std::string(buffer, static_cast<size_t>(n) < sizeof buffer ? static_cast<size_t>(n) : sizeof buffer - 1);
 }
 
-// Value of `key` in a "key=value;key=value" config; empty when absent.
-std::string config_value(std::string_view config, std::string_view key) {
-  while (!config.empty()) {
-    const size_t end = config.find(';');
-    const std::string_view item = config.substr(0, end);
-    const size_t eq = item.find('=');
-    if (eq != std::string_view::npos && item.substr(0, eq) == key) return std::string(item.substr(eq + 1));
-    if (end == std::string_view::npos) break;
-    config.remove_prefix(end + 1);
-  }
-  return {};
-}
-
 // nccl-tests' time column: fewer decimals as the number grows, always 7 wide.
 std::string format_time_us(double seconds) {
   if (std::isnan(seconds)) return "N/A";
@@ -172,11 +159,11 @@ void ConsoleTable::print_row(const PendingRow& row) {
   if (row.bytes >= 0 && element_size > 0) {
     count = format("%lld", static_cast<long long>(row.bytes / static_cast<int64_t>(element_size)));
   } else {
-    count = config_value(row.config, "count");
+    count = config_value(row.config, "count").value_or("");
   }
-  std::string redop = config_value(row.config, "redop");
+  std::string redop = config_value(row.config, "redop").value_or("");
   if (redop.empty()) redop = "none";
-  std::string root = config_value(row.config, "root");
+  std::string root = config_value(row.config, "root").value_or("");
   if (root.empty()) root = "-1";
   const std::string size = row.bytes >= 0 ? format("%lld", static_cast<long long>(row.bytes)) : "";
 

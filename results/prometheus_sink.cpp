@@ -74,19 +74,6 @@ std::string format_number(double value) {
   return std::string(buffer, result.ptr);
 }
 
-// "key=value;key=value" -> value of `key`, or nothing.
-std::optional<std::string> config_value(std::string_view config, std::string_view key) {
-  while (!config.empty()) {
-    const size_t end = config.find(';');
-    const std::string_view pair = config.substr(0, end);
-    const size_t eq = pair.find('=');
-    if (eq != std::string_view::npos && pair.substr(0, eq) == key) return std::string(pair.substr(eq + 1));
-    if (end == std::string_view::npos) break;
-    config.remove_prefix(end + 1);
-  }
-  return std::nullopt;
-}
-
 std::vector<prometheus::ClientMetric::Label> to_client_labels(const LabelList& labels) {
   std::vector<prometheus::ClientMetric::Label> out;
   out.reserve(labels.size());

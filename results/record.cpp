@@ -37,18 +37,23 @@ Stats compute_stats(std::vector<double> samples) {
   return s;
 }
 
+std::optional<std::string> config_value(std::string_view config, std::string_view key) {
+  while (!config.empty()) {
+    const size_t end = config.find(';');
+    const std::string_view pair = config.substr(0, end);
+    const size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == key) return std::string(pair.substr(eq + 1));
+    if (end == std::string_view::npos) break;
+    config.remove_prefix(end + 1);
+  }
+  return std::nullopt;
+}
+
 int job_size(const Record& r) {
-  const std::string& config = r.labels.config;
-  constexpr std::string_view kKey = "job=";
-  for (size_t at = 0; at < config.size();) {
-    const size_t end = std::min(config.find(';', at), config.size());
-    if (end - at > kKey.size() && config.compare(at, kKey.size(), kKey) == 0) {
-      int size = 0;
-      const char* first = config.data() + at + kKey.size();
-      const auto [last, error] = std::from_chars(first, config.data() + end, size);
-      if (error == std::errc() && last == config.data() + end && size > 0) return size;
-    }
-    at = end + 1;
+  if (const auto job = config_value(r.labels.config, "job")) {
+    int size = 0;
+    const auto [last, error] = std::from_chars(job->data(), job->data() + job->size(), size);
+    if (error == std::errc() && last == job->data() + job->size() && size > 0) return size;
   }
   return r.labels.world_size;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,9 @@ struct Record {
   // empty when not kept.
   std::vector<double> samples;
 };
+
+// The value of `key` in a config ("key=value;key=value"), or nothing when the key is absent.
+std::optional<std::string> config_value(std::string_view config, std::string_view key);
 
 // The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
 // ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the

@@ -46,21 +46,12 @@ constexpr size_t kMaxFailuresListed = 500;
 
 bool measured(const Record& r) { return r.verdict != Verdict::skip && r.verdict != Verdict::timeout; }
 
-std::string config_value(const std::string& config, const std::string& key) {
-  std::stringstream pairs(config);
-  for (std::string pair; std::getline(pairs, pair, ';');) {
-    const size_t eq = pair.find('=');
-    if (eq != std::string::npos && pair.compare(0, eq, key) == 0 && eq == key.size()) return pair.substr(eq + 1);
-  }
-  return {};
-}
-
 // Ranks a strategy record is about: the ranks that took part in its case (world_size; the job's
 // is job_size), which rows that carry `job=` say. Older rows said the job's size there, so for
 // them the config's dp= (their sub-world's data-parallel degree) stands in.
 double ranks_of(const Record& r) {
-  const std::string dp = config_value(r.labels.config, "dp");
-  if (config_value(r.labels.config, "job").empty() && !dp.empty()) {
+  const std::string dp = config_value(r.labels.config, "dp").value_or("");
+  if (!config_value(r.labels.config, "job") && !dp.empty()) {
     try {
       return std::stod(dp);
     } catch (const std::exception&) {
@@ -237,7 +228,7 @@ std::vector<Plot> strategy_plots(const std::vector<ResultsFile>& files, const St
         if (std::isfinite(r.threshold) && (!spec.log_y || r.threshold > 0)) bounds_at[x].insert(r.threshold);
         else unbounded = true;
         // Strategies are told apart by optimizer too: their errors and bounds differ by orders.
-        const std::string optimizer = config_value(r.labels.config, "optimizer");
+        const std::string optimizer = config_value(r.labels.config, "optimizer").value_or("");
         builder.add(stack_of.at({f, stack_identity(r)}), r.labels.strategy + (optimizer.empty() ? "" : "/" + optimizer),
                     x, r.value);
       }
@@ -453,7 +444,7 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   equivalence.empty_note = "No equivalence rows with max_abs_error in these results.";
 
   const auto epoch_of = [](const Record& r, double& x) {
-    const std::string epoch = config_value(r.labels.config, "epoch");
+    const std::string epoch = config_value(r.labels.config, "epoch").value_or("");
     if (epoch.empty()) return false;
     try {
       x = std::stod(epoch);

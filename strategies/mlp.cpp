@@ -23,9 +23,14 @@ Mlp<T>::Mlp(const ModelSpec& spec, MlpCompute compute)
 }
 
 template <class T>
+void round_for(MlpCompute compute, T* values, int64_t n) {
+  if (compute != MlpCompute::bf16) return;
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<T>(float_from_bf16_bits(bf16_bits_from_double(values[i])));
+}
+
+template <class T>
 void Mlp<T>::round(T* v, int64_t n) const {
-  if (compute_ != MlpCompute::bf16) return;
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(float_from_bf16_bits(bf16_bits_from_double(v[i])));
+  round_for(compute_, v, n);
 }
 
 template <class T>
@@ -171,6 +176,8 @@ void Mlp<T>::gradient_magnitudes(T* out) const {
   }
 }
 
+template void round_for<float>(MlpCompute, float*, int64_t);
+template void round_for<double>(MlpCompute, double*, int64_t);
 template class Mlp<float>;
 template class Mlp<double>;
 

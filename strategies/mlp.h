@@ -19,6 +19,11 @@ namespace dts {
 // of an f32 parameter), so strategies accumulate and communicate them in f32.
 enum class MlpCompute { native, bf16 };
 
+// bf16 mode: rounds each of the n values to the nearest bf16 (ties to even), in place, where the
+// mode rounds (strategies/mlp.cpp, strategies/tensor/parallel_mlp.cpp); native: leaves them.
+template <class T>
+void round_for(MlpCompute compute, T* values, int64_t n);
+
 template <class T>
 class Mlp {
  public:

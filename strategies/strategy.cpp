@@ -1,4 +1,5 @@
-// Helpers shared by strategies: batch slicing and even splits.
+// Helpers shared by strategies: the registry, layouts and process groups, batch slicing, even
+// splits, and the same-order one-process run.
 #include "strategies/strategy.h"
 
 #include <map>
@@ -88,6 +89,22 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   if (config.microbatches < 1) throw refuse("micro-batches must be >= 1");
   if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
   return strategy_registry().find(std::string(name))->second.factory(spec, config, groups, precision);
+}
+
+std::vector<double> same_order_run(const ModelSpec& spec, const TrainConfig& train, Precision precision, int steps,
+                                   int64_t batch_rows, int microbatches) {
+  const auto run = [&](auto trainer) {
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      losses.push_back(trainer.step_accumulated(make_batch(spec, static_cast<int64_t>(s) * batch_rows, batch_rows),
+                                                microbatches));
+    }
+    std::vector<double> result = trainer.parameters();
+    result.insert(result.end(), losses.begin(), losses.end());
+    return result;
+  };
+  if (precision == Precision::f64) return run(SingleTrainer<double>(spec, train));
+  return run(SingleTrainer<float>(spec, train, compute_of(precision)));
 }
 
 std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part) {

@@ -109,21 +109,15 @@ class Strategy {
   virtual int same_order_microbatches() const { return 0; }
 
  protected:
+  // FNV-1a over the bytes: any differing bit changes the digest (collisions are irrelevant for
+  // replicas that are either identical or corrupted by a fault).
   template <class T>
-  static uint64_t digest_of(const std::vector<T>& values, uint64_t seed = 0xcbf29ce484222325ull) {
-    return digest_of(values.data(), values.size(), seed);
+  static uint64_t digest_of(const std::vector<T>& values, uint64_t seed = kFnvOffsetBasis) {
+    return fnv1a(values.data(), values.size() * sizeof(T), seed);
   }
   template <class T>
-  static uint64_t digest_of(const T* values, size_t count, uint64_t seed = 0xcbf29ce484222325ull) {
-    // FNV-1a over the bytes: any differing bit changes the digest (collisions are irrelevant for
-    // replicas that are either identical or corrupted by a fault).
-    uint64_t h = seed;
-    const auto* bytes = reinterpret_cast<const unsigned char*>(values);
-    for (size_t i = 0; i < count * sizeof(T); ++i) {
-      h ^= bytes[i];
-      h *= 0x100000001b3ull;
-    }
-    return h;
+  static uint64_t digest_of(const T* values, size_t count, uint64_t seed = kFnvOffsetBasis) {
+    return fnv1a(values, count * sizeof(T), seed);
   }
 };
 
@@ -160,6 +154,14 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   static const bool DTS_REGISTER_CONCAT(dts_strategy_registered_, __LINE__) = \
       ::dts::register_strategy(NAME, TRAITS, FACTORY)
 
+// One process training `steps` global batches of `batch_rows` rows (batch s: samples [s B, (s+1) B))
+// in `precision`, accumulating each step's gradient over `microbatches`
+// (SingleTrainer::step_accumulated): what a layout that sums nothing in another order
+// (Strategy::same_order_microbatches) must equal bit for bit. Returns the parameters, then each
+// step's loss (a corruption the parameters' later roundings absorb often still shows in a loss).
+std::vector<double> same_order_run(const ModelSpec& spec, const TrainConfig& train, Precision precision, int steps,
+                                   int64_t batch_rows, int microbatches);
+
 // The DType of a strategy's element type (f32 or f64), for its collectives.
 template <class T>
 constexpr DType dtype_of() {
@@ -169,6 +171,21 @@ constexpr DType dtype_of() {
 // Seconds since `start` on the steady clock (step reports).
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Runs a blocking collective and books it in `report`: all of its time is communication and all
+// of it exposed (nothing overlaps a blocking call); `bytes`: what this rank puts on the wire under
+// the ring model. comm_time sums the collectives rather than spanning first to last: compute that
+// runs between them is not communication.
+template <class Collective>
+void blocking_collective(StepReport& report, double bytes, Collective&& collective) {
+  const auto start = std::chrono::steady_clock::now();
+  collective();
+  const double elapsed = seconds_since(start);
+  report.comm_time += elapsed;
+  report.exposed_comm_time += elapsed;
+  report.bytes_sent += static_cast<int64_t>(bytes + 0.5);
+  ++report.collectives;
 }
 
 // The global batch's mean loss from each rank's sum of (shard mean loss x shard rows): one

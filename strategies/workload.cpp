@@ -9,14 +9,17 @@
 
 namespace dts {
 
-uint64_t name_hash(const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) {
-    h ^= c;
+uint64_t fnv1a(const void* data, size_t size, uint64_t seed) {
+  uint64_t h = seed;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) {
+    h ^= bytes[i];
     h *= 0x100000001b3ull;
   }
   return h;
 }
+
+uint64_t name_hash(const std::string& name) { return fnv1a(name.data(), name.size()); }
 
 std::vector<int64_t> layer_dims(const ModelSpec& spec) {
   if (spec.layers < 1 || spec.width < 1 || spec.input < 1 || spec.classes < 2) {

@@ -8,9 +8,10 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <type_traits>
 
 #include "core/error.h"
-#include "core/half.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace dts {
 
@@ -79,18 +80,6 @@ HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const
 }
 
 template <class T>
-template <class Collective>
-void HybridStrategy<T>::dp_collective(StepReport& report, double bytes, Collective&& collective) {
-  const auto start = std::chrono::steady_clock::now();
-  collective();
-  const double elapsed = seconds_since(start);
-  report.comm_time += elapsed;
-  report.exposed_comm_time += elapsed;  // after the schedule: nothing overlaps it
-  report.bytes_sent += static_cast<int64_t>(bytes + 0.5);
-  ++report.collectives;
-}
-
-template <class T>
 StepReport HybridStrategy<T>::step(const Batch& batch) {
   const ParallelConfig& c = config_;
   if (batch.size < static_cast<int64_t>(c.dp) * c.microbatches) {
@@ -115,12 +104,13 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   const size_t wire_size = size_of(wire);
   const auto send = [&](const std::vector<T>& values, int peer) {
     PendingSend pending{std::vector<unsigned char>(values.size() * wire_size), nullptr};
-    if (wire == DType::bf16) {
-      for (size_t i = 0; i < values.size(); ++i) {
-        const uint16_t bits = bf16_bits_from_double(values[i]);
-        std::memcpy(pending.data.data() + 2 * i, &bits, 2);
+    if constexpr (std::is_same_v<T, float>) {
+      if (wire == DType::bf16) {
+        kernels::cpu::cast_f32_to_bf16(values.data(), reinterpret_cast<uint16_t*>(pending.data.data()),
+                                       static_cast<int64_t>(values.size()));
       }
-    } else {
+    }
+    if (wire != DType::bf16) {
       std::memcpy(pending.data.data(), values.data(), pending.data.size());
     }
     pending.work = pp.isend(pending.data.data(), values.size(), wire, peer);
@@ -133,13 +123,13 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
     pp.recv(bytes.data(), static_cast<size_t>(count), wire, peer);
     report.idle_time += seconds_since(wait_start);
     std::vector<T> values(static_cast<size_t>(count));
-    if (wire == DType::bf16) {
-      for (size_t i = 0; i < values.size(); ++i) {
-        uint16_t bits = 0;
-        std::memcpy(&bits, bytes.data() + 2 * i, 2);
-        values[i] = static_cast<T>(float_from_bf16_bits(bits));
+    if constexpr (std::is_same_v<T, float>) {
+      if (wire == DType::bf16) {
+        kernels::cpu::cast_bf16_to_f32(reinterpret_cast<const uint16_t*>(bytes.data()), values.data(),
+                                       static_cast<int64_t>(values.size()));
       }
-    } else {
+    }
+    if (wire != DType::bf16) {
       std::memcpy(values.data(), bytes.data(), bytes.size());
     }
     return values;
@@ -205,7 +195,7 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
     for (const DpBlock& block : c.dp > 1 ? dp_blocks_ : std::vector<DpBlock>{}) {
       const double bytes = 2.0 * static_cast<double>(block.length) * static_cast<double>(element) * (c.dp - 1) / c.dp;
       T* data = grads_.data() + block.begin;
-      dp_collective(report, bytes, [&] {
+      blocking_collective(report, bytes, [&] {
         groups_.dp->all_reduce(data, data, static_cast<size_t>(block.length), dtype_of<T>(), ReduceOp::sum);
       });
     }
@@ -230,7 +220,7 @@ void HybridStrategy<T>::zero1_update(StepReport& report) {
     const double wire = static_cast<double>((n - 1) * b.slot * static_cast<int64_t>(sizeof(T)));
     pad_shards(grads_.data() + b.begin, b.length, n, b.slot, padded);
     T* slot = padded.data() + rank * b.slot;
-    dp_collective(report, wire, [&] {
+    blocking_collective(report, wire, [&] {
       groups_.dp->reduce_scatter(padded.data(), slot, static_cast<size_t>(b.slot), dtype, ReduceOp::sum);
     });
     std::copy(slot, slot + b.count, grads_.begin() + b.begin + b.first);
@@ -249,7 +239,7 @@ void HybridStrategy<T>::zero1_update(StepReport& report) {
     const double wire = static_cast<double>((n - 1) * b.slot * static_cast<int64_t>(sizeof(T)));
     pad_shards(params_.data() + b.begin, b.length, n, b.slot, padded);
     T* slot = padded.data() + rank * b.slot;
-    dp_collective(report, wire, [&] {
+    blocking_collective(report, wire, [&] {
       groups_.dp->all_gather(slot, padded.data(), static_cast<size_t>(b.slot), dtype);
     });
     unpad_shards(padded, b.length, n, b.slot, params_.data() + b.begin);
@@ -375,7 +365,7 @@ std::vector<ReplicaDigest> HybridStrategy<T>::replica_digests() {
   if (config_.zero == 0) shard = digest_of(state2_, digest_of(state1_, digest_of(grads_, shard)));
   digests.push_back({where + " tp rank " + std::to_string(groups_.tp_index) + " (alike across dp)", shard});
   if (config_.tp > 1) {
-    uint64_t replicated = 0xcbf29ce484222325ull;
+    uint64_t replicated = kFnvOffsetBasis;
     for (const ParameterRun& run : mlp_.layout().runs) {
       if (!run.replicated) continue;
       replicated = digest_of(params_.data() + run.local, static_cast<size_t>(run.length), replicated);

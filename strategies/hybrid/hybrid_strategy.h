@@ -47,8 +47,6 @@ class HybridStrategy final : public Strategy {
   // ZeRO-1: sums each block's gradient over dp into this rank's shard of it, steps the shards,
   // gathers the parameters.
   void zero1_update(StepReport& report);
-  template <class Collective>
-  void dp_collective(StepReport& report, double bytes, Collective&& collective);
   // What activations and their gradients travel as between stages: bf16 in bf16 compute.
   DType wire_dtype() const { return compute_ == MlpCompute::bf16 ? DType::bf16 : dtype_of<T>(); }
 

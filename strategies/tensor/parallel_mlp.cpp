@@ -14,7 +14,6 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "core/half.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace dts {
@@ -189,8 +188,7 @@ std::vector<T> ParallelMlp<T>::initial_parameters() const {
 
 template <class T>
 void ParallelMlp<T>::round(T* v, int64_t n) const {
-  if (compute_ != MlpCompute::bf16) return;
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(float_from_bf16_bits(bf16_bits_from_double(v[i])));
+  round_for(compute_, v, n);
 }
 
 template <class T>
@@ -209,22 +207,15 @@ const T* ParallelMlp<T>::weights_as_used(const T* params) {
 template <class T>
 void ParallelMlp<T>::tp_all_reduce(std::vector<T>& values, StepReport& report) {
   if (tp_ == 1) return;
-  const auto start = std::chrono::steady_clock::now();
-  tp_comm_->all_reduce(values.data(), values.data(), values.size(), dtype_of<T>(), ReduceOp::sum);
-  const double elapsed = seconds_since(start);
+  // Ring model: 2 c (N - 1) / N elements sent per rank.
+  const double bytes = 2.0 * static_cast<double>(values.size() * sizeof(T)) * (tp_ - 1) / tp_;
+  blocking_collective(report, bytes, [&] {
+    tp_comm_->all_reduce(values.data(), values.data(), values.size(), dtype_of<T>(), ReduceOp::sum);
+  });
   // Every rank of the group must receive the same sum: fold it into a digest the strategy
   // compares across the group (a flipped bit in one rank's result shows even when the rounding
   // that follows hides it from the parameters).
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  for (size_t i = 0; i < values.size() * sizeof(T); ++i) {
-    tp_results_digest_ ^= bytes[i];
-    tp_results_digest_ *= 0x100000001b3ull;
-  }
-  report.comm_time += elapsed;
-  report.exposed_comm_time += elapsed;  // blocking: nothing overlaps it
-  // Ring model: 2 c (N - 1) / N elements sent per rank.
-  report.bytes_sent += static_cast<int64_t>(2.0 * static_cast<double>(values.size() * sizeof(T)) * (tp_ - 1) / tp_ + 0.5);
-  ++report.collectives;
+  tp_results_digest_ = fnv1a(values.data(), values.size() * sizeof(T), tp_results_digest_);
 }
 
 template <class T>

@@ -118,7 +118,7 @@ class ParallelMlp {
   MlpCompute compute_;
   StageLayout layout_;
   std::vector<T> rounded_params_;
-  uint64_t tp_results_digest_ = 0xcbf29ce484222325ull;
+  uint64_t tp_results_digest_ = kFnvOffsetBasis;
 };
 
 extern template class ParallelMlp<float>;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "core/error.h"
 
@@ -68,16 +69,9 @@ std::string_view ZeroStrategy<T>::name() const {
 template <class T>
 template <class Collective>
 void ZeroStrategy<T>::communicate(StepReport& report, Collective&& collective) {
-  const auto start = std::chrono::steady_clock::now();
-  collective();
-  const double elapsed = seconds_since(start);
-  // Every collective here blocks, so all of it is exposed. comm_time sums the collectives rather
-  // than spanning first-to-last: in stage 3 compute runs between them and is not communication.
-  report.comm_time += elapsed;
-  report.exposed_comm_time += elapsed;
   // Ring model: N - 1 steps, each sending one S-element slot.
-  report.bytes_sent += (comm_.size() - 1) * shard_size_ * static_cast<int64_t>(sizeof(T));
-  ++report.collectives;
+  blocking_collective(report, static_cast<double>((comm_.size() - 1) * shard_size_ * static_cast<int64_t>(sizeof(T))),
+                      std::forward<Collective>(collective));
 }
 
 template <class T>

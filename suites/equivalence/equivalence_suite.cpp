@@ -85,26 +85,6 @@ std::string config_of(const EquivalenceCase& c, const RunOptions& o) {
          ";batch=" + std::to_string(o.batch) + ";optimizer=" + optimizer_name(c.optimizer);
 }
 
-// One process accumulating over `microbatches` in order: what a layout that reorders no sum must
-// equal bit for bit.
-// The step losses are appended to the parameters: a corruption that the later roundings of the
-// parameters absorb often still shows in a loss.
-std::vector<double> same_order_reference(const ModelSpec& spec, const TrainConfig& train, Precision precision,
-                                         int steps, int64_t batch_rows, int microbatches) {
-  const auto run = [&](auto trainer) {
-    std::vector<double> losses;
-    for (int s = 0; s < steps; ++s) {
-      losses.push_back(trainer.step_accumulated(make_batch(spec, static_cast<int64_t>(s) * batch_rows, batch_rows),
-                                                microbatches));
-    }
-    std::vector<double> result = trainer.parameters();
-    result.insert(result.end(), losses.begin(), losses.end());
-    return result;
-  };
-  if (precision == Precision::f64) return run(SingleTrainer<double>(spec, train));
-  return run(SingleTrainer<float>(spec, train, compute_of(precision)));
-}
-
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
@@ -170,17 +150,11 @@ void leave_together(Communicator& comm, const std::exception_ptr& failure) {
       message = e.what();
     }
   }
-  int worst = 0;
-  comm.all_reduce(&kind, &worst, 1, DType::i32, ReduceOp::max);
+  const auto [worst, text] = agree(comm, kind, message);
   if (worst == 0) return;
-  const int mine = kind == worst ? comm.rank() : comm.size();
-  int first = comm.size();
-  comm.all_reduce(&mine, &first, 1, DType::i32, ReduceOp::min);
-  const std::string text = text_to_root(comm, first, message);
-  if (failure && comm.rank() == first) std::rethrow_exception(failure);
+  if (failure && kind == worst) std::rethrow_exception(failure);
   const Error::Kind as = worst == 1 ? Error::Kind::unsupported : Error::Kind::backend;
-  if (comm.rank() == 0) throw Error(as, "rank " + std::to_string(first) + " of the case: " + text);
-  throw Error(as, "rank " + std::to_string(first) + " of the case failed");
+  throw Error(as, comm.rank() == 0 ? text : "another rank of the case failed");
 }
 
 // The control communicator's view of a per-rank record: every rank of the job contributes `mine`
@@ -446,8 +420,7 @@ class EquivalenceSuite final : public Suite {
 
     if (bit_exact_microbatches > 0) {
       // Nothing is summed in another order: the same-order one-process run must match bit for bit.
-      std::vector<double> exact = same_order_reference(spec, config.train, c.precision, o.steps, o.batch,
-                                                       bit_exact_microbatches);
+      std::vector<double> exact = same_order_run(spec, config.train, c.precision, o.steps, o.batch, bit_exact_microbatches);
       std::vector<double> got = params;
       for (const StepReport& r : reports) got.push_back(r.loss);
       size_t differing = 0;
