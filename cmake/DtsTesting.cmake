@@ -39,3 +39,16 @@ function(dts_add_mpi_test name)
       PROCESSORS ${np} SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "mpi;${T_LABELS}")
   endforeach()
 endfunction()
+
+# dts_add_e2e_test(NAME TIMEOUT SOURCES ... LIBS ...): an end-to-end test of the dtsuite binary
+# (harness/testing/e2e.h), run under mpirun or alone; a suite's own live in its folder.
+function(dts_add_e2e_test name timeout)
+  string(REPLACE ";" " " launcher_flags "${DTS_MPIEXEC_PREFLAGS};${MPIEXEC_PREFLAGS}")
+  dts_add_test(${name} ${ARGN} LABELS e2e)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_compile_definitions(${name} PRIVATE
+    DTS_BINARY="$<TARGET_FILE:dtsuite>" DTS_MPIEXEC="${MPIEXEC_EXECUTABLE}" DTS_MPIEXEC_FLAGS="${launcher_flags}")
+  add_dependencies(${name} dtsuite)
+  set_tests_properties(${name} PROPERTIES PROCESSORS 2 TIMEOUT ${timeout}
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+endfunction()

@@ -31,4 +31,26 @@ std::pair<int, std::string> agree(Communicator& comm, int status, const std::str
   return {worst, text};
 }
 
+void leave_together(Communicator& comm, const std::exception_ptr& failure) {
+  int kind = 0;  // 0 none, 1 unsupported, 2 anything else: the harness's own order
+  std::string message;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Error& e) {
+      kind = e.kind() == Error::Kind::unsupported ? 1 : 2;
+      message = e.what();
+    } catch (const std::exception& e) {
+      kind = 2;
+      message = e.what();
+    }
+  }
+  const auto [worst, text] = agree(comm, kind, message);
+  if (worst == 0) return;
+  if (failure && kind == worst) std::rethrow_exception(failure);
+  const Error::Kind as = worst == 1 ? Error::Kind::unsupported : Error::Kind::backend;
+  throw Error(as, comm.rank() == 0 ? text : "another rank of the case failed");
+}
+
+
 }  // namespace dts

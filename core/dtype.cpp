@@ -1,6 +1,8 @@
 // DType / ReduceOp names, sizes and parsing.
 #include "core/dtype.h"
 
+#include <cctype>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -65,6 +67,37 @@ std::string_view name(ReduceOp op) {
 }
 
 std::string_view name(Memory memory) { return memory == Memory::host ? "host" : "device"; }
+
+int64_t parse_size(const std::string& text) {
+  if (text.empty()) throw Error(Error::Kind::invalid_argument, "empty size");
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) throw Error(Error::Kind::invalid_argument, "bad size '" + text + "' (expected e.g. 8, 64K, 16M, 1G)");
+  const std::string suffix = text.substr(digits);
+  int shift = 0;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") shift = 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") shift = 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") shift = 30;
+  else throw Error(Error::Kind::invalid_argument, "bad size '" + text + "' (expected e.g. 8, 64K, 16M, 1G)");
+  const std::string number = text.substr(0, digits);
+  if (number.size() > 12) throw Error(Error::Kind::invalid_argument, "size '" + text + "' is too large");
+  const int64_t value = std::stoll(number);
+  if (value > (int64_t{1} << (50 - shift))) throw Error(Error::Kind::invalid_argument, "size '" + text + "' is too large");
+  return value << shift;
+}
+
+std::vector<std::string> parse_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) throw Error(Error::Kind::invalid_argument, "empty item in list '" + text + "'");
+    items.push_back(item);
+  }
+  if (items.empty()) throw Error(Error::Kind::invalid_argument, "empty list");
+  return items;
+}
 
 DType parse_dtype(std::string_view text) {
   for (DType d : kAllDTypes) {

@@ -53,7 +53,4 @@ struct Command {
 // Throws UsageError with a one-line message on any bad flag or value.
 Command parse_command_line(int argc, char** argv);
 
-// "8", "64K", "16M", "1G" (powers of 1024, as nccl-tests) -> bytes.
-int64_t parse_size(const std::string& text);
-
 }  // namespace dts

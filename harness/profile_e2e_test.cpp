@@ -47,10 +47,10 @@ min = 1
 source = "any positive bandwidth"
 
 [[threshold]]
-metric = "link_utilization"
+metric = "gradient_noise_scale"
 min = 0.8
 optional = true
-source = "no topology suite in this run"
+source = "no convergence suite in this run"
 )");
   const fs::path csv = scratch_dir() / "met.csv";
   const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string() + " --csv " + csv.string());
@@ -72,7 +72,7 @@ source = "no topology suite in this run"
       ++summaries;
       EXPECT_EQ(row.metric, "check");
       EXPECT_EQ(row.run_id.empty(), false);  // stamped like every other row
-      const bool optional = row.case_id == "met/3/link_utilization";
+      const bool optional = row.case_id == "met/3/gradient_noise_scale";
       EXPECT_EQ(row.verdict, optional ? dts::Verdict::skip : dts::Verdict::pass) << row.case_id << ": " << row.detail;
     }
   }

@@ -43,11 +43,12 @@ Watchdog::~Watchdog() {
   if (!stopped_) stop();
 }
 
-void Watchdog::begin_case(int64_t index, const std::string& id) {
+void Watchdog::begin_case(int64_t index, const std::string& id, double budget_seconds) {
   {
     std::lock_guard lock(case_mutex_);
     case_id_ = id;
     case_start_ = std::chrono::steady_clock::now();
+    case_budget_ = budget_seconds;
   }
   entered_at_case_start_.store(tested_ ? tested_->entered.load() : 0);
   case_index_.store(index);
@@ -90,17 +91,42 @@ void Watchdog::run_follower() {
 }
 
 void Watchdog::run_leader() {
+  // Progress of a case with a budget: rank 0's calls so far, and when that count last moved.
+  int64_t calls_seen = -1, case_seen = -1;
+  auto last_progress = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
     std::this_thread::sleep_for(kPoll);
     if (timeout_seconds_ <= 0 || !case_active_.load()) continue;
     std::chrono::steady_clock::time_point start;
+    double budget = 0;
     {
       std::lock_guard lock(case_mutex_);
       start = case_start_;
+      budget = case_budget_;
     }
-    const std::chrono::duration<double> age = std::chrono::steady_clock::now() - start;
-    if (age.count() < timeout_seconds_) continue;
-    on_timeout_(diagnose());
+    const auto now = std::chrono::steady_clock::now();
+    const double age = std::chrono::duration<double>(now - start).count();
+    std::ostringstream why;
+    if (budget <= 0) {
+      if (age < timeout_seconds_) continue;
+      why << "timed out after " << timeout_seconds_ << " s";
+    } else {
+      const int64_t calls = (tested_ ? tested_->entered.load() : 0) + (control_ ? control_->entered.load() : 0);
+      if (calls != calls_seen || case_index_.load() != case_seen) {
+        calls_seen = calls;
+        case_seen = case_index_.load();
+        last_progress = now;
+      }
+      const double stalled = std::chrono::duration<double>(now - last_progress).count();
+      if (age >= budget) {
+        why << "ran past its time budget of " << budget << " s";
+      } else if (stalled >= timeout_seconds_) {
+        why << "made no progress for " << timeout_seconds_ << " s (-T; its budget is " << budget << " s)";
+      } else {
+        continue;
+      }
+    }
+    on_timeout_(diagnose(why.str()));
     return;  // on_timeout ends the job; nothing more to watch
   }
   // Orderly stop: release every follower.
@@ -110,7 +136,7 @@ void Watchdog::run_leader() {
   for (int r = 1; r < size_; ++r) MPI_Wait(&requests[static_cast<size_t>(r)], MPI_STATUS_IGNORE);
 }
 
-std::string Watchdog::diagnose() {
+std::string Watchdog::diagnose(const std::string& why) {
   const int64_t current = case_index_.load();
   std::string id;
   {
@@ -165,7 +191,7 @@ std::string Watchdog::diagnose() {
     }
   }
   std::ostringstream out;
-  out << "case " << id << " timed out after " << timeout_seconds_ << " s: ";
+  out << "case " << id << " " << why << ": ";
   if (!missing.empty()) {
     out << "ranks that did not arrive: " << join(missing);
     if (!inside.empty()) out << " (ranks waiting for them: " << join(inside) << ")";

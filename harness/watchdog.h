@@ -30,7 +30,10 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  void begin_case(int64_t index, const std::string& id);  // main thread, every rank
+  // Main thread, every rank. budget_seconds > 0: a long case's own budget (suites/suite.h, Case):
+  // it times out past the budget, or after timeout_seconds in which rank 0 made no call into the
+  // stack or the harness's communicators (a hang), whichever comes first. 0: timeout_seconds of age.
+  void begin_case(int64_t index, const std::string& id, double budget_seconds = 0);
   void end_case();
   // Collective: every rank calls it before MPI_Finalize.
   void stop();
@@ -38,7 +41,7 @@ class Watchdog {
  private:
   void run_leader();
   void run_follower();
-  std::string diagnose();
+  std::string diagnose(const std::string& why);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -54,6 +57,7 @@ class Watchdog {
   std::mutex case_mutex_;
   std::string case_id_;
   std::chrono::steady_clock::time_point case_start_;
+  double case_budget_ = 0;
   std::thread thread_;
   bool stopped_ = false;
 };

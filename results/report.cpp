@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "results/catalog.h"
 #include "results/compare.h"
 
 extern char** environ;
@@ -32,9 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The collectives in the order the suite runs them, so the page reads like the console table.
-const std::vector<std::string> kOps{"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                    "reduce",     "all_to_all",     "send_recv"};
 // Distinguishable colours (the "tab10" set), one per stack.
 const std::vector<std::string> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -121,21 +119,74 @@ void append_note(std::string& note, const std::string& text) {
   note += (note.empty() ? "" : " ") + text;
 }
 
-// Per collective, `metric` against message size, out-of-place, per stack and dtype.
 using StackIndex = std::map<std::pair<size_t, std::string>, int>;  // (file, stack identity) -> stack
 
-std::vector<Plot> collective_plots(const std::vector<ResultsFile>& files, const StackIndex& stack_of,
-                                   const std::vector<ReportStack>& stacks, const std::string& metric, int64_t max_bytes) {
+std::string replace_split(std::string text, const std::string& value) {
+  const std::string token = "{split}";
+  for (size_t at = text.find(token); at != std::string::npos; at = text.find(token, at + value.size())) {
+    text.replace(at, token.size(), value);
+  }
+  return text;
+}
+
+// x of a record under `spec`, or false when it has none.
+bool x_of(const PlotSpec& spec, const Record& r, double& x) {
+  switch (spec.x) {
+    case PlotSpec::X::bytes:
+      x = static_cast<double>(r.labels.bytes);
+      return r.labels.bytes >= 0 && (spec.max_bytes < 0 || r.labels.bytes <= spec.max_bytes);
+    case PlotSpec::X::ranks:
+      x = ranks_of(r);
+      return x > 0;
+    case PlotSpec::X::config: {
+      const std::string text = config_value(r.labels.config, spec.x_key).value_or("");
+      if (text.empty()) return false;
+      try {
+        x = std::stod(text);
+      } catch (const std::exception&) {
+        return false;
+      }
+      return std::isfinite(x);
+    }
+  }
+  return false;
+}
+
+// One suite's plots of one kind: `metric` against x, one plot per value of `split` (in the order
+// the values first appear, which is the suite's plan order), one series per stack and variant.
+std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const StackIndex& stack_of,
+                              const std::vector<ReportStack>& stacks, const std::string& suite, const PlotSpec& spec) {
+  const bool by_bytes = spec.x == PlotSpec::X::bytes;
+  const auto wanted = [&](const Record& r) {
+    if (r.suite != suite || r.metric != spec.metric || !measured(r)) return false;
+    for (const auto& [key, value] : spec.exclude) {
+      if (record_key(r, key) == value) return false;
+    }
+    return true;
+  };
+  std::vector<std::string> splits;
+  for (const auto& file : files) {
+    for (const Record& r : file.records) {
+      if (!wanted(r)) continue;
+      const std::string value = spec.split.empty() ? "" : record_key(r, spec.split);
+      if (std::find(splits.begin(), splits.end(), value) == splits.end()) splits.push_back(value);
+    }
+  }
   std::vector<Plot> plots;
-  for (const std::string& op : kOps) {
+  for (const std::string& split : splits) {
     SeriesBuilder builder;
-    int64_t zero_bytes = 0, not_finite = 0, non_positive = 0;
+    int64_t zero_bytes = 0, non_positive = 0, not_finite = 0, no_x = 0;
+    std::map<double, std::set<double>> bounds_at;  // thresholds of the drawn cases at each x
+    bool unbounded = false;
     for (size_t f = 0; f < files.size(); ++f) {
       for (const Record& r : files[f].records) {
-        if (r.suite != "collectives" || r.metric != metric || r.labels.op != op || !measured(r)) continue;
-        if (r.labels.placement == "in_place") continue;  // out-of-place is nccl-tests' headline figure
-        if (r.labels.bytes < 0 || (max_bytes >= 0 && r.labels.bytes > max_bytes)) continue;
-        if (r.labels.bytes == 0) {
+        if (!wanted(r) || (!spec.split.empty() && record_key(r, spec.split) != split)) continue;
+        double x = 0;
+        if (!x_of(spec, r, x)) {
+          if (!by_bytes) ++no_x;
+          continue;
+        }
+        if (by_bytes && r.labels.bytes == 0) {
           ++zero_bytes;
           continue;
         }
@@ -143,116 +194,59 @@ std::vector<Plot> collective_plots(const std::vector<ResultsFile>& files, const 
           ++not_finite;
           continue;
         }
-        if (r.value <= 0) {  // an op too fast for the clock, or no bytes moved: nothing for a log axis
+        // A log axis cannot show 0: an op too fast for the clock, or an exact result.
+        if ((by_bytes || spec.log_y) && r.value <= 0) {
           ++non_positive;
-          continue;
-        }
-        builder.add(stack_of.at({f, stack_identity(r)}), r.labels.dtype, static_cast<double>(r.labels.bytes), r.value);
-      }
-    }
-    if (builder.empty()) continue;
-    Plot p;
-    p.log_x = true;
-    p.x_label = "message size (bytes)";
-    p.series = builder.build(stacks);
-    if (metric == "busbw") {
-      p.id = "busbw-" + op;
-      p.title = op + ": bus bandwidth (out of place)";
-      p.y_label = "busbw (GB/s)";
-      p.y_scale = 1e9;
-    } else {
-      p.id = "latency-" + op;
-      p.title = op + ": time per call, sizes up to " + std::to_string(max_bytes >> 10) + " KiB (out of place)";
-      p.y_label = "time (us)";
-      p.y_scale = 1e-6;
-    }
-    // Sizes span decades; when the values do too, a linear axis flattens the small sizes (or one
-    // slow outlier flattens the rest), so the y axis turns logarithmic.
-    double y_lo = INFINITY, y_hi = 0;
-    for (const auto& series : p.series) {
-      for (const auto& point : series.points) {
-        if (point.y > 0) y_lo = std::min(y_lo, point.y);
-        y_hi = std::max(y_hi, point.y);
-      }
-    }
-    p.log_y = y_hi > kLogAxisSpread * y_lo;
-    append_note(p.note, count_note(zero_bytes, "of 0 bytes cannot be drawn on the log size axis"));
-    append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
-    append_note(p.note, count_note(non_positive, "with a value of 0 are not drawn"));
-    plots.push_back(std::move(p));
-  }
-  return plots;
-}
-
-// `metric` of strategy records against x(record), per stack and strategy; one plot per dtype when
-// `per_dtype`.
-struct StrategyPlotSpec {
-  std::string suite, metric, id, title, x_label, y_label;
-  bool log_y = false, per_dtype = false;
-  std::function<bool(const Record&, double&)> x_of;
-};
-
-std::vector<Plot> strategy_plots(const std::vector<ResultsFile>& files, const StackIndex& stack_of,
-                                 const std::vector<ReportStack>& stacks, const StrategyPlotSpec& spec) {
-  std::set<std::string> dtypes;
-  for (const auto& file : files) {
-    for (const Record& r : file.records) {
-      if ((spec.suite.empty() || r.suite == spec.suite) && r.metric == spec.metric && measured(r)) {
-        dtypes.insert(spec.per_dtype ? r.labels.dtype : "");
-      }
-    }
-  }
-  std::vector<Plot> plots;
-  for (const std::string& dtype : dtypes) {
-    SeriesBuilder builder;
-    int64_t exact = 0, not_finite = 0, no_x = 0;
-    std::map<double, std::set<double>> bounds_at;  // thresholds of the drawn cases at each x
-    bool unbounded = false;
-    for (size_t f = 0; f < files.size(); ++f) {
-      for (const Record& r : files[f].records) {
-        if ((!spec.suite.empty() && r.suite != spec.suite) || r.metric != spec.metric || !measured(r)) continue;
-        if (spec.per_dtype && r.labels.dtype != dtype) continue;
-        double x = 0;
-        if (!spec.x_of(r, x)) {
-          ++no_x;
-          continue;
-        }
-        if (!std::isfinite(r.value)) {
-          ++not_finite;
-          continue;
-        }
-        if (spec.log_y && r.value <= 0) {
-          ++exact;
           continue;
         }
         if (std::isfinite(r.threshold) && (!spec.log_y || r.threshold > 0)) bounds_at[x].insert(r.threshold);
         else unbounded = true;
-        // Strategies are told apart by optimizer too: their errors and bounds differ by orders.
-        const std::string optimizer = config_value(r.labels.config, "optimizer").value_or("");
-        builder.add(stack_of.at({f, stack_identity(r)}), r.labels.strategy + (optimizer.empty() ? "" : "/" + optimizer),
-                    x, r.value);
+        std::string variant;
+        for (const std::string& key : spec.series) {
+          const std::string value = record_key(r, key);
+          if (!value.empty()) variant += (variant.empty() ? "" : "/") + value;
+        }
+        builder.add(stack_of.at({f, stack_identity(r)}), variant, x, r.value);
       }
     }
     if (builder.empty()) continue;
     Plot p;
-    p.id = spec.id + (dtype.empty() ? "" : "-" + dtype);
-    p.title = spec.title + (dtype.empty() ? "" : " (" + dtype + ")");
+    p.id = replace_split(spec.id, split);
+    p.title = replace_split(spec.title, split);
     p.x_label = spec.x_label;
     p.y_label = spec.y_label;
+    p.y_scale = spec.y_scale;
+    p.log_x = by_bytes;
     p.log_y = spec.log_y;
     p.series = builder.build(stacks);
-    const bool one_bound_per_x = !unbounded && std::all_of(bounds_at.begin(), bounds_at.end(),
-                                                               [](const auto& at) { return at.second.size() == 1; });
-    if (one_bound_per_x && !bounds_at.empty()) {
-      // Every case at an x was judged against the same bound: draw it, so the margin is visible.
-      PlotSeries bound;
-      bound.label = "threshold";
-      for (const auto& [x, ys] : bounds_at) bound.points.push_back({x, *ys.begin()});
-      p.series.push_back(std::move(bound));
-    } else if (!bounds_at.empty()) {
-      append_note(p.note, "The cases' thresholds differ (by optimizer, strategy or stack); each row's is in the CSV.");
+    if (by_bytes) {
+      // Sizes span decades; when the values do too, a linear axis flattens the small sizes (or
+      // one slow outlier flattens the rest), so the y axis turns logarithmic.
+      double y_lo = INFINITY, y_hi = 0;
+      for (const auto& series : p.series) {
+        for (const auto& point : series.points) {
+          if (point.y > 0) y_lo = std::min(y_lo, point.y);
+          y_hi = std::max(y_hi, point.y);
+        }
+      }
+      p.log_y = y_hi > kLogAxisSpread * y_lo;
     }
-    append_note(p.note, count_note(exact, "equal to 0 (exact) cannot be drawn on the log axis"));
+    if (spec.draw_threshold) {
+      const bool one_bound_per_x = !unbounded && std::all_of(bounds_at.begin(), bounds_at.end(),
+                                                                 [](const auto& at) { return at.second.size() == 1; });
+      if (one_bound_per_x && !bounds_at.empty()) {
+        // Every case at an x was judged against the same bound: draw it, so the margin is visible.
+        PlotSeries bound;
+        bound.label = "threshold";
+        for (const auto& [x, ys] : bounds_at) bound.points.push_back({x, *ys.begin()});
+        p.series.push_back(std::move(bound));
+      } else if (!bounds_at.empty()) {
+        append_note(p.note, "The cases' thresholds differ (by optimizer, strategy or stack); each row's is in the CSV.");
+      }
+    }
+    append_note(p.note, count_note(zero_bytes, "of 0 bytes cannot be drawn on the log size axis"));
+    append_note(p.note, count_note(non_positive, by_bytes ? "with a value of 0 are not drawn"
+                                                          : "equal to 0 (exact) cannot be drawn on the log axis"));
     append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
     append_note(p.note, count_note(no_x, "without the x value (" + spec.x_label + ") are not drawn"));
     plots.push_back(std::move(p));
@@ -413,57 +407,19 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   }
   for (auto& [key, c] : counts) data.verdicts.push_back(std::move(c));
 
-  ReportSection bandwidth{"bandwidth", "Bus bandwidth",
-                          "Bus bandwidth (nccl-tests' busbw: algbw times 2(n-1)/n for all_reduce, (n-1)/n for "
-                          "all_gather, reduce_scatter and all_to_all, 1 otherwise) against message size, out of place. "
-                          "Where several records share a size (reduction ops, roots), their median is drawn.",
-                          collective_plots(files, stack_of, data.stacks, "busbw", -1), ""};
-  bandwidth.empty_note = "No collectives rows with busbw in these results.";
-  ReportSection latency{"latency", "Latency at small sizes",
-                        "Median time of one call (the slowest rank's) for messages up to " +
-                            std::to_string(kLatencyMaxBytes >> 10) + " KiB, out of place.",
-                        collective_plots(files, stack_of, data.stacks, "time", kLatencyMaxBytes), ""};
-  latency.empty_note = "No collectives rows with time in these results.";
-
-  StrategyPlotSpec scaling_spec{"", "scaling_efficiency", "scaling", "Scaling efficiency", "ranks",
-                                "efficiency (ratio)", false, false,
-                                [](const Record& r, double& x) { x = ranks_of(r); return x > 0; }};
-  ReportSection scaling{"scaling", "Scaling efficiency",
-                        "Weak scaling T(1)/T(n), strong T(1)/(n T(n)), per strategy, against the ranks of the "
-                        "(sub-)world.",
-                        strategy_plots(files, stack_of, data.stacks, scaling_spec), ""};
-  scaling.empty_note = "No scaling_efficiency rows in these results (the scaling suite did not run).";
-
-  StrategyPlotSpec equivalence_spec{"equivalence", "max_abs_error", "equivalence", "Largest parameter error",
-                                    "ranks of the layout", "max |p - p_reference|", true, true,
-                                    [](const Record& r, double& x) { x = ranks_of(r); return x > 0; }};
-  ReportSection equivalence{"equivalence", "Equivalence with the single-process reference",
-                            "max_abs_error of the full parameters after the compared steps, per strategy, against "
-                            "the ranks of its layout (dp x tp x pp); log scale.",
-                            strategy_plots(files, stack_of, data.stacks, equivalence_spec), ""};
-  equivalence.empty_note = "No equivalence rows with max_abs_error in these results.";
-
-  const auto epoch_of = [](const Record& r, double& x) {
-    const std::string epoch = config_value(r.labels.config, "epoch").value_or("");
-    if (epoch.empty()) return false;
-    try {
-      x = std::stod(epoch);
-    } catch (const std::exception&) {
-      return false;
+  // Each suite's sections, as it declares them (results/catalog.h), in page order.
+  std::vector<std::pair<SectionSpec, std::string>> specs;  // (section, suite)
+  for (const SuiteInfo& info : suite_catalog()) {
+    for (const SectionSpec& section : info.sections) specs.emplace_back(section, info.name);
+  }
+  std::stable_sort(specs.begin(), specs.end(), [](const auto& a, const auto& b) { return a.first.order < b.first.order; });
+  for (const auto& [spec, suite] : specs) {
+    ReportSection section{spec.id, spec.title, spec.intro, {}, ""};
+    for (const PlotSpec& plot : spec.plots) {
+      for (Plot& p : suite_plots(files, stack_of, data.stacks, suite, plot)) section.plots.push_back(std::move(p));
     }
-    return true;
-  };
-  StrategyPlotSpec loss_spec{"", "loss", "convergence-loss", "Loss per epoch", "epoch", "loss", false, false, epoch_of};
-  StrategyPlotSpec accuracy_spec{"", "accuracy", "convergence-accuracy", "Accuracy per epoch", "epoch",
-                                 "accuracy (ratio)", false, false, epoch_of};
-  ReportSection convergence{"convergence", "Convergence", "Training loss and accuracy per epoch, per strategy.",
-                            strategy_plots(files, stack_of, data.stacks, loss_spec), ""};
-  for (Plot& p : strategy_plots(files, stack_of, data.stacks, accuracy_spec)) convergence.plots.push_back(std::move(p));
-  convergence.empty_note = "No loss or accuracy rows per epoch in these results (the convergence suite did not run).";
-
-  for (ReportSection* s : {&bandwidth, &latency, &scaling, &equivalence, &convergence}) {
-    if (!s->plots.empty()) s->empty_note.clear();
-    data.sections.push_back(std::move(*s));
+    if (section.plots.empty()) section.empty_note = spec.empty_note;
+    data.sections.push_back(std::move(section));
   }
   return data;
 }

@@ -69,21 +69,14 @@ struct ReportData {
   std::vector<std::pair<int, Record>> failures;  // (stack, record) with verdict fail or timeout
 };
 
-// Groups records into plots:
-// - bandwidth: per collective, busbw (GB/s) vs bytes (log x), out-of-place, one series per stack
-//   and dtype; where several records share a size (reduction ops, roots) their median is drawn;
-//   the y axis turns logarithmic when the values span more than 100x;
-// - latency: per collective, time (us) at bytes <= kLatencyMaxBytes (log x), as above;
-// - scaling: scaling_efficiency vs ranks (the dp= config key, else the row's world size: the
-//   ranks that took part), per stack and strategy;
-// - equivalence: max_abs_error (log y) vs data-parallel ranks, one plot per dtype, per stack and
-//   strategy (and optimizer), with the threshold when all cases at an x share one;
-// - convergence: loss per epoch (config epoch=), per stack and strategy.
-// Sizes of 0 bytes and non-positive values on a log axis cannot be drawn and are counted in the
-// plot's note. Records with verdict skip or timeout carry no measurement and are not drawn.
+// Groups records into plots: one section per section a registered suite declares
+// (results/catalog.h), in their order, each drawing its suite's records as its PlotSpecs say; a
+// section with no rows says why (empty_note). Where several records share an x (reduction ops,
+// roots) their median is drawn; the y axis of a size plot turns logarithmic when the values span
+// more than 100x. Sizes of 0 bytes and non-positive values on a log axis cannot be drawn and are
+// counted in the plot's note. Records with verdict skip or timeout carry no measurement and are
+// not drawn.
 ReportData group_results(const std::vector<ResultsFile>& files);
-
-inline constexpr int64_t kLatencyMaxBytes = int64_t{64} << 10;
 
 // "a<b" -> "a&lt;b": every piece of text from a CSV goes through this before it is in the page.
 std::string escape_html(const std::string& text);

@@ -11,9 +11,13 @@
 #include <string>
 
 #include "core/error.h"
+#include "results/catalog.h"
 
 namespace dts {
 namespace {
+
+// The collectives suite's latency plots stop here (suites/collectives/collectives_suite.cpp).
+constexpr int64_t kLatencyBytes = int64_t{64} << 10;
 
 Record stamped(const std::string& backend, int world_size) {
   Record r;
@@ -146,14 +150,14 @@ TEST(Grouping, TheSameStackInTwoFilesIsToldApartByFileName) {
 
 TEST(Grouping, LatencyKeepsOnlySmallSizes) {
   ResultsFile a{"a.csv", {}};
-  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyMaxBytes, 2e-5));
-  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyMaxBytes + 1, 3e-5));
+  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyBytes, 2e-5));
+  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyBytes + 1, 3e-5));
   const ReportData data = group_results({a});
   const Plot* p = find_plot(data, "latency-broadcast");
   ASSERT_NE(p, nullptr);
   ASSERT_EQ(p->series.size(), 1u);
   ASSERT_EQ(p->series[0].points.size(), 1u);  // the size at the limit is in, one byte more is out
-  EXPECT_EQ(p->series[0].points[0].x, static_cast<double>(kLatencyMaxBytes));
+  EXPECT_EQ(p->series[0].points[0].x, static_cast<double>(kLatencyBytes));
   EXPECT_EQ(p->y_scale, 1e-6);  // seconds drawn as microseconds
 }
 
@@ -202,7 +206,7 @@ TEST(Grouping, SubWorldRowsAreOneStackWithTheirJob) {
     scaling.suite = "scaling";
     scaling.metric = "scaling_efficiency";
     scaling.labels.strategy = "tp";
-    scaling.labels.config = "tp=" + std::to_string(w) + ";job=4";  // no dp=: x is the row's world_size
+    scaling.labels.config = "tp=" + std::to_string(w) + ";job=4;mode=weak";  // no dp=: x is the row's world_size
     scaling.value = 1.0 / w;
     a.records.push_back(scaling);
   }
@@ -212,7 +216,7 @@ TEST(Grouping, SubWorldRowsAreOneStackWithTheirJob) {
   EXPECT_EQ(data.stacks[0].label, "mpi | cpu:Test CPU | 4 ranks");
   ASSERT_EQ(data.verdicts.size(), 3u);  // collectives, equivalence, scaling: all of stack 0
   for (const VerdictCounts& c : data.verdicts) EXPECT_EQ(c.stack, 0) << c.suite;
-  for (const char* id : {"busbw-all_reduce", "equivalence-f32", "scaling"}) {
+  for (const char* id : {"busbw-all_reduce", "equivalence-f32", "scaling-weak"}) {
     const Plot* p = find_plot(data, id);
     ASSERT_NE(p, nullptr) << id;
     EXPECT_EQ(p->series.front().stack, 0) << id;
@@ -224,7 +228,7 @@ TEST(Grouping, SubWorldRowsAreOneStackWithTheirJob) {
     ASSERT_EQ(eq->series[s].points.size(), 4u) << eq->series[s].label;
     for (int w = 1; w <= 4; ++w) EXPECT_EQ(eq->series[s].points[static_cast<size_t>(w - 1)].x, w) << eq->series[s].label;
   }
-  const Plot* scaling = find_plot(data, "scaling");
+  const Plot* scaling = find_plot(data, "scaling-weak");
   ASSERT_EQ(scaling->series.size(), 1u);
   ASSERT_EQ(scaling->series[0].points.size(), 4u);
   EXPECT_EQ(scaling->series[0].points[3].x, 4);
@@ -263,7 +267,7 @@ TEST(Grouping, ScalingAndConvergenceRowsArePlotted) {
     r.suite = "scaling";
     r.metric = "scaling_efficiency";
     r.labels.strategy = "ddp";
-    r.labels.config = "dp=" + std::to_string(n);
+    r.labels.config = "dp=" + std::to_string(n) + ";mode=strong";
     r.value = 1.0 / n;
     a.records.push_back(r);
   }
@@ -277,7 +281,7 @@ TEST(Grouping, ScalingAndConvergenceRowsArePlotted) {
     a.records.push_back(r);
   }
   const ReportData data = group_results({a});
-  const Plot* scaling = find_plot(data, "scaling");
+  const Plot* scaling = find_plot(data, "scaling-strong");
   ASSERT_NE(scaling, nullptr);
   ASSERT_EQ(scaling->series.size(), 1u);
   EXPECT_EQ(scaling->series[0].points.size(), 3u);
@@ -285,6 +289,47 @@ TEST(Grouping, ScalingAndConvergenceRowsArePlotted) {
   const Plot* loss = find_plot(data, "convergence-loss");
   ASSERT_NE(loss, nullptr);
   EXPECT_EQ(loss->series[0].points.back().y, 0.0);  // epoch 2: 2 - 2
+}
+
+TEST(Grouping, ASuiteDrawsTheSectionItRegisters) {
+  // A suite known only by its catalog entry: the report draws its section with no change of its own.
+  SuiteInfo info;
+  info.name = "test-suite";
+  PlotSpec spec;
+  spec.metric = "widgets";
+  spec.x = PlotSpec::X::config;
+  spec.x_key = "round";
+  spec.split = "dtype";
+  spec.series = {"flavour"};
+  spec.id = "widgets-{split}";
+  spec.title = "Widgets ({split})";
+  info.sections = {{1000, "widgets", "Widgets", "Widgets per round.", "No widgets.", {spec}}};
+  register_suite_info(info);
+  ResultsFile a{"a.csv", {}};
+  for (int round : {1, 2}) {
+    for (const char* flavour : {"sweet", "sour"}) {
+      Record r = stamped("mpi", 2);
+      r.suite = "test-suite";
+      r.metric = "widgets";
+      r.labels.dtype = "f64";
+      r.labels.config = std::string("round=") + std::to_string(round) + ";flavour=" + flavour;
+      r.value = round * 10;
+      a.records.push_back(r);
+    }
+  }
+  Record unrelated = a.records.front();
+  unrelated.suite = "another";  // same metric, another suite: not drawn here
+  a.records.push_back(unrelated);
+  const ReportData data = group_results({a});
+  EXPECT_EQ(data.sections.back().id, "widgets");  // order 1000: after every real suite's
+  const Plot* p = find_plot(data, "widgets-f64");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->title, "Widgets (f64)");
+  ASSERT_EQ(p->series.size(), 2u);  // sour and sweet
+  EXPECT_EQ(p->series[0].label, "mpi | cpu:Test CPU | 2 ranks | sour");
+  ASSERT_EQ(p->series[0].points.size(), 2u);
+  EXPECT_EQ(p->series[0].points[1].x, 2);
+  EXPECT_EQ(p->series[0].points[1].y, 20);
 }
 
 TEST(Grouping, VerdictsAreCountedPerStackAndSuiteAndFailuresListed) {

@@ -107,6 +107,12 @@ class Strategy {
   // over that many micro-batches (rows split by even_split, gradients summed in micro-batch
   // order): nothing is summed in another order, so the result must match bit for bit.
   virtual int same_order_microbatches() const { return 0; }
+  // The learning rate the next step() uses: a schedule (the convergence suite's warm-up) changes
+  // it between steps, as PyTorch's schedulers set a param group's lr. Default: Error{unsupported}
+  // naming the strategy, so a suite that needs it reports SKIP.
+  virtual void set_learning_rate(double /*lr*/) {
+    throw Error(Error::Kind::unsupported, std::string(name()) + ": no learning-rate schedule (set_learning_rate)");
+  }
 
  protected:
   // FNV-1a over the bytes: any differing bit changes the digest (collisions are irrelevant for

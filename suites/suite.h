@@ -5,6 +5,7 @@
 #include <any>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,39 +13,59 @@
 
 #include "comm/communicator.h"
 #include "core/dtype.h"
+#include "core/error.h"
+#include "results/catalog.h"
 #include "results/record.h"
+
+namespace CLI {
+class App;
+}
 
 namespace dts {
 
-// Everything `dtsuite run` was asked to do. Flags mirror nccl-tests where they overlap.
+struct RunOptions;
+
+// A suite's own `run` flags, declared beside its code and registered with DTS_REGISTER_FLAGS:
+// `declare` adds them to the suite's CLI11 option group before parsing (binding them to the
+// group's members), `finish` checks and completes them after parsing, before MPI starts (throw
+// Error{invalid_argument}: one line, exit 2). Several suites may read one group ("training").
+class FlagGroup {
+ public:
+  virtual ~FlagGroup() = default;
+  virtual void declare(CLI::App& group) = 0;
+  virtual void finish(const RunOptions& common) { (void)common; }
+  // One line for the run's preamble ("# minBytes 8 maxBytes ..."); empty: none.
+  virtual std::string describe() const { return {}; }
+};
+
+// Everything `dtsuite run` was asked to do: the flags every suite shares; each suite's own are in
+// `flags`, by group name (flags<T>() below).
 struct RunOptions {
   std::vector<std::string> suites;
   std::string backend = "mpi";
   std::string device = "cpu";
-  int64_t min_bytes = 8;                       // -b
-  int64_t max_bytes = int64_t{1} << 20;        // -e
-  double factor = 8;                           // -f
   int iters = 20;                              // -n
   int warmup = 5;                              // -w
-  std::vector<DType> dtypes{kAllDTypes.begin(), kAllDTypes.end()};          // -d
-  std::vector<ReduceOp> ops{kAllReduceOps.begin(), kAllReduceOps.end()};    // -o
-  std::vector<std::string> collectives;        // --collective; empty: all
-  int root = -1;                               // -r; -1: sweep every root
   bool check = true;                           // -c
   double timeout_seconds = 300;                // -T; 0: no watchdog
   uint64_t seed = 1;
   bool quick = false;
   int world_size = 1;                          // filled by the harness
-  // Training suites (equivalence, later scaling and convergence).
-  // --strategy: strategy specs, "NAME" or "NAME(key=value,...)" (strategies/strategy_spec.h); empty:
-  // every registered one, each at every layout the job's ranks allow.
-  std::vector<std::string> strategies;
-  int steps = 5;                               // --steps: training steps compared
-  int batch = 64;                              // --batch: global batch rows
-  int layers = 3, width = 64, input = 32, classes = 10;  // --layers --width --input --classes
-  int accumulation = 1;                        // --accumulation: micro-batches per step (ddp, zero)
-  int microbatches = 4;                        // --microbatches: pipeline micro-batches per step (gpipe, 1f1b, hybrid)
-  std::string optimizer = "sgd,adamw";         // --optimizer: sgd, adamw, or both comma-separated
+  std::map<std::string, std::shared_ptr<FlagGroup>> flags_by_group;
+
+  // The parsed flags of group T (T::kGroup names it). Error{internal} when this build has no
+  // such group (a suite reading a group nobody registered).
+  template <class T>
+  const T& flags() const {
+    auto it = flags_by_group.find(T::kGroup);
+    const T* group = it == flags_by_group.end() ? nullptr : dynamic_cast<const T*>(it->second.get());
+    if (!group) throw Error(Error::Kind::invalid_argument, std::string("no flag group '") + T::kGroup + "' in this build");
+    return *group;
+  }
+  template <class T>
+  T& flags() {
+    return const_cast<T&>(static_cast<const RunOptions*>(this)->flags<T>());
+  }
 };
 
 // One unit of work: a collective at one dtype/op/root/size, a strategy at one world size, ...
@@ -52,6 +73,10 @@ struct Case {
   std::string id;   // hierarchical: "all_reduce/f32/sum/1048576"
   Labels labels;    // what the case is about (op, dtype, bytes, config, ...); on every record of it
   std::any params;  // suite-private description
+  // Seconds the case may take in all; 0: the run's -T. A case that legitimately runs long (a
+  // training run) states its own, and the watchdog then judges a hang by -T without progress
+  // (no call into the stack or the harness's communicators) rather than by the case's age.
+  double time_budget_seconds = 0;
 };
 
 class RunContext {
@@ -91,18 +116,33 @@ class Suite {
  public:
   virtual ~Suite() = default;
   virtual std::string_view name() const = 0;
-  virtual std::string_view summary() const = 0;
   virtual std::vector<Case> plan(const RunOptions& options) const = 0;  // expand sweeps
   virtual void run(const Case& c, RunContext& context) = 0;              // emits Records
 };
 
+// A suite registers its factory with its catalog entry (results/catalog.h: name, summary,
+// metrics, report sections), so the harness, the report and the profile checks know it from
+// that one line.
 using SuiteFactory = std::function<std::unique_ptr<Suite>()>;
-bool register_suite(std::string name, SuiteFactory factory);
+bool register_suite(SuiteInfo info, SuiteFactory factory);
 std::vector<std::string> registered_suites();
 std::unique_ptr<Suite> make_suite(std::string_view name);  // Error{invalid_argument} if unknown
 
-#define DTS_REGISTER_SUITE(CLASS, NAME)                                                   \
+// Flag groups, by name; every registered group is declared on `run` (CLI11 needs them all to
+// parse any command line), each as an option group titled `title` in --help.
+using FlagGroupFactory = std::function<std::shared_ptr<FlagGroup>()>;
+bool register_flag_group(std::string name, std::string title, FlagGroupFactory factory);
+struct FlagGroupEntry {
+  std::string name, title;
+  FlagGroupFactory make;
+};
+std::vector<FlagGroupEntry> registered_flag_groups();
+
+#define DTS_REGISTER_SUITE(CLASS, INFO)                                                   \
   static const bool DTS_REGISTER_CONCAT(dts_suite_registered_, __LINE__) =               \
-      ::dts::register_suite(NAME, [] { return std::unique_ptr<::dts::Suite>(new CLASS()); })
+      ::dts::register_suite(INFO, [] { return std::unique_ptr<::dts::Suite>(new CLASS()); })
+#define DTS_REGISTER_FLAGS(CLASS, TITLE)                                                  \
+  static const bool DTS_REGISTER_CONCAT(dts_flags_registered_, __LINE__) =               \
+      ::dts::register_flag_group(CLASS::kGroup, TITLE, [] { return std::make_shared<CLASS>(); })
 
 }  // namespace dts

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <string>
 
 #include "core/error.h"
 
@@ -112,6 +114,16 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   report.loss = global_mean_loss(comm_, loss_sum, batch.size);
   report.step_time = seconds_since(step_start);
   return report;
+}
+
+template <class T>
+void DdpStrategy<T>::set_learning_rate(double lr) {
+  if (!std::isfinite(lr) || lr < 0) {
+    throw Error(Error::Kind::invalid_argument, "ddp: learning rate " + std::to_string(lr) + " is not finite and >= 0");
+  }
+  // SGD here is PyTorch's form (v = m v + g, p -= lr v): the lr is outside the velocity, so a
+  // changed lr needs no momentum correction (Goyal et al. 2017, section 2.1).
+  (config_.train.optimizer == OptimizerKind::sgd ? config_.train.sgd.lr : config_.train.adamw.lr) = lr;
 }
 
 template <class T>

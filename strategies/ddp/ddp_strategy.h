@@ -26,6 +26,8 @@ class DdpStrategy final : public Strategy {
   std::string config() const override { return config_.describe(); }
   // On one rank nothing is summed in another order than one process's gradient accumulation.
   int same_order_microbatches() const override { return comm_.size() == 1 ? config_.microbatches : 0; }
+  // The configured optimizer's lr; every replica must set the same value before the same step.
+  void set_learning_rate(double lr) override;
   // One all_reduce of the whole gradient (in buckets): 2 Psi (N-1)/N elements under the ring model.
   std::vector<TrafficTheory> expected_traffic() const override;
   // Parameters, the all-reduced gradients and the optimizer state: all replicated under DDP.

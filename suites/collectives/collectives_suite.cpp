@@ -1,8 +1,11 @@
 // The collectives suite: every collective over dtypes, ops, roots and sizes, timed with
 // nccl-tests conventions (time, algbw, busbw) and checked on every run (exact inputs bit for bit,
 // random inputs against a long double reference; see check.h), out of place and in place.
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +21,78 @@ namespace dts {
 
 namespace {
 
+// The suite's flags: nccl-tests' own names (-b -e -f -d -o -r), so its users feel at home.
+class CollectivesFlags final : public FlagGroup {
+ public:
+  static constexpr const char* kGroup = "collectives";
+  int64_t min_bytes = 8, max_bytes = int64_t{1} << 20;
+  double factor = 8;
+  std::vector<DType> dtypes{kAllDTypes.begin(), kAllDTypes.end()};
+  std::vector<ReduceOp> ops{kAllReduceOps.begin(), kAllReduceOps.end()};
+  std::vector<Collective> collectives{kAllCollectives.begin(), kAllCollectives.end()};
+  int root = -1;  // -1: sweep every root
+
+  void declare(CLI::App& g) override {
+    g.add_option("-b,--minbytes", min_text_, "smallest message size (suffixes K, M, G)")->capture_default_str();
+    g.add_option("-e,--maxbytes", max_text_, "largest message size (suffixes K, M, G)")->capture_default_str();
+    g.add_option("-f,--stepfactor", factor, "multiplication factor between sizes")
+        ->check(CLI::Range(1.0001, 1e6))->capture_default_str();
+    g.add_option("-d,--datatype", dtypes_text_, "dtypes, comma-separated, or all: f32,f64,f16,bf16,i8,u8,i32,i64")
+        ->capture_default_str();
+    g.add_option("-o,--op", ops_text_, "reduction ops, comma-separated, or all: sum,prod,min,max,avg")->capture_default_str();
+    g.add_option("--collective", collectives_text_,
+                 "collectives, comma-separated, or all: all_reduce,reduce_scatter,all_gather,broadcast,reduce,"
+                 "all_to_all,send_recv")
+        ->capture_default_str();
+    g.add_option("-r,--root", root, "root of broadcast/reduce; -1 sweeps every root")
+        ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
+  }
+
+  void finish(const RunOptions& common) override {
+    min_bytes = parse_size(min_text_);
+    max_bytes = parse_size(max_text_);
+    if (min_bytes > max_bytes) {
+      throw Error(Error::Kind::invalid_argument, "-b " + min_text_ + " is larger than -e " + max_text_);
+    }
+    if (common.quick) {
+      // A smoke run: small sizes, three dtypes that cover float/narrow/int paths, two ops.
+      max_bytes = std::min<int64_t>(max_bytes, 64 << 10);
+      min_bytes = std::min(min_bytes, max_bytes);
+      if (dtypes_text_ == "all") dtypes_text_ = "f32,f16,i32";
+      if (ops_text_ == "all") ops_text_ = "sum,max";
+    }
+    dtypes.clear();
+    if (dtypes_text_ == "all") {
+      dtypes.assign(kAllDTypes.begin(), kAllDTypes.end());
+    } else {
+      for (const auto& d : parse_list(dtypes_text_)) dtypes.push_back(parse_dtype(d));
+    }
+    ops.clear();
+    if (ops_text_ == "all") {
+      ops.assign(kAllReduceOps.begin(), kAllReduceOps.end());
+    } else {
+      for (const auto& op : parse_list(ops_text_)) ops.push_back(parse_reduce_op(op));
+    }
+    collectives.clear();
+    if (collectives_text_ == "all") {
+      collectives.assign(kAllCollectives.begin(), kAllCollectives.end());
+    } else {
+      for (const auto& c : parse_list(collectives_text_)) collectives.push_back(parse_collective(c));
+    }
+  }
+
+  std::string describe() const override {
+    char line[160];
+    std::snprintf(line, sizeof(line), "minBytes %lld maxBytes %lld step: %g(factor)", static_cast<long long>(min_bytes),
+                  static_cast<long long>(max_bytes), factor);
+    return line;
+  }
+
+ private:
+  std::string min_text_ = "8", max_text_ = "1M", dtypes_text_ = "all", ops_text_ = "all", collectives_text_ = "all";
+};
+DTS_REGISTER_FLAGS(CollectivesFlags, "Collectives (nccl-tests' flags)");
+
 struct CollectiveCase {
   Collective collective;
   DType dtype;
@@ -30,7 +105,7 @@ struct CollectiveCase {
 // prime (1021: not divisible by any rank count up to 1020, so ring segments are uneven).
 constexpr int64_t kExtraCounts[] = {0, 1, 1021};
 
-std::vector<int64_t> sweep_bytes(const RunOptions& o) {
+std::vector<int64_t> sweep_bytes(const CollectivesFlags& o) {
   std::vector<int64_t> sizes;
   for (int64_t b = o.min_bytes; b <= o.max_bytes;) {
     sizes.push_back(b);
@@ -183,17 +258,16 @@ Stats scale_stats(Stats s, double factor) {
 class CollectivesSuite final : public Suite {
  public:
   std::string_view name() const override { return "collectives"; }
-  std::string_view summary() const override {
-    return "every collective x dtype x op x root x size: nccl-tests timing (algbw, busbw) and exact checks";
-  }
 
-  std::vector<Case> plan(const RunOptions& o) const override {
-    std::vector<Collective> collectives;
-    for (const auto& c : o.collectives) collectives.push_back(parse_collective(c));
-    if (collectives.empty()) collectives.assign(kAllCollectives.begin(), kAllCollectives.end());
-    const int n = o.world_size;
+  std::vector<Case> plan(const RunOptions& common) const override {
+    const CollectivesFlags& o = common.flags<CollectivesFlags>();
+    const int n = common.world_size;
+    if (o.root >= n) {
+      throw Error(Error::Kind::invalid_argument,
+                  "-r " + std::to_string(o.root) + " is not a rank of this " + std::to_string(n) + "-rank job");
+    }
     std::vector<Case> cases;
-    for (Collective coll : collectives) {
+    for (Collective coll : o.collectives) {
       for (DType dtype : o.dtypes) {
         const auto element = static_cast<int64_t>(size_of(dtype));
         std::set<int64_t> counts(std::begin(kExtraCounts), std::end(kExtraCounts));
@@ -292,8 +366,54 @@ class CollectivesSuite final : public Suite {
   }
 };
 
+// Latency plots stop at this size: above it a call's time is bandwidth, drawn in busbw.
+constexpr int64_t kLatencyMaxBytes = int64_t{64} << 10;
+
+SuiteInfo collectives_info() {
+  SuiteInfo info;
+  info.name = "collectives";
+  info.summary = "every collective x dtype x op x root x size: nccl-tests timing (algbw, busbw) and exact checks";
+  info.metrics = {
+      {"time", "seconds", "median time of one call, the slowest rank's"},
+      {"algbw", "bytes_per_second", "bytes / time"},
+      {"busbw", "bytes_per_second", "algbw times nccl-tests' bus factor (2(n-1)/n for all_reduce)"},
+      {"wrong", "elements", "wrong output elements, summed over ranks"},
+      {"max_ulp", "ulp", "largest output error in units in the last place"},
+  };
+  PlotSpec bandwidth;
+  bandwidth.metric = "busbw";
+  bandwidth.x = PlotSpec::X::bytes;
+  bandwidth.split = "op";
+  bandwidth.series = {"dtype"};
+  bandwidth.exclude = {{"placement", "in_place"}};  // out of place is nccl-tests' headline figure
+  bandwidth.id = "busbw-{split}";
+  bandwidth.title = "{split}: bus bandwidth (out of place)";
+  bandwidth.x_label = "message size (bytes)";
+  bandwidth.y_label = "busbw (GB/s)";
+  bandwidth.y_scale = 1e9;
+  PlotSpec latency = bandwidth;
+  latency.metric = "time";
+  latency.max_bytes = kLatencyMaxBytes;
+  latency.id = "latency-{split}";
+  latency.title = "{split}: time per call, sizes up to " + std::to_string(kLatencyMaxBytes >> 10) + " KiB (out of place)";
+  latency.y_label = "time (us)";
+  latency.y_scale = 1e-6;
+  info.sections = {
+      {10, "bandwidth", "Bus bandwidth",
+       "Bus bandwidth (nccl-tests' busbw: algbw times 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter "
+       "and all_to_all, 1 otherwise) against message size, out of place. Where several records share a size "
+       "(reduction ops, roots), their median is drawn.",
+       "No collectives rows with busbw in these results.", {bandwidth}},
+      {20, "latency", "Latency at small sizes",
+       "Median time of one call (the slowest rank's) for messages up to " + std::to_string(kLatencyMaxBytes >> 10) +
+           " KiB, out of place.",
+       "No collectives rows with time in these results.", {latency}},
+  };
+  return info;
+}
+
 }  // namespace
 
-DTS_REGISTER_SUITE(CollectivesSuite, "collectives");
+DTS_REGISTER_SUITE(CollectivesSuite, collectives_info());
 
 }  // namespace dts

@@ -28,6 +28,7 @@
 #include "suites/collectives/check.h"
 #include "suites/equivalence/tolerance.h"
 #include "suites/suite.h"
+#include "suites/training_flags.h"
 
 namespace dts {
 
@@ -78,10 +79,8 @@ std::string element_name(const ModelSpec& spec, int64_t i) {
   return "element " + std::to_string(i);
 }
 
-ModelSpec model_of(const RunOptions& o) { return {o.layers, o.width, o.input, o.classes, o.seed, o.seed + 1}; }
-
-std::string config_of(const EquivalenceCase& c, const RunOptions& o) {
-  return c.layout.describe() + ";job=" + std::to_string(o.world_size) + ";steps=" + std::to_string(o.steps) +
+std::string config_of(const EquivalenceCase& c, const RunOptions& common, const TrainingFlags& o) {
+  return c.layout.describe() + ";job=" + std::to_string(common.world_size) + ";steps=" + std::to_string(o.steps) +
          ";batch=" + std::to_string(o.batch) + ";optimizer=" + optimizer_name(c.optimizer);
 }
 
@@ -132,31 +131,6 @@ void emit_bytes_sent(const std::vector<TrafficSeen>& ranks, int world, const std
   emit("bytes_sent", "bytes", mine.measured, worst_excess <= 0 ? Verdict::pass : Verdict::fail, mine.theory, detail);
 }
 
-// Makes every rank of `comm` leave together when any of them failed (collective): the rank that
-// failed rethrows its error, the others throw one of the same kind (so an unsupported case is a
-// SKIP on every rank), and rank 0's carries the first failing rank's message, which is the one
-// the harness reports.
-void leave_together(Communicator& comm, const std::exception_ptr& failure) {
-  int kind = 0;  // 0 none, 1 unsupported, 2 anything else: the harness's own order
-  std::string message;
-  if (failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const Error& e) {
-      kind = e.kind() == Error::Kind::unsupported ? 1 : 2;
-      message = e.what();
-    } catch (const std::exception& e) {
-      kind = 2;
-      message = e.what();
-    }
-  }
-  const auto [worst, text] = agree(comm, kind, message);
-  if (worst == 0) return;
-  if (failure && kind == worst) std::rethrow_exception(failure);
-  const Error::Kind as = worst == 1 ? Error::Kind::unsupported : Error::Kind::backend;
-  throw Error(as, comm.rank() == 0 ? text : "another rank of the case failed");
-}
-
 // The control communicator's view of a per-rank record: every rank of the job contributes `mine`
 // (zeros off the case's sub-world); rank 0 gets all of them in rank order.
 template <class Value>
@@ -170,12 +144,8 @@ std::vector<Value> gather_to_all(Communicator& control, const Value& mine) {
 class EquivalenceSuite final : public Suite {
  public:
   std::string_view name() const override { return "equivalence"; }
-  std::string_view summary() const override {
-    return "each strategy at world sizes 1..N, f32/f64/bf16 compute, sgd and adamw, against the single-process "
-           "reference";
-  }
-
-  std::vector<Case> plan(const RunOptions& o) const override {
+  std::vector<Case> plan(const RunOptions& common) const override {
+    const TrainingFlags& o = common.flags<TrainingFlags>();
     std::vector<StrategySpec> specs;
     if (o.strategies.empty()) {
       for (const auto& name : registered_strategies()) specs.push_back(parse_strategy_spec(name));
@@ -187,7 +157,7 @@ class EquivalenceSuite final : public Suite {
     for (const auto& spec : specs) {
       size_t layouts = 0;
       for (OptimizerKind optimizer : optimizers_of(o.optimizer)) {
-        for (int w = 1; w <= o.world_size; ++w) {
+        for (int w = 1; w <= common.world_size; ++w) {
           for (const ParallelConfig& layout : layouts_of(spec, w, defaults)) {
             ++layouts;
             // Refused here, on every rank at set-up (exit 2), not by the members of one case; under
@@ -207,7 +177,7 @@ class EquivalenceSuite final : public Suite {
               Labels labels;
               labels.strategy = spec.name;
               labels.dtype = precision_model(p).name;
-              labels.config = config_of(c, o);
+              labels.config = config_of(c, common, o);
               cases.push_back({spec.name + "/" + labels.dtype + "/" + optimizer_name(optimizer) + "/" +
                                    layout_id(spec, layout),
                                labels, c});
@@ -218,7 +188,7 @@ class EquivalenceSuite final : public Suite {
       // Asked for by name, a strategy with no layout here is a usage error; "all" skips it.
       if (layouts == 0 && !o.strategies.empty()) {
         throw Error(Error::Kind::invalid_argument,
-                    "strategy '" + spec.text + "' has no layout on 1.." + std::to_string(o.world_size) +
+                    "strategy '" + spec.text + "' has no layout on 1.." + std::to_string(common.world_size) +
                         " ranks with a " + std::to_string(o.layers) + "-layer model of width " +
                         std::to_string(o.width));
       }
@@ -228,11 +198,11 @@ class EquivalenceSuite final : public Suite {
 
   void run(const Case& the_case, RunContext& ctx) override {
     const auto& c = std::any_cast<const EquivalenceCase&>(the_case.params);
-    const RunOptions& o = ctx.options();
+    const TrainingFlags& o = ctx.options().flags<TrainingFlags>();
     Communicator& comm = ctx.comm();
     Communicator& control = ctx.control();
     const int rank = control.rank();
-    const ModelSpec spec = model_of(o);
+    const ModelSpec spec = o.model(ctx.options());
     ParallelConfig config = c.layout;
     config.train = train_config(c.optimizer);
     const int world = config.world();
@@ -482,6 +452,50 @@ class EquivalenceSuite final : public Suite {
 
 }  // namespace
 
-DTS_REGISTER_SUITE(EquivalenceSuite, "equivalence");
+namespace {
+SuiteInfo equivalence_info() {
+  SuiteInfo info;
+  info.name = "equivalence";
+  info.summary = "each strategy at world sizes 1..N, f32/f64/bf16 compute, sgd and adamw, against the single-process "
+                 "reference";
+  info.metrics = {
+      {"max_abs_error", "", "largest |p - p_reference| over the parameters after the compared steps"},
+      {"error_bound_ratio", "ratio", "largest error / derived bound over the parameters"},
+      {"max_rel_error", "ratio", "largest relative parameter error"},
+      {"max_ulp", "ulp", "largest parameter error in ulps of the master weights"},
+      {"reproducible", "", "1 when two runs of the case gave the same bits"},
+      {"bit_exact", "", "1 when a same-order layout equals one process's accumulation bit for bit"},
+      {"step_time", "seconds", "wall time of a training step"},
+      {"compute_time", "seconds", "forward, backward and optimizer time of a step"},
+      {"comm_time", "seconds", "communication time of a step"},
+      {"exposed_comm_time", "seconds", "communication time not hidden by compute"},
+      {"bytes_sent", "bytes", "training traffic a rank sends per step"},
+      {"memory_params", "bytes", "parameter bytes rank 0 holds"},
+      {"memory_grads", "bytes", "gradient bytes rank 0 holds"},
+      {"memory_optimizer", "bytes", "optimizer-state bytes rank 0 holds"},
+      {"memory_activations_peak", "bytes", "most activation bytes held at once"},
+      {"bubble_fraction", "ratio", "a pipeline stage's idle time over its schedule's time"},
+      {"bubble_fraction_theory", "ratio", "(p - 1)/(m + p - 1)"},
+  };
+  PlotSpec error;
+  error.metric = "max_abs_error";
+  error.x = PlotSpec::X::ranks;
+  error.split = "dtype";
+  error.series = {"strategy", "optimizer"};  // errors and bounds differ by orders between optimizers
+  error.id = "equivalence-{split}";
+  error.title = "Largest parameter error ({split})";
+  error.x_label = "ranks of the layout";
+  error.y_label = "max |p - p_reference|";
+  error.log_y = true;
+  error.draw_threshold = true;
+  info.sections = {{40, "equivalence", "Equivalence with the single-process reference",
+                    "max_abs_error of the full parameters after the compared steps, per strategy, against the ranks "
+                    "of its layout (dp x tp x pp); log scale.",
+                    "No equivalence rows with max_abs_error in these results.", {error}}};
+  return info;
+}
+}  // namespace
+
+DTS_REGISTER_SUITE(EquivalenceSuite, equivalence_info());
 
 }  // namespace dts

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "results/catalog.h"
 
 namespace dts {
 
@@ -25,7 +27,24 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-const std::vector<std::string_view> kSuites{"collectives", "equivalence", "scaling", "convergence", "topology"};
+// Names held for the views below: the catalog is complete once static initialization is over.
+const std::vector<std::string_view>& views_of(const std::vector<std::string>& names) {
+  static std::deque<std::vector<std::string>> kept;  // a deque: references stay valid as it grows
+  static std::deque<std::vector<std::string_view>> views;
+  kept.push_back(names);
+  views.emplace_back(kept.back().begin(), kept.back().end());
+  return views.back();
+}
+
+// The suites of this build (results/catalog.h).
+const std::vector<std::string_view>& known_suites() {
+  static const std::vector<std::string_view>& suites = [] () -> const std::vector<std::string_view>& {
+    std::vector<std::string> names;
+    for (const SuiteInfo& info : suite_catalog()) names.push_back(info.name);
+    return views_of(names);
+  }();
+  return suites;
+}
 const std::vector<std::string_view> kOps{"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                                          "reduce",     "all_to_all",     "send_recv"};
 const std::vector<std::string_view> kStrategies{"ddp", "zero1", "zero2", "zero3", "tp", "gpipe",
@@ -284,8 +303,8 @@ class Loader {
     if (flag == "strategy" && !contains(kStrategies, item)) {
       fail(node, "unknown strategy '" + item + "' in " + what + " (expected one of " + join(kStrategies) + ", or all)");
     }
-    if (flag == "suites" && !contains(kSuites, item)) {
-      fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join(kSuites) + ")");
+    if (flag == "suites" && !contains(known_suites(), item)) {
+      fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join(known_suites()) + ")");
     }
   }
 
@@ -309,7 +328,7 @@ class Loader {
           fail(node, "unknown metric '" + t.metric + "' in " + where + " (expected one of " + join(known_metrics()) + ")");
         }
       } else if (name == "suite") {
-        t.suites = names_of(node, what, "suite", kSuites);
+        t.suites = names_of(node, what, "suite", known_suites());
       } else if (name == "op") {
         t.ops = names_of(node, what, "op", kOps);
       } else if (name == "dtype") {
@@ -440,15 +459,8 @@ std::pair<double, std::string> judged_value(const Threshold& t, const Record& re
 }  // namespace
 
 const std::vector<std::string_view>& known_metrics() {
-  static const std::vector<std::string_view> kMetrics{
-      "time",          "algbw",           "busbw",          "wrong",          "max_ulp",
-      "max_abs_error", "max_rel_error",   "reproducible",   "step_time",      "compute_time",
-      "comm_time",     "exposed_comm_time", "bytes_sent",   "memory_params",  "memory_grads",
-      "memory_optimizer", "memory_activations_peak", "bubble_fraction", "bubble_fraction_theory",
-      "scaling_efficiency", "throughput", "loss",           "accuracy",       "final_loss",
-      "final_accuracy", "gradient_noise_scale", "p2p_bandwidth", "p2p_latency", "link_utilization",
-      "check",         "error_bound_ratio"};
-  return kMetrics;
+  static const std::vector<std::string_view>& metrics = views_of(catalog_metrics());
+  return metrics;
 }
 
 std::string Profile::file_name() const {

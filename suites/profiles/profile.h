@@ -93,7 +93,7 @@ class ProfileJudge {
   std::vector<std::string> first_failure_;
 };
 
-// The metric names of results/SCHEMA.md, which a threshold may name.
+// The metric names a threshold may name: those of this build's suites (results/catalog.h).
 const std::vector<std::string_view>& known_metrics();
 
 }  // namespace dts

@@ -380,7 +380,7 @@ min = 0.9
 source = "not run"
 
 [[threshold]]
-metric = "link_utilization"
+metric = "gradient_noise_scale"
 min = 0.8
 optional = true
 source = "maybe"

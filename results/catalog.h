@@ -1,0 +1,61 @@
+// What each suite publishes about its results: its name, the metrics its records carry and the
+// report sections drawn from them. Suites register their entry beside their code (suites/suite.h,
+// DTS_REGISTER_SUITE); the report, the profile checks and `dtsuite list` read the catalog, so a
+// new suite touches only its own folder. No MPI here: `dtsuite report` and profiles run without it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "results/record.h"
+
+namespace dts {
+
+struct MetricInfo {
+  std::string name;  // the CSV `metric` column and the Prometheus series dtsuite_<name>
+  std::string unit;  // "seconds", "bytes/s", "ratio", ... (results/SCHEMA.md)
+  std::string help;  // one line: what the number is
+};
+
+// One kind of plot the report draws from a suite's records: `metric` against x, one series per
+// stack and per value of `series` (labels or config keys), one plot per value of `split`.
+struct PlotSpec {
+  std::string metric;
+  enum class X { bytes, ranks, config } x = X::ranks;
+  std::string x_key;  // X::config: the config key holding x (e.g. "epoch")
+  // Record keys: a label ("op", "dtype", "strategy", "placement") or a config key ("optimizer").
+  std::string split;                // one plot per value (first-seen order); "" for one plot
+  std::vector<std::string> series;  // what tells a stack's series apart (joined with '/')
+  std::vector<std::pair<std::string, std::string>> exclude;  // (key, value) of records left out
+  // "{split}" in id and title is replaced by the split's value.
+  std::string id, title, x_label, y_label;
+  double y_scale = 1;        // y values are divided by this before drawing (1e9: bytes/s -> GB/s)
+  bool log_y = false;        // X::bytes: chosen from the data's spread instead
+  int64_t max_bytes = -1;    // X::bytes: larger sizes are left out
+  bool draw_threshold = false;  // draw the cases' bound when all cases at an x share one
+};
+
+struct SectionSpec {
+  int order = 0;  // position on the page (collectives' sections first)
+  std::string id, title, intro, empty_note;
+  std::vector<PlotSpec> plots;
+};
+
+struct SuiteInfo {
+  std::string name, summary;
+  std::vector<MetricInfo> metrics;
+  std::vector<SectionSpec> sections;
+};
+
+// Registers (or replaces) the entry of info.name; returns true so it can initialize a static.
+bool register_suite_info(SuiteInfo info);
+// Every registered suite, by name.
+std::vector<SuiteInfo> suite_catalog();
+// The metrics any record may carry: "check" (every suite's verdict rows) and each suite's.
+std::vector<std::string> catalog_metrics();
+// The value of `key` in `record`: a label (op, dtype, strategy, placement, backend, device) or,
+// failing that, a config key; "" when absent.
+std::string record_key(const Record& record, const std::string& key);
+
+}  // namespace dts

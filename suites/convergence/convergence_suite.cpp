@@ -1,0 +1,505 @@
+// The convergence suite: does large-batch training still learn on this stack? The linear scaling
+// rule with gradual warm-up (Goyal et al. 2017): a base run (batch B, lr eta, E epochs), a scaled
+// run (kB, k eta, warm-up from eta over the first epochs) and a control run (kB, eta, no
+// warm-up), all trained with DDP through the stack under test on the UCI handwritten digits
+// (suites/convergence/data). PASS when the scaled run's final held-out accuracy and loss are no
+// worse than the base run's by more than two standard errors of their difference (trainer.h,
+// judge_rule), and every run kept its replicas alike and reported the losses it computed; a
+// broken stack shows up as one of those failing. Scaled runs at more factors locate the largest
+// k at which the rule still holds, reported beside the gradient noise scale B_simple (McCandlish
+// et al. 2018) measured on the base run. The runs go at once on disjoint groups of ranks when
+// there are ranks enough (--sweep runs the user's own (batch, lr) configurations the same way).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm/text.h"
+#include "core/error.h"
+#include "suites/convergence/digits.h"
+#include "suites/convergence/trainer.h"
+#include "suites/suite.h"
+
+namespace dts {
+
+namespace {
+
+struct SweepPoint {
+  int64_t batch = 0;
+  double lr = 0;
+};
+
+class ConvergenceFlags final : public FlagGroup {
+ public:
+  static constexpr const char* kGroup = "convergence";
+  std::string data = "digits";   // digits, or a digits-format CSV(.gz) path
+  int epochs = 0;                // 0: the defaults' (digits_base_run)
+  int64_t base_batch = 0;        // 0: the defaults'
+  double base_lr = 0;            // 0: the defaults'
+  int scale = kDefaultScale;     // k of the judged scaled run and of the control run
+  std::vector<int> scan{2, 4, 16, 32};  // more scaled runs: where the rule stops holding (info)
+  double warmup_epochs = kDefaultWarmupEpochs;
+  bool scale_lr = true;          // false: the rule broken on purpose (lr not scaled)
+  std::vector<SweepPoint> sweep; // --sweep: the user's own configurations instead of the rule
+  int group_ranks = 0;           // ranks per concurrent run; 0: as many groups of >= 2 as the job holds
+
+  void declare(CLI::App& g) override {
+    g.add_option("--data", data, "convergence data: digits (shipped), or a digits-format CSV or .csv.gz")
+        ->capture_default_str();
+    g.add_option("--epochs", epochs, "epochs of every convergence run; 0: the suite's default (10)")
+        ->check(CLI::Range(0, 100000))->capture_default_str();
+    g.add_option("--base-batch", base_batch, "the base run's global batch B; 0: the default (16)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
+    g.add_option("--base-lr", base_lr, "the base run's learning rate eta; 0: the default (0.02)")
+        ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+    g.add_option("--scale", scale, "k of the judged scaled run (kB, k eta) and of the control run (kB, eta)")
+        ->check(CLI::Range(2, 1 << 16))->capture_default_str();
+    g.add_option("--scan-scales", scan_text_, "more factors k for scaled runs, comma-separated (info: where the "
+                                              "rule stops holding); none: no scan")
+        ->capture_default_str();
+    g.add_option("--warmup-epochs", warmup_epochs, "gradual warm-up of the scaled runs, in epochs; 0: none")
+        ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+    g.add_option("--scaled-lr", scaled_lr_text_, "learning rate of the scaled runs: linear (k eta, the rule) or none "
+                                                 "(eta: the rule broken on purpose)")
+        ->check(CLI::IsMember({"linear", "none"}))->capture_default_str();
+    g.add_option("--sweep", sweep_text_, "hyperparameter sweep: BATCH:LR configurations, comma-separated, trained at "
+                                         "once on disjoint groups of ranks (instead of the scaling rule)");
+    g.add_option("--group-ranks", group_ranks, "ranks per concurrent convergence run; 0: groups of at least 2")
+        ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  }
+
+  void finish(const RunOptions&) override {
+    scale_lr = scaled_lr_text_ == "linear";
+    scan.clear();
+    if (scan_text_ != "none") {
+      for (const std::string& item : parse_list(scan_text_)) scan.push_back(integer_of(item, "--scan-scales", 2));
+    }
+    sweep.clear();
+    if (!sweep_text_.empty()) {
+      for (const std::string& item : parse_list(sweep_text_)) {
+        const size_t colon = item.find(':');
+        if (colon == std::string::npos) {
+          throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "' is not BATCH:LR (e.g. 64:0.08)");
+        }
+        SweepPoint p;
+        p.batch = integer_of(item.substr(0, colon), "--sweep batch", 1);
+        try {
+          size_t used = 0;
+          p.lr = std::stod(item.substr(colon + 1), &used);
+          if (used != item.size() - colon - 1 || !(p.lr > 0) || !std::isfinite(p.lr)) throw std::invalid_argument("");
+        } catch (const std::exception&) {
+          throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "': the learning rate must be a positive number");
+        }
+        sweep.push_back(p);
+      }
+    }
+  }
+
+  std::string describe() const override {
+    if (!sweep.empty()) return "convergence: sweep of " + std::to_string(sweep.size()) + " configurations on " + data;
+    return "convergence: linear scaling rule at k=" + std::to_string(scale) + " on " + data + ", warm-up " +
+           format(warmup_epochs) + " epochs" + (scale_lr ? "" : ", lr NOT scaled (the rule broken on purpose)");
+  }
+
+  static std::string format(double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", value);
+    return text;
+  }
+
+ private:
+  static int integer_of(const std::string& text, const std::string& what, int minimum) {
+    try {
+      size_t used = 0;
+      const long value = std::stol(text, &used);
+      if (used == text.size() && value >= minimum && value <= (1 << 24)) return static_cast<int>(value);
+    } catch (const std::exception&) {
+    }
+    throw Error(Error::Kind::invalid_argument,
+                what + " '" + text + "' is not a whole number of at least " + std::to_string(minimum));
+  }
+
+  std::string scan_text_ = "2,4,16,32", scaled_lr_text_ = "linear", sweep_text_;
+};
+DTS_REGISTER_FLAGS(ConvergenceFlags, "Convergence suite");
+
+// What one run is for, and so how its rows are judged.
+enum class Role { base, judged, control, scan, sweep };
+
+struct PlannedRun {
+  RunConfig config;
+  Role role = Role::base;
+  int k = 1;
+};
+
+struct ConvergenceCase {
+  std::vector<PlannedRun> runs;
+  bool noise_scale = false;  // measure B_simple on the base run (runs[0])
+};
+
+// Seconds a run may take: a floor for start-up and evaluation, and an allowance per training
+// step and per epoch's evaluation far above what they take here (a step of this model is well
+// under a millisecond on one core; 10 ms leaves room for 4 ranks sharing 2 cores and a slow stack).
+constexpr double kBudgetFloorSeconds = 60, kBudgetPerStepSeconds = 0.01, kBudgetPerEpochSeconds = 0.5;
+
+int64_t steps_of(const RunConfig& run, int64_t train_rows) {
+  return run.batch > 0 ? static_cast<int64_t>(run.epochs) * (train_rows / run.batch) : 0;
+}
+
+// A run's result as text, for its group's leader to hand to rank 0 (numbers exact: %.17g).
+std::string serialize(const RunResult& r, const NoiseScale* noise) {
+  std::ostringstream out;
+  out.precision(17);
+  for (const EpochResult& e : r.epochs) {
+    out << "E " << e.epoch << ' ' << e.train_loss << ' ' << e.held_out_loss << ' ' << e.held_out_accuracy << ' '
+        << e.lr_at_end << '\n';
+  }
+  out << "F " << r.final_loss << ' ' << r.final_accuracy << ' ' << r.loss_stderr << ' ' << r.accuracy_stderr << ' '
+      << r.held_out_samples << ' ' << r.seconds << ' ' << r.steps << ' ' << (r.replicas_agree ? 1 : 0) << ' '
+      << (r.losses_agree ? 1 : 0) << '\n';
+  if (noise) {
+    out << "G " << noise->b_simple << ' ' << noise->g2 << ' ' << noise->trace_sigma << ' ' << noise->g2_stderr << ' '
+        << noise->trace_sigma_stderr << ' ' << noise->b_small << ' ' << noise->b_big << ' ' << noise->samples << '\n';
+  }
+  // Details last: free text, one line each.
+  out << "R " << r.replica_detail << '\n' << "L " << r.loss_detail << '\n';
+  return out.str();
+}
+
+void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool& have_noise) {
+  std::istringstream in(text);
+  std::string line;
+  r.epochs.clear();
+  have_noise = false;
+  while (std::getline(in, line)) {
+    if (line.size() < 2) continue;
+    std::istringstream fields(line.substr(2));
+    switch (line[0]) {
+      case 'E': {
+        EpochResult e;
+        fields >> e.epoch >> e.train_loss >> e.held_out_loss >> e.held_out_accuracy >> e.lr_at_end;
+        r.epochs.push_back(e);
+        break;
+      }
+      case 'F': {
+        int replicas = 0, losses = 0;
+        fields >> r.final_loss >> r.final_accuracy >> r.loss_stderr >> r.accuracy_stderr >> r.held_out_samples >>
+            r.seconds >> r.steps >> replicas >> losses;
+        r.replicas_agree = replicas != 0;
+        r.losses_agree = losses != 0;
+        break;
+      }
+      case 'G':
+        fields >> noise.b_simple >> noise.g2 >> noise.trace_sigma >> noise.g2_stderr >> noise.trace_sigma_stderr >>
+            noise.b_small >> noise.b_big >> noise.samples;
+        have_noise = true;
+        break;
+      case 'R': r.replica_detail = line.substr(2); break;
+      case 'L': r.loss_detail = line.substr(2); break;
+      default: break;
+    }
+  }
+}
+
+ConvergenceData load_data(const std::string& data) {
+  return digits_data(data == "digits" ? default_digits_path() : data);
+}
+
+// "run=scaled-k8": what a row's series is called in the report and the CSV.
+std::string run_label(const PlannedRun& p) {
+  if (p.role == Role::base) return "base";
+  if (p.role == Role::sweep) return "sweep-b" + std::to_string(p.config.batch) + "-lr" + ConvergenceFlags::format(p.config.lr);
+  return (p.role == Role::control ? "control-k" : "scaled-k") + std::to_string(p.k);
+}
+
+class ConvergenceSuite final : public Suite {
+ public:
+  std::string_view name() const override { return "convergence"; }
+
+  std::vector<Case> plan(const RunOptions& common) const override {
+    const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
+    // The data is read here, on every rank at set-up, so a missing or damaged file stops the job
+    // with one line naming file and line (exit 2) before anything runs.
+    const ConvergenceData data = load_data(f.data);
+    const int64_t train_rows = data.train.size;
+    RunConfig base = digits_base_run();
+    if (f.epochs > 0) {
+      // The step decay keeps its place in proportion (epoch 6 of 10).
+      base.decay_epoch = std::max(1, static_cast<int>(std::lround(f.epochs * 0.6)));
+      base.epochs = f.epochs;
+    }
+    if (f.base_batch > 0) base.batch = f.base_batch;
+    if (f.base_lr > 0) base.lr = f.base_lr;
+    base.shuffle_seed = common.seed * 7919 + 7;
+    base.keep_parameters = true;
+
+    ConvergenceCase c;
+    const auto add = [&](RunConfig config, Role role, int k) {
+      if (config.batch > train_rows) {
+        throw Error(Error::Kind::invalid_argument, "convergence run " + config.name + ": a batch of " +
+                                                       std::to_string(config.batch) + " rows exceeds the " +
+                                                       std::to_string(train_rows) + " training samples of " + f.data);
+      }
+      if (role != Role::base) config.keep_parameters = false;
+      c.runs.push_back({std::move(config), role, k});
+    };
+    if (!f.sweep.empty()) {
+      for (const SweepPoint& p : f.sweep) {
+        RunConfig run = base;
+        run.batch = p.batch;
+        run.lr = p.lr;
+        run.keep_parameters = false;
+        run.name = "sweep B=" + std::to_string(p.batch) + " lr=" + ConvergenceFlags::format(p.lr);
+        add(run, Role::sweep, 1);
+      }
+    } else {
+      add(base, Role::base, 1);
+      const auto scaled = [&](int k) {
+        RunConfig run = scaled_config(base, k, f.warmup_epochs);
+        if (!f.scale_lr) {
+          run.lr = base.lr;  // the rule broken on purpose: k B at eta
+          run.warmup_start_lr = base.lr;
+        }
+        return run;
+      };
+      add(scaled(f.scale), Role::judged, f.scale);
+      add(control_config(base, f.scale), Role::control, f.scale);
+      for (int k : f.scan) {
+        if (k != f.scale) add(scaled(k), Role::scan, k);
+      }
+      c.noise_scale = true;
+    }
+    int64_t steps = 0;
+    for (const PlannedRun& p : c.runs) steps += steps_of(p.config, train_rows);
+    Case the_case;
+    the_case.id = f.sweep.empty() ? "rule/" + data.name + "/k" + std::to_string(f.scale) : "sweep/" + data.name;
+    the_case.labels.strategy = "ddp";
+    the_case.labels.dtype = "f32";
+    the_case.time_budget_seconds = std::max(common.timeout_seconds, kBudgetFloorSeconds) +
+                                   kBudgetPerStepSeconds * static_cast<double>(steps) +
+                                   kBudgetPerEpochSeconds * static_cast<double>(c.runs.size() * base.epochs);
+    the_case.params = c;
+    return {the_case};
+  }
+
+  void run(const Case& the_case, RunContext& ctx) override {
+    const auto& c = std::any_cast<const ConvergenceCase&>(the_case.params);
+    const RunOptions& common = ctx.options();
+    const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
+    Communicator& comm = ctx.comm();
+    Communicator& control = ctx.control();
+    const int rank = control.rank(), world = control.size();
+    const ConvergenceData data = load_data(f.data);
+    const ModelSpec model = digits_model();
+
+    // Disjoint groups of ranks, each training one run at a time: groups of at least 2 ranks (so
+    // every run goes through the stack's collectives), as many as the runs can use.
+    const int runs = static_cast<int>(c.runs.size());
+    int group_size = f.group_ranks;
+    if (group_size <= 0) {
+      const int groups_wanted = std::max(1, std::min(runs, world / 2));
+      group_size = world / groups_wanted;
+    }
+    group_size = std::min(group_size, world);
+    const int groups = world / group_size;
+    const int my_group = rank / group_size < groups ? rank / group_size : -1;  // -1: the ranks left over wait
+    std::unique_ptr<Communicator> group = comm.split(my_group < 0 ? groups : my_group, rank);
+    std::unique_ptr<Communicator> group_control = control.split(my_group < 0 ? groups : my_group, rank);
+    const RunContext::Participants who = ctx.participants(my_group >= 0);
+
+    std::vector<RunResult> results(c.runs.size());
+    std::vector<NoiseScale> noise(c.runs.size());
+    std::vector<bool> have_noise(c.runs.size(), false);
+    for (int wave = 0; wave * groups < runs; ++wave) {
+      std::string mine;  // this group's result, on its leader
+      std::exception_ptr failure;
+      const int index = wave * groups + my_group;
+      if (my_group >= 0 && index < runs) try {
+        const PlannedRun& p = c.runs[static_cast<size_t>(index)];
+        RunResult r = train_run(*group, *group_control, model, data, p.config);
+        NoiseScale ns;
+        const bool measure = c.noise_scale && p.role == Role::base && group->rank() == 0;
+        if (measure) ns = noise_scale_of(model, data, p.config, r);
+        if (group->rank() == 0) mine = serialize(r, measure ? &ns : nullptr);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      leave_together(control, failure);
+      // Each group's leader hands its result to rank 0.
+      for (int g = 0; g < groups && wave * groups + g < runs; ++g) {
+        const std::string text = text_to_root(control, g * group_size, mine);
+        if (rank != 0) continue;
+        const size_t i = static_cast<size_t>(wave * groups + g);
+        bool noisy = false;
+        deserialize(text, results[i], noise[i], noisy);
+        results[i].config = c.runs[i].config;
+        have_noise[i] = noisy;
+      }
+    }
+    if (rank != 0) return;
+    emit_rows(the_case, c, results, noise, have_noise, who, group_size, groups, ctx);
+  }
+
+ private:
+  // B_simple on the base run, where the reader needs it: after the first epoch (what the
+  // warm-up is for) and at the end of the constant-lr phase (the decay epoch, else the last).
+  static NoiseScale noise_scale_of(const ModelSpec& model, const ConvergenceData& data, const RunConfig& base,
+                                   const RunResult& r) {
+    const int at = base.decay_epoch > 0 ? std::min(base.decay_epoch, base.epochs) : base.epochs;
+    const std::vector<double>* params = nullptr;
+    for (const EpochResult& e : r.epochs) {
+      if (e.epoch == at && !e.parameters.empty()) params = &e.parameters;
+    }
+    if (!params) params = &r.final_parameters;
+    const int64_t big = std::min<int64_t>(base.batch * kNoiseScaleBigFactor, data.train.size);
+    return estimate_noise_scale(model, data.train, *params, base.batch, big, kNoiseScaleSamples, base.shuffle_seed + 1);
+  }
+
+  static void emit_rows(const Case& the_case, const ConvergenceCase& c, const std::vector<RunResult>& results,
+                        const std::vector<NoiseScale>& noise, const std::vector<bool>& have_noise,
+                        const RunContext::Participants& who, int group_size, int groups, RunContext& ctx) {
+    const RunOptions& common = ctx.options();
+    const std::string job = ";job=" + std::to_string(common.world_size);
+    const std::string budget = ConvergenceFlags::format(the_case.time_budget_seconds);
+    const auto row = [&](const PlannedRun& p, const std::string& metric, const std::string& unit, double value) {
+      Record r;
+      r.suite = "convergence";
+      r.case_id = the_case.id;
+      r.labels = the_case.labels;
+      r.labels.world_size = group_size;  // the ranks each run trained on
+      r.labels.nodes = who.nodes;
+      r.labels.ranks_per_node = who.ranks_per_node;
+      r.labels.config = "run=" + run_label(p) + ";batch=" + std::to_string(p.config.batch) +
+                        ";lr=" + ConvergenceFlags::format(p.config.lr) +
+                        ";warmup_epochs=" + ConvergenceFlags::format(p.config.warmup_epochs) +
+                        ";epochs=" + std::to_string(p.config.epochs) + ";dp=" + std::to_string(group_size) +
+                        ";groups=" + std::to_string(groups) + job + ";budget=" + budget + "s";
+      r.metric = metric;
+      r.unit = unit;
+      r.value = value;
+      r.verdict = Verdict::info;
+      return r;
+    };
+
+    const RunResult* base = nullptr;
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      if (c.runs[i].role == Role::base) base = &results[i];
+    }
+    int largest_k_held = base ? 1 : 0;
+    std::vector<std::pair<int, bool>> held;  // (k, rule held) of every scaled run
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      const PlannedRun& p = c.runs[i];
+      const RunResult& r = results[i];
+      for (const EpochResult& e : r.epochs) {
+        for (const auto& [metric, unit, value] :
+             {std::tuple<const char*, const char*, double>{"loss", "", e.held_out_loss},
+              {"accuracy", "ratio", e.held_out_accuracy}, {"train_loss", "", e.train_loss}}) {
+          Record rec = row(p, metric, unit, value);
+          rec.labels.config += ";epoch=" + std::to_string(e.epoch);
+          rec.detail = std::string(metric == std::string("train_loss") ? "mean loss of the epoch's steps" : "held-out") +
+                       ", lr at the epoch's end " + ConvergenceFlags::format(e.lr_at_end);
+          ctx.emit(rec);
+        }
+      }
+      Record acc = row(p, "final_accuracy", "ratio", r.final_accuracy);
+      acc.detail = "held-out accuracy after " + std::to_string(p.config.epochs) + " epochs, " +
+                   std::to_string(r.held_out_samples) + " samples, standard error " +
+                   ConvergenceFlags::format(r.accuracy_stderr) + "; " + std::to_string(r.steps) + " steps in " +
+                   ConvergenceFlags::format(r.seconds) + " s";
+      ctx.emit(acc);
+      Record loss = row(p, "final_loss", "", r.final_loss);
+      loss.detail = "held-out loss, standard error " + ConvergenceFlags::format(r.loss_stderr);
+      ctx.emit(loss);
+
+      // The stack kept the run sound: replicas alike, losses as computed. Every run, every role.
+      const RuleVerdict sound = judge_integrity(r);
+      Record integrity = row(p, "check", "", sound.pass ? 1 : 0);
+      integrity.verdict = sound.pass ? Verdict::pass : Verdict::fail;
+      integrity.detail = "replicas alike and losses as computed: " + sound.detail;
+      ctx.emit(integrity);
+
+      if (!base || p.role == Role::base || p.role == Role::sweep) continue;
+      const RuleVerdict rule = judge_rule(*base, r);
+      Record verdict = row(p, "rule_held", "", rule.pass ? 1 : 0);
+      verdict.threshold = 1;
+      if (p.role == Role::judged) {
+        verdict.verdict = rule.pass ? Verdict::pass : Verdict::fail;
+        verdict.detail = "linear scaling rule at k=" + std::to_string(p.k) + " (kB, k eta, warm-up): " + rule.detail;
+      } else if (p.role == Role::control) {
+        // The control is expected to miss: that it does shows the rule (and warm-up) mattered at k.
+        verdict.detail = std::string(rule.pass ? "the rule was not needed at this k (the control held too): "
+                                               : "the rule was needed at this k (the control missed): ") +
+                         rule.detail;
+      } else {
+        verdict.detail = "scan at k=" + std::to_string(p.k) + ": " + rule.detail;
+      }
+      ctx.emit(verdict);
+      if (p.role != Role::control) held.emplace_back(p.k, rule.pass);
+    }
+    // The largest k below which every scaled run held: where large-batch training stops paying.
+    std::sort(held.begin(), held.end());
+    for (const auto& [k, ok] : held) {
+      if (!ok) break;
+      largest_k_held = k;
+    }
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      if (!have_noise[i]) continue;
+      const NoiseScale& ns = noise[i];
+      Record g = row(c.runs[i], "gradient_noise_scale", "samples", ns.b_simple);
+      g.labels.config += ";largest_k_held=" + std::to_string(largest_k_held) +
+                         ";largest_batch_held=" + std::to_string(largest_k_held * c.runs[i].config.batch);
+      g.detail = "B_simple = tr(Sigma)/|G|^2 (McCandlish et al. 2018) on the base run's parameters, from " +
+                 std::to_string(ns.samples) + " pairs of batches of " + std::to_string(ns.b_small) + " and " +
+                 std::to_string(ns.b_big) + " rows; the rule held up to k=" + std::to_string(largest_k_held) +
+                 " (batch " + std::to_string(largest_k_held * c.runs[i].config.batch) + ")";
+      ctx.emit(g);
+    }
+  }
+};
+
+SuiteInfo convergence_info() {
+  SuiteInfo info;
+  info.name = "convergence";
+  info.summary = "the linear scaling rule with warm-up (Goyal et al.) through DDP on the stack: base, scaled and "
+                 "control runs on the digits, gradient noise scale";
+  info.metrics = {
+      {"loss", "", "held-out loss after an epoch (epoch= in config)"},
+      {"accuracy", "ratio", "held-out accuracy after an epoch (epoch= in config)"},
+      {"train_loss", "", "mean loss of an epoch's steps"},
+      {"final_loss", "", "held-out loss after the last epoch"},
+      {"final_accuracy", "ratio", "held-out accuracy after the last epoch"},
+      {"rule_held", "", "1 when a scaled run is within tolerance of the base run"},
+      {"gradient_noise_scale", "samples", "B_simple = tr(Sigma)/|G|^2 on the base run"},
+  };
+  PlotSpec loss;
+  loss.metric = "loss";
+  loss.x = PlotSpec::X::config;
+  loss.x_key = "epoch";
+  loss.series = {"run"};
+  loss.id = "convergence-loss";
+  loss.title = "Held-out loss per epoch";
+  loss.x_label = "epoch";
+  loss.y_label = "loss";
+  PlotSpec accuracy = loss;
+  accuracy.metric = "accuracy";
+  accuracy.id = "convergence-accuracy";
+  accuracy.title = "Held-out accuracy per epoch";
+  accuracy.y_label = "accuracy (ratio)";
+  info.sections = {{50, "convergence", "Convergence",
+                    "Held-out loss and accuracy per epoch of the base run (B, eta), the scaled runs (kB, k eta, "
+                    "gradual warm-up) and the control (kB, eta, no warm-up), trained with DDP on the stack.",
+                    "No loss or accuracy rows per epoch in these results (the convergence suite did not run).",
+                    {loss, accuracy}}};
+  return info;
+}
+
+}  // namespace
+
+DTS_REGISTER_SUITE(ConvergenceSuite, convergence_info());
+
+}  // namespace dts

@@ -1,0 +1,119 @@
+// End-to-end tests of `dtsuite run scaling`: inside one job of 3 ranks, every strategy that has a
+// layout and all_reduce are timed on sub-worlds of 1, 2 and 3 ranks, in weak and strong mode; the
+// rows say who took part, the mode, the node's cores and whether it was oversubscribed; a profile
+// threshold on scaling_efficiency judges the rows it selects and nothing else.
+//   ctest -R scaling_e2e_test
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <fstream>
+#include <utility>
+
+#include "harness/testing/e2e.h"
+#include "results/csv_reader.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dts::e2e;
+
+// Few iterations: the rows' shape is tested here, not the machine's speed.
+const std::string kQuick = "-n 3 -w 1 --layers 3 --width 16 --rank-batch 8";
+
+std::string config(const dts::Record& r, const std::string& key) { return dts::config_value(r.labels.config, key).value_or(""); }
+
+TEST(Scaling, EverySubWorldOfOneJobInBothModes) {
+  const fs::path csv = scratch_dir() / "scaling.csv";
+  const RunResult r = run_dtsuite(3, "run scaling " + kQuick + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // (target, mode) -> world sizes with an efficiency row
+  std::map<std::pair<std::string, std::string>, std::set<int>> efficiency;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    EXPECT_NE(row.verdict, dts::Verdict::fail) << row.case_id << " " << row.detail;
+    EXPECT_EQ(config(row, "job"), "3") << row.case_id;
+    // 3 ranks: oversubscribed exactly when the node has fewer cores (it says which it has).
+    const int cores = std::stoi(config(row, "cores"));
+    EXPECT_GE(cores, 1);
+    EXPECT_EQ(config(row, "oversubscribed"), cores < 3 ? "1" : "0") << row.labels.config;
+    if (row.metric != "scaling_efficiency") continue;
+    EXPECT_EQ(row.verdict, dts::Verdict::info);  // no profile: efficiency is reported, not judged
+    EXPECT_TRUE(std::isfinite(row.value) && row.value > 0) << row.case_id << " " << row.value;
+    if (cores < 3) {
+      EXPECT_NE(row.detail.find("measures the machine, not the stack"), std::string::npos) << row.detail;
+    }
+    const std::string target = row.labels.op.empty() ? row.labels.strategy : row.labels.op;
+    efficiency[{target, config(row, "mode")}].insert(row.labels.world_size);
+    if (row.labels.world_size == (row.labels.op.empty() ? 1 : 2)) {
+      EXPECT_EQ(row.value, 1) << row.case_id;  // the reference point is 1 by definition
+    }
+  }
+  // Sub-worlds 1, 2 and 3 (3 is the job, not a power of two). ddp, zero1-3 and tp have a layout
+  // at each; gpipe and 1f1b too (3 layers allow 3 stages); hybrid needs two dimensions above 1,
+  // which 2 and 3 ranks cannot give: its one-rank point only. all_reduce starts at 2 (its
+  // reference) and runs in weak mode only.
+  for (const char* strategy : {"ddp", "zero1", "zero2", "zero3", "tp", "gpipe", "1f1b"}) {
+    for (const char* mode : {"weak", "strong"}) {
+      EXPECT_EQ(efficiency[std::make_pair(std::string(strategy), std::string(mode))], (std::set<int>{1, 2, 3})) << strategy << " " << mode;
+    }
+  }
+  EXPECT_EQ(efficiency[std::make_pair(std::string("hybrid"), std::string("weak"))], (std::set<int>{1}));
+  EXPECT_EQ(efficiency[std::make_pair(std::string("all_reduce"), std::string("weak"))], (std::set<int>{2, 3}));
+  EXPECT_EQ(efficiency.count(std::make_pair(std::string("all_reduce"), std::string("strong"))), 0u);
+}
+
+TEST(Scaling, StrongScalingKeepsTheGlobalBatchAndWeakScalingGrowsIt) {
+  const fs::path csv = scratch_dir() / "batch.csv";
+  const RunResult r = run_dtsuite(2, "run scaling --strategy ddp " + kQuick + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int rows = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric != "throughput" || row.labels.strategy != "ddp") continue;
+    ++rows;
+    const int n = row.labels.world_size;
+    // --rank-batch 8 on a job of 2: weak n x 8 rows, strong 2 x 8 at every n.
+    EXPECT_EQ(config(row, "batch"), std::to_string(config(row, "mode") == "weak" ? 8 * n : 16)) << row.labels.config;
+    EXPECT_EQ(row.unit, "samples_per_second");
+  }
+  EXPECT_EQ(rows, 4);  // 2 modes x n = 1, 2
+}
+
+TEST(Scaling, AProfileThresholdJudgesTheEfficiencyItSelects) {
+  // An efficiency above 1e6 cannot happen (weak E(n) = T(1)/T(n) would need a step a million
+  // times faster on more ranks): the selected rows must fail, the others stay info.
+  const fs::path profile = scratch_dir() / "eff.toml";
+  std::ofstream(profile) << R"([profile]
+name = "eff"
+[[threshold]]
+metric = "scaling_efficiency"
+strategy = "ddp"
+config = "mode=weak"
+min_world_size = 2
+min = 1e6
+source = "impossible on purpose: this test's threshold"
+)";
+  const fs::path csv = scratch_dir() / "judged.csv";
+  const RunResult r = run_dtsuite(2, "run scaling --strategy ddp,tp " + kQuick + " --profile " + profile.string() +
+                                         " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  int failed = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric != "scaling_efficiency") continue;
+    const bool selected = row.labels.strategy == "ddp" && config(row, "mode") == "weak" && row.labels.world_size >= 2;
+    EXPECT_EQ(row.verdict, selected ? dts::Verdict::fail : dts::Verdict::info) << row.case_id << " " << row.labels.config;
+    failed += selected;
+  }
+  EXPECT_EQ(failed, 1);  // ddp weak at n = 2
+}
+
+TEST(Scaling, ABadModeIsAUsageError) {
+  const RunResult r = run_dtsuite(1, "run scaling --scaling-mode sideways");
+  EXPECT_EQ(r.exit_code, 2);
+  ASSERT_EQ(our_lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("unknown scaling mode 'sideways'"), std::string::npos) << r.err;
+}
+
+}  // namespace

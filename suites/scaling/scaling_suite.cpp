@@ -1,0 +1,259 @@
+// The scaling suite: how much faster does each strategy go with more ranks of this stack? Inside
+// one job of W ranks, each strategy (every layout of n ranks it can run; see scaling.h) and an
+// all_reduce of a fixed size are timed on sub-worlds of n = 1, 2, 4, ..., W ranks split from the
+// job, and each n's time T(n) is set against T(1): weak scaling (per-rank batch fixed)
+// E(n) = T(1)/T(n), strong scaling (global batch fixed) E(n) = T(1)/(n T(n)), with the throughput
+// in samples per second. Efficiency is info unless a profile sets a threshold: it measures the
+// machine as much as the stack, and the rows say how many cores the node has and whether its
+// ranks were oversubscribed.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cmath>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "comm/text.h"
+#include "core/error.h"
+#include "strategies/strategy_spec.h"
+#include "strategies/workload.h"
+#include "suites/scaling/scaling.h"
+#include "suites/suite.h"
+#include "suites/training_flags.h"
+
+namespace dts {
+
+namespace {
+
+class ScalingFlags final : public FlagGroup {
+ public:
+  static constexpr const char* kGroup = "scaling";
+  std::vector<ScalingMode> modes{ScalingMode::weak, ScalingMode::strong};
+  // Weak scaling's per-rank batch; strong scaling's global batch is this times the job's ranks,
+  // so both modes time the same batch at n = W (and any layout of W ranks has rows for every
+  // replica's micro-batches when rank_batch >= the pipelines' micro-batches).
+  int rank_batch = 32;
+  int64_t all_reduce_bytes = int64_t{1} << 20;  // --scaling-bytes: the collective's fixed size
+
+  void declare(CLI::App& g) override {
+    g.add_option("--scaling-mode", modes_text_, "scaling modes, comma-separated: weak,strong")->capture_default_str();
+    g.add_option("--rank-batch", rank_batch, "rows per rank: weak scaling's per-rank batch; strong scaling's global "
+                                             "batch is this times the job's ranks")
+        ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    g.add_option("--scaling-bytes", bytes_text_, "size of the all_reduce timed beside the strategies (suffixes K, M, G)")
+        ->capture_default_str();
+  }
+  void finish(const RunOptions&) override {
+    modes.clear();
+    for (const std::string& m : parse_list(modes_text_)) {
+      if (m == "weak") modes.push_back(ScalingMode::weak);
+      else if (m == "strong") modes.push_back(ScalingMode::strong);
+      else throw Error(Error::Kind::invalid_argument, "unknown scaling mode '" + m + "' (expected weak or strong)");
+    }
+    all_reduce_bytes = parse_size(bytes_text_);
+    if (all_reduce_bytes % 4 != 0) {
+      throw Error(Error::Kind::invalid_argument, "--scaling-bytes " + bytes_text_ + " is not a whole number of f32 elements");
+    }
+  }
+  std::string describe() const override {
+    std::string text = "scaling:";
+    for (ScalingMode m : modes) text += " " + std::string(name(m));
+    return text + ", " + std::to_string(rank_batch) + " rows per rank, all_reduce of " +
+           std::to_string(all_reduce_bytes) + " bytes";
+  }
+
+ private:
+  std::string modes_text_ = "weak,strong", bytes_text_ = "1M";
+};
+DTS_REGISTER_FLAGS(ScalingFlags, "Scaling suite");
+
+struct ScalingCase {
+  std::string target;  // a strategy spec, or "all_reduce"
+  ScalingMode mode;
+};
+
+constexpr const char* kAllReduce = "all_reduce";
+
+// Ranks of this node: those whose host name hashes alike (a collision would only merge two
+// nodes' counts).
+std::unique_ptr<Communicator> node_ranks(Communicator& control) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const int color = static_cast<int>(fnv1a(host, std::string(host).size()) & 0x3fffffff);
+  return control.split(color, control.rank());
+}
+
+class ScalingSuite final : public Suite {
+ public:
+  std::string_view name() const override { return "scaling"; }
+
+  std::vector<Case> plan(const RunOptions& common) const override {
+    const ScalingFlags& s = common.flags<ScalingFlags>();
+    const TrainingFlags& t = common.flags<TrainingFlags>();
+    std::vector<std::string> targets = t.strategies;
+    if (targets.empty()) targets = registered_strategies();
+    std::vector<Case> cases;
+    for (ScalingMode mode : s.modes) {
+      for (const std::string& target : targets) {
+        const StrategySpec spec = parse_strategy_spec(target);
+        Labels labels;
+        labels.strategy = spec.name;
+        labels.config = "mode=" + std::string(dts::name(mode)) + ";job=" + std::to_string(common.world_size);
+        cases.push_back({spec.name + "/" + std::string(dts::name(mode)) + (spec.text == spec.name ? "" : "/" + spec.text),
+                         labels, ScalingCase{spec.text, mode}});
+      }
+    }
+    // The collective every strategy leans on, at a fixed size per rank: weak scaling only.
+    Labels labels;
+    labels.op = kAllReduce;
+    labels.dtype = "f32";
+    labels.bytes = s.all_reduce_bytes;
+    labels.config = "mode=weak;job=" + std::to_string(common.world_size);
+    cases.push_back({std::string(kAllReduce) + "/weak/" + std::to_string(s.all_reduce_bytes), labels,
+                     ScalingCase{kAllReduce, ScalingMode::weak}});
+    return cases;
+  }
+
+  void run(const Case& the_case, RunContext& ctx) override {
+    const auto& c = std::any_cast<const ScalingCase&>(the_case.params);
+    const RunOptions& common = ctx.options();
+    const ScalingFlags& s = common.flags<ScalingFlags>();
+    const TrainingFlags& t = common.flags<TrainingFlags>();
+    Communicator& comm = ctx.comm();
+    Communicator& control = ctx.control();
+    const int rank = control.rank(), world = control.size();
+    const ModelSpec model = t.model(common);
+    const bool collective = c.target == kAllReduce;
+
+    std::unique_ptr<Communicator> node = node_ranks(control);
+    const NodeCapacity capacity = node_capacity(*node);
+    const std::string load = ";cores=" + std::to_string(capacity.cores) +
+                             ";ranks_per_node=" + std::to_string(capacity.ranks_on_node) +
+                             ";oversubscribed=" + (capacity.oversubscribed ? "1" : "0");
+
+    ScalingPoint reference;
+    bool have_reference = false;
+    for (int n : scaling_world_sizes(world)) {
+      const bool member = rank < n;
+      std::unique_ptr<Communicator> group = comm.split(member ? 0 : 1, rank);
+      std::unique_ptr<Communicator> members = control.split(member ? 0 : 1, rank);
+      const RunContext::Participants who = ctx.participants(member);
+      const int64_t batch = scaled_batch(c.mode, n, c.mode == ScalingMode::weak ? s.rank_batch
+                                                                                : int64_t{s.rank_batch} * world);
+      std::optional<ParallelConfig> layout;
+      if (!collective) {
+        layout = scaling_layout(parse_strategy_spec(c.target), n, model, batch, t.microbatches);
+        if (!layout) continue;  // no layout of n ranks (a pipeline deeper than the model): no point
+      }
+      ScalingPoint point;
+      std::exception_ptr failure;
+      if (member) try {
+        point = collective ? time_all_reduce(*group, *members, s.all_reduce_bytes, common.warmup, common.iters)
+                           : time_strategy_steps(*group, *members, parse_strategy_spec(c.target).name, *layout, model,
+                                                 batch, common.warmup, common.iters);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      leave_together(control, failure);  // the ranks off the sub-world must not wait in the next split
+      if (rank != 0) continue;  // rank 0 is a member of every sub-world and writes the rows
+      // A strategy's reference is its one-rank step. all_reduce on one rank moves nothing (MPI
+      // returns at once), so T(1) would make any n look hopeless: its reference is n = 2, and
+      // its efficiency is the bus bandwidth kept, busbw(n)/busbw(2) (nccl-tests' busbw is built
+      // to stay level as ranks grow on links that keep up).
+      if (n == (collective ? 2 : 1)) {
+        reference = point;
+        have_reference = true;
+      }
+      Record base;
+      base.suite = "scaling";
+      base.case_id = the_case.id;
+      base.labels = the_case.labels;
+      base.labels.world_size = who.world_size;
+      base.labels.nodes = who.nodes;
+      base.labels.ranks_per_node = who.ranks_per_node;
+      base.labels.config = (collective ? "" : point.layout + ";") + the_case.labels.config + ";batch=" +
+                           std::to_string(collective ? 0 : batch) + load;
+      if (collective) base.labels.config = the_case.labels.config + load;
+
+      Record time = base;
+      time.metric = "step_time";
+      time.unit = "seconds";
+      time.value = point.seconds_per_step;
+      time.stats = compute_stats(point.samples);
+      time.samples = point.samples;
+      time.verdict = Verdict::info;
+      time.detail = collective ? "one all_reduce, the slowest rank's time" : "one training step, the slowest rank's time";
+      ctx.emit(time);
+
+      Record throughput = base;
+      throughput.metric = "throughput";
+      throughput.unit = collective ? "bytes_per_second" : "samples_per_second";
+      throughput.value = point.throughput;
+      throughput.verdict = Verdict::info;
+      throughput.detail = collective ? "algbw: bytes / time" : std::to_string(point.work_per_step) + " rows per step / time";
+      ctx.emit(throughput);
+
+      if (!have_reference) continue;
+      Record efficiency = base;
+      efficiency.metric = "scaling_efficiency";
+      efficiency.unit = "ratio";
+      efficiency.verdict = Verdict::info;
+      if (collective) {
+        const double factor = 2.0 * (n - 1) / n;  // busbw / algbw of all_reduce; 1 at n = 2
+        efficiency.value = reference.seconds_per_step / point.seconds_per_step * factor;
+        efficiency.detail = scaling_detail(c.mode, reference, point, capacity);
+        const size_t cut = efficiency.detail.find(", T(1)");
+        efficiency.detail = "weak: E = busbw(n)/busbw(2) = T(2)/T(n) x 2(n-1)/n" +
+                            (cut == std::string::npos ? "" : ", T(2" + efficiency.detail.substr(cut + 5));
+      } else {
+        efficiency.value = scaling_efficiency(c.mode, reference.seconds_per_step, point.seconds_per_step, n);
+        efficiency.detail = scaling_detail(c.mode, reference, point, capacity);
+      }
+      ctx.emit(efficiency);
+    }
+  }
+};
+
+SuiteInfo scaling_info() {
+  SuiteInfo info;
+  info.name = "scaling";
+  info.summary = "each strategy and all_reduce on sub-worlds of 1, 2, 4, ... W ranks: weak and strong scaling "
+                 "efficiency, throughput";
+  info.metrics = {
+      {"scaling_efficiency", "ratio", "weak T(1)/T(n), strong T(1)/(n T(n)); all_reduce busbw(n)/busbw(2)"},
+      {"throughput", "samples_per_second", "global batch rows per second (all_reduce: bytes per second)"},
+      {"step_time", "seconds", "median time of a step, the slowest rank's"},
+  };
+  PlotSpec efficiency;
+  efficiency.metric = "scaling_efficiency";
+  efficiency.x = PlotSpec::X::ranks;
+  efficiency.split = "mode";
+  efficiency.series = {"strategy", "op"};
+  efficiency.id = "scaling-{split}";
+  efficiency.title = "Scaling efficiency, {split} scaling";
+  efficiency.x_label = "ranks";
+  efficiency.y_label = "efficiency (ratio)";
+  PlotSpec throughput = efficiency;
+  throughput.metric = "throughput";
+  throughput.exclude = {{"op", kAllReduce}};  // bytes per second: another unit
+  throughput.id = "throughput-{split}";
+  throughput.title = "Throughput, {split} scaling";
+  throughput.y_label = "samples per second";
+  throughput.log_y = true;
+  info.sections = {{30, "scaling", "Scaling efficiency",
+                    "Weak scaling T(1)/T(n) (rows per rank fixed), strong scaling T(1)/(n T(n)) (global batch "
+                    "fixed), per strategy, and for all_reduce of a fixed size the bus bandwidth kept, "
+                    "busbw(n)/busbw(2), against the ranks of the sub-world; "
+                    "then the strategies' throughput. Rows of an oversubscribed node (more ranks than cores: "
+                    "oversubscribed=1 in config) measure the machine, not the stack.",
+                    "No scaling_efficiency rows in these results (the scaling suite did not run).",
+                    {efficiency, throughput}}};
+  return info;
+}
+
+}  // namespace
+
+DTS_REGISTER_SUITE(ScalingSuite, scaling_info());
+
+}  // namespace dts

@@ -1,0 +1,43 @@
+// The training suites' shared flags (suites/training_flags.h).
+#include "suites/training_flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include "strategies/strategy_spec.h"
+
+namespace dts {
+
+void TrainingFlags::declare(CLI::App& g) {
+  g.add_option("--strategy", strategies_text_,
+               "training strategies, comma-separated, or all (dtsuite list); each NAME or NAME(key=value,...) "
+               "pinning a layout, e.g. tp(tp=3), 1f1b(pp=2,mb=8), hybrid(dp=2,tp=2,zero=1)")
+      ->capture_default_str();
+  g.add_option("--steps", steps, "training steps per equivalence case")->check(CLI::Range(1, 100000))->capture_default_str();
+  g.add_option("--batch", batch, "global batch rows")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  g.add_option("--layers", layers, "MLP Linear layers")->check(CLI::Range(1, 1000))->capture_default_str();
+  g.add_option("--width", width, "MLP hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  g.add_option("--input", input, "features per sample")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  g.add_option("--classes", classes, "classes")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  g.add_option("--accumulation", accumulation, "micro-batches per step of ddp, zero1-3 and tp (gradient accumulation)")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  g.add_option("--microbatches", microbatches, "micro-batches per step of the pipelines (gpipe, 1f1b, hybrid)")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  g.add_option("--optimizer", optimizer, "optimizers of the training suites, comma-separated: sgd,adamw")
+      ->check(CLI::IsMember({"sgd", "adamw", "sgd,adamw", "adamw,sgd"}))->capture_default_str();
+}
+
+void TrainingFlags::finish(const RunOptions&) {
+  strategies.clear();
+  if (strategies_text_ != "all") {
+    // Parsed here, before MPI starts, so an unknown strategy or a bad layout is a usage error.
+    for (const StrategySpec& spec : parse_strategy_list(strategies_text_)) strategies.push_back(spec.text);
+  }
+}
+
+ModelSpec TrainingFlags::model(const RunOptions& common) const {
+  return {layers, width, input, classes, common.seed, common.seed + 1};
+}
+
+DTS_REGISTER_FLAGS(TrainingFlags, "Training suites (equivalence, scaling)");
+
+}  // namespace dts

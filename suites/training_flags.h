@@ -1,0 +1,34 @@
+// The flags the training suites share (equivalence, scaling): which strategies, the model, the
+// batch and the steps. One group, read by each suite with options.flags<TrainingFlags>().
+#pragma once
+#include <string>
+#include <vector>
+
+#include "strategies/workload.h"
+#include "suites/suite.h"
+
+namespace dts {
+
+class TrainingFlags final : public FlagGroup {
+ public:
+  static constexpr const char* kGroup = "training";
+  // Strategy specs, "NAME" or "NAME(key=value,...)" (strategies/strategy_spec.h); empty: every
+  // registered one, each at every layout the job's ranks allow.
+  std::vector<std::string> strategies;
+  int steps = 5;                                         // --steps: training steps compared
+  int batch = 64;                                        // --batch: global batch rows
+  int layers = 3, width = 64, input = 32, classes = 10;  // --layers --width --input --classes
+  int accumulation = 1;   // --accumulation: micro-batches per step (ddp, zero, tp)
+  int microbatches = 4;   // --microbatches: pipeline micro-batches per step (gpipe, 1f1b, hybrid)
+  std::string optimizer = "sgd,adamw";  // --optimizer: sgd, adamw, or both comma-separated
+
+  void declare(CLI::App& group) override;
+  void finish(const RunOptions& common) override;
+  // The model of the flags, its parameters and data keyed by the run's seed.
+  ModelSpec model(const RunOptions& common) const;
+
+ private:
+  std::string strategies_text_ = "all";
+};
+
+}  // namespace dts
