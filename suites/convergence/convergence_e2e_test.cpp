@@ -69,6 +69,14 @@ TEST(Convergence, TheRuleHoldsOnASoundStackAndEveryEpochIsARow) {
   EXPECT_FALSE(config(noise, "budget").empty());
 }
 
+TEST(Convergence, TheSyntheticTeacherStudentSetHoldsTheRuleToo) {
+  const auto rows = run_convergence(2, "--data teacher-student --scan-scales none", 0, "synthetic");
+  const auto f = finals(rows);
+  ASSERT_TRUE(f.count({"scaled-k8", "rule_held"}));
+  EXPECT_EQ(f.at({"scaled-k8", "rule_held"}).verdict, dts::Verdict::pass) << f.at({"scaled-k8", "rule_held"}).detail;
+  EXPECT_EQ(f.at({"scaled-k8", "rule_held"}).case_id, "rule/teacher-student/k8");
+}
+
 TEST(Convergence, FailsWithTheRuleBrokenOnPurpose) {
   // lr not scaled and no warm-up at k = 8: the judged run is the control, beyond the tolerance.
   const auto rows = run_convergence(2, "--scaled-lr none --warmup-epochs 0 --scan-scales none", 1, "broken");

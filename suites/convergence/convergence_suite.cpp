@@ -49,7 +49,8 @@ class ConvergenceFlags final : public FlagGroup {
   int group_ranks = 0;           // ranks per concurrent run; 0: as many groups of >= 2 as the job holds
 
   void declare(CLI::App& g) override {
-    g.add_option("--data", data, "convergence data: digits (shipped), or a digits-format CSV or .csv.gz")
+    g.add_option("--data", data, "convergence data: digits (shipped), teacher-student (synthetic), or a digits-format "
+                                 "CSV or .csv.gz")
         ->capture_default_str();
     g.add_option("--epochs", epochs, "epochs of every convergence run; 0: the suite's default (10)")
         ->check(CLI::Range(0, 100000))->capture_default_str();
@@ -206,7 +207,10 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
   }
 }
 
+// The synthetic set is sized like the digits (1,500 to train, 297 held out) and shaped for the
+// same model (64 features, 10 classes), so every default applies to both.
 ConvergenceData load_data(const std::string& data) {
+  if (data == "teacher-student") return teacher_student_data(digits_model(), 1500, kDigitsHeldOut);
   return digits_data(data == "digits" ? default_digits_path() : data);
 }
 
@@ -429,7 +433,9 @@ class ConvergenceSuite final : public Suite {
       verdict.threshold = 1;
       if (p.role == Role::judged) {
         verdict.verdict = rule.pass ? Verdict::pass : Verdict::fail;
-        verdict.detail = "linear scaling rule at k=" + std::to_string(p.k) + " (kB, k eta, warm-up): " + rule.detail;
+        verdict.detail = "linear scaling rule at k=" + std::to_string(p.k) + " (batch " + std::to_string(p.config.batch) +
+                         ", lr " + ConvergenceFlags::format(p.config.lr) + ", warm-up " +
+                         ConvergenceFlags::format(p.config.warmup_epochs) + " epochs): " + rule.detail;
       } else if (p.role == Role::control) {
         // The control is expected to miss: that it does shows the rule (and warm-up) mattered at k.
         verdict.detail = std::string(rule.pass ? "the rule was not needed at this k (the control held too): "
