@@ -132,6 +132,37 @@ source = "weak scaling target"
   EXPECT_NE(last.detail.find("matched no record"), std::string::npos) << last.detail;
 }
 
+TEST(Profile, ASuiteDeclaresFlagsAProfileCanSet) {
+  // The convergence suite's own flags, set by a profile: nothing outside its folder knows them.
+  const fs::path profile = write_profile("suite-flags.toml", R"toml(
+[run]
+suites = ["convergence"]
+scale = 4
+scan-scales = "none"
+warmup-epochs = 1.0
+
+[[threshold]]
+metric = "final_accuracy"
+suite = "convergence"
+min = 0.1
+source = "above chance (10 classes)"
+)toml");
+  const fs::path csv = scratch_dir() / "suite-flags.csv";
+  const RunResult r = run_dtsuite(2, "run --profile " + profile.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> runs;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric != "final_accuracy") continue;
+    runs.insert(dts::config_value(row.labels.config, "run").value_or(""));
+    EXPECT_EQ(row.verdict, dts::Verdict::pass) << row.detail;  // judged by the profile
+    if (row.labels.config.find("run=scaled") != std::string::npos) {
+      EXPECT_EQ(dts::config_value(row.labels.config, "warmup_epochs").value_or(""), "1") << row.labels.config;
+    }
+  }
+  // scale = 4 names the runs; scan-scales = "none" leaves out the scan.
+  EXPECT_EQ(runs, (std::set<std::string>{"base", "scaled-k4", "control-k4"}));
+}
+
 TEST(Profile, RunDefaultsApplyWhereTheCommandLineIsSilent) {
   const fs::path profile = write_profile("defaults.toml", R"(
 [run]
@@ -192,6 +223,12 @@ INSTANTIATE_TEST_SUITE_P(
                                "range.toml:1: [[threshold]] #1: min 2 > max 1"},
                     BadProfile{"run.toml", "[run]\ntimeout = -1.0\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
                                "run.toml:2: [run] timeout"},
+                    // A key no suite of this build declares: said at its line by the command line.
+                    BadProfile{"typo.toml", "[run]\nminbyte = 8\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "typo.toml:2: [run] minbyte is not a run flag of this build"},
+                    // A suite's own flag, checked by its own validator.
+                    BadProfile{"mode.toml", "[run]\nscaling-mode = \"sideways\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "unknown scaling mode 'sideways'"},
                     BadProfile{"missing.toml", "", "missing.toml: cannot read the profile"}),
     [](const testing::TestParamInfo<BadProfile>& param_info) {
       return param_info.param.name.substr(0, param_info.param.name.find('.'));

@@ -20,6 +20,12 @@ constexpr auto kPoll = std::chrono::milliseconds(10);
 // answer within a poll period unless the process is gone.
 constexpr auto kAnswerWait = std::chrono::seconds(3);
 
+std::string format_seconds(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
 std::string join(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
@@ -57,11 +63,13 @@ void Watchdog::begin_case(int64_t index, const std::string& id, double budget_se
 
 void Watchdog::end_case() { case_active_.store(false); }
 
-// [case index, calls in progress (stack under test or harness), calls into the stack this case]
-std::array<int64_t, 3> Watchdog::local_state() const {
+// [case index, calls in progress (stack under test or harness), calls into the stack this case,
+//  calls into the stack or the harness's communicators since the start]
+Watchdog::State Watchdog::local_state() const {
   const int64_t inside = (tested_ ? tested_->inside.load() : 0) + (control_ ? control_->inside.load() : 0);
   const int64_t entered = tested_ ? tested_->entered.load() - entered_at_case_start_.load() : 0;
-  return {case_index_.load(), inside, entered};
+  const int64_t calls = (tested_ ? tested_->entered.load() : 0) + (control_ ? control_->entered.load() : 0);
+  return {case_index_.load(), inside, entered, calls};
 }
 
 void Watchdog::stop() {
@@ -84,15 +92,18 @@ void Watchdog::run_follower() {
       continue;
     }
     if (query == kStopQuery) return;
-    const std::array<int64_t, 3> state = local_state();
-    MPI_Send(state.data(), 3, MPI_INT64_T, 0, kStateTag, comm_);
+    const State state = local_state();
+    MPI_Send(state.data(), kStateSize, MPI_INT64_T, 0, kStateTag, comm_);
     MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
   }
 }
 
 void Watchdog::run_leader() {
-  // Progress of a case with a budget: rank 0's calls so far, and when that count last moved.
-  int64_t calls_seen = -1, case_seen = -1;
+  // Progress of a case with a budget: the most calls each rank was seen to have made, and when
+  // any of those counts last grew. Rank 0's own count is read every poll; the others' are asked
+  // for only when rank 0's has not grown for -T (rank 0 may wait while another group trains).
+  std::vector<int64_t> calls_seen(static_cast<size_t>(size_), -1);
+  int64_t case_seen = -1;
   auto last_progress = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
     std::this_thread::sleep_for(kPoll);
@@ -111,22 +122,38 @@ void Watchdog::run_leader() {
       if (age < timeout_seconds_) continue;
       why << "timed out after " << timeout_seconds_ << " s";
     } else {
-      const int64_t calls = (tested_ ? tested_->entered.load() : 0) + (control_ ? control_->entered.load() : 0);
-      if (calls != calls_seen || case_index_.load() != case_seen) {
-        calls_seen = calls;
+      const auto grew = [&](int rank, int64_t calls) {
+        int64_t& seen = calls_seen[static_cast<size_t>(rank)];
+        const bool more = calls > seen;
+        seen = std::max(seen, calls);
+        return more;
+      };
+      if (case_index_.load() != case_seen) {
         case_seen = case_index_.load();
         last_progress = now;
       }
-      const double stalled = std::chrono::duration<double>(now - last_progress).count();
+      if (grew(0, local_state()[3])) last_progress = now;
       if (age >= budget) {
         why << "ran past its time budget of " << budget << " s";
-      } else if (stalled >= timeout_seconds_) {
-        why << "made no progress for " << timeout_seconds_ << " s (-T; its budget is " << budget << " s)";
+      } else if (std::chrono::duration<double>(now - last_progress).count() >= timeout_seconds_) {
+        const Answers answers = query_states();
+        bool progress = false;
+        for (int r = 1; r < size_; ++r) {
+          if (answers.answered[static_cast<size_t>(r)]) progress = grew(r, answers.states[static_cast<size_t>(r)][3]) || progress;
+        }
+        if (progress) {
+          last_progress = std::chrono::steady_clock::now();
+          continue;
+        }
+        on_timeout_(diagnose("made no progress on any rank for " + format_seconds(timeout_seconds_) +
+                                 " s (-T; its budget is " + format_seconds(budget) + " s)",
+                             answers));
+        return;
       } else {
         continue;
       }
     }
-    on_timeout_(diagnose(why.str()));
+    on_timeout_(diagnose(why.str(), query_states()));
     return;  // on_timeout ends the job; nothing more to watch
   }
   // Orderly stop: release every follower.
@@ -136,38 +163,57 @@ void Watchdog::run_leader() {
   for (int r = 1; r < size_; ++r) MPI_Wait(&requests[static_cast<size_t>(r)], MPI_STATUS_IGNORE);
 }
 
-std::string Watchdog::diagnose(const std::string& why) {
+// Asks every rank for its state and waits a bounded time for the answers. A query that is not
+// answered in time is cancelled, so that asking again later stays in step; a follower's late
+// answer to it can still land in a later query's receive, which is why progress only counts
+// counts that grew.
+Watchdog::Answers Watchdog::query_states() {
+  Answers a;
+  a.states.assign(static_cast<size_t>(size_), State{});
+  a.answered.assign(static_cast<size_t>(size_), false);
+  a.states[0] = local_state();
+  a.answered[0] = true;
+  const int64_t query = kStateQuery;
+  std::vector<MPI_Request> sends(static_cast<size_t>(size_), MPI_REQUEST_NULL), receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  for (int r = 1; r < size_; ++r) {
+    MPI_Isend(&query, 1, MPI_INT64_T, r, kQueryTag, comm_, &sends[static_cast<size_t>(r)]);
+    MPI_Irecv(a.states[static_cast<size_t>(r)].data(), kStateSize, MPI_INT64_T, r, kStateTag, comm_,
+              &receives[static_cast<size_t>(r)]);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
+  int pending = size_ - 1;
+  while (pending > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int r = 1; r < size_; ++r) {
+      if (a.answered[static_cast<size_t>(r)]) continue;
+      int done = 0;
+      MPI_Test(&receives[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
+      if (done) {
+        a.answered[static_cast<size_t>(r)] = true;
+        --pending;
+      }
+    }
+    if (pending > 0) std::this_thread::sleep_for(kPoll);
+  }
+  for (int r = 1; r < size_; ++r) {
+    if (!a.answered[static_cast<size_t>(r)]) {
+      MPI_Cancel(&receives[static_cast<size_t>(r)]);
+      MPI_Request_free(&receives[static_cast<size_t>(r)]);
+    }
+    // A dead rank never takes its query: free the send rather than wait on it.
+    MPI_Request_free(&sends[static_cast<size_t>(r)]);
+  }
+  return a;
+}
+
+std::string Watchdog::diagnose(const std::string& why, const Answers& answers) {
   const int64_t current = case_index_.load();
   std::string id;
   {
     std::lock_guard lock(case_mutex_);
     id = case_id_;
   }
-  // States as local_state(); rank 0 reads its own.
-  std::vector<std::array<int64_t, 3>> states(static_cast<size_t>(size_));
-  std::vector<bool> answered(static_cast<size_t>(size_), false);
-  states[0] = local_state();
-  answered[0] = true;
-  const int64_t query = kStateQuery;
-  std::vector<MPI_Request> sends(static_cast<size_t>(size_)), receives(static_cast<size_t>(size_));
-  for (int r = 1; r < size_; ++r) {
-    MPI_Isend(&query, 1, MPI_INT64_T, r, kQueryTag, comm_, &sends[static_cast<size_t>(r)]);
-    MPI_Irecv(states[static_cast<size_t>(r)].data(), 3, MPI_INT64_T, r, kStateTag, comm_, &receives[static_cast<size_t>(r)]);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
-  int pending = size_ - 1;
-  while (pending > 0 && std::chrono::steady_clock::now() < deadline) {
-    for (int r = 1; r < size_; ++r) {
-      if (answered[static_cast<size_t>(r)]) continue;
-      int done = 0;
-      MPI_Test(&receives[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
-      if (done) {
-        answered[static_cast<size_t>(r)] = true;
-        --pending;
-      }
-    }
-    if (pending > 0) std::this_thread::sleep_for(kPoll);
-  }
+  const std::vector<State>& states = answers.states;
+  const std::vector<bool>& answered = answers.answered;
   // A rank did not arrive if it is still in an earlier case, or if it is outside every call
   // while others wait inside one. When nobody is inside a call (all stuck elsewhere), the ranks
   // that made fewer calls into the stack this case than the others are the ones behind.

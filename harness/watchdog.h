@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -41,11 +42,18 @@ class Watchdog {
  private:
   void run_leader();
   void run_follower();
-  std::string diagnose(const std::string& why);
+  static constexpr int kStateSize = 4;
+  using State = std::array<int64_t, kStateSize>;
+  struct Answers {
+    std::vector<State> states;
+    std::vector<bool> answered;
+  };
+  Answers query_states();
+  std::string diagnose(const std::string& why, const Answers& answers);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::array<int64_t, 3> local_state() const;
+  State local_state() const;
 
   std::shared_ptr<OpObserver> tested_, control_;
   std::atomic<int64_t> entered_at_case_start_{0};

@@ -16,8 +16,15 @@
 namespace dts {
 namespace {
 
-// The collectives suite's latency plots stop here (suites/collectives/collectives_suite.cpp).
-constexpr int64_t kLatencyBytes = int64_t{64} << 10;
+// Where the collectives suite's latency plots stop, as its catalog entry declares it.
+int64_t latency_max_bytes() {
+  for (const SuiteInfo& info : suite_catalog()) {
+    for (const SectionSpec& section : info.sections) {
+      if (section.id == "latency") return section.plots.at(0).max_bytes;
+    }
+  }
+  return -1;
+}
 
 Record stamped(const std::string& backend, int world_size) {
   Record r;
@@ -150,14 +157,16 @@ TEST(Grouping, TheSameStackInTwoFilesIsToldApartByFileName) {
 
 TEST(Grouping, LatencyKeepsOnlySmallSizes) {
   ResultsFile a{"a.csv", {}};
-  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyBytes, 2e-5));
-  a.records.push_back(collective("mpi", "time", "broadcast", "f32", kLatencyBytes + 1, 3e-5));
+  const int64_t latency_bytes = latency_max_bytes();
+  ASSERT_GT(latency_bytes, 0);
+  a.records.push_back(collective("mpi", "time", "broadcast", "f32", latency_bytes, 2e-5));
+  a.records.push_back(collective("mpi", "time", "broadcast", "f32", latency_bytes + 1, 3e-5));
   const ReportData data = group_results({a});
   const Plot* p = find_plot(data, "latency-broadcast");
   ASSERT_NE(p, nullptr);
   ASSERT_EQ(p->series.size(), 1u);
   ASSERT_EQ(p->series[0].points.size(), 1u);  // the size at the limit is in, one byte more is out
-  EXPECT_EQ(p->series[0].points[0].x, static_cast<double>(kLatencyBytes));
+  EXPECT_EQ(p->series[0].points[0].x, static_cast<double>(latency_bytes));
   EXPECT_EQ(p->y_scale, 1e-6);  // seconds drawn as microseconds
 }
 

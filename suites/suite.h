@@ -53,8 +53,8 @@ struct RunOptions {
   int world_size = 1;                          // filled by the harness
   std::map<std::string, std::shared_ptr<FlagGroup>> flags_by_group;
 
-  // The parsed flags of group T (T::kGroup names it). Error{internal} when this build has no
-  // such group (a suite reading a group nobody registered).
+  // The parsed flags of group T (T::kGroup names it). Error{invalid_argument} when this build
+  // has no such group (a suite reading a group nobody registered: found by its first test).
   template <class T>
   const T& flags() const {
     auto it = flags_by_group.find(T::kGroup);

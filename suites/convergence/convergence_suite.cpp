@@ -12,6 +12,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
+#include <initializer_list>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -141,6 +143,9 @@ struct PlannedRun {
 struct ConvergenceCase {
   std::vector<PlannedRun> runs;
   bool noise_scale = false;  // measure B_simple on the base run (runs[0])
+  // Read once at set-up on every rank (plan), so no rank can fail to read it inside the case.
+  std::shared_ptr<const ConvergenceData> data;
+  std::vector<std::string> left_out;  // scan factors whose batch the training set cannot fill
 };
 
 // Seconds a run may take: a floor for start-up and evaluation, and an allowance per training
@@ -152,24 +157,52 @@ int64_t steps_of(const RunConfig& run, int64_t train_rows) {
   return run.batch > 0 ? static_cast<int64_t>(run.epochs) * (train_rows / run.batch) : 0;
 }
 
-// A run's result as text, for its group's leader to hand to rank 0 (numbers exact: %.17g).
+// A run's result as text, for its group's leader to hand to rank 0: numbers exact and
+// round-tripping inf and nan (std::to_chars / std::from_chars), one record per line.
+std::string number(double value) {
+  char text[64];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, result.ptr);
+}
+
 std::string serialize(const RunResult& r, const NoiseScale* noise) {
-  std::ostringstream out;
-  out.precision(17);
-  for (const EpochResult& e : r.epochs) {
-    out << "E " << e.epoch << ' ' << e.train_loss << ' ' << e.held_out_loss << ' ' << e.held_out_accuracy << ' '
-        << e.lr_at_end << '\n';
-  }
-  out << "F " << r.final_loss << ' ' << r.final_accuracy << ' ' << r.loss_stderr << ' ' << r.accuracy_stderr << ' '
-      << r.held_out_samples << ' ' << r.seconds << ' ' << r.steps << ' ' << (r.replicas_agree ? 1 : 0) << ' '
-      << (r.losses_agree ? 1 : 0) << '\n';
+  std::string out;
+  const auto line = [&](char tag, std::initializer_list<double> values) {
+    out += tag;
+    for (double v : values) out += ' ' + number(v);
+    out += '\n';
+  };
+  for (const EpochResult& e : r.epochs) line('E', {double(e.epoch), e.train_loss, e.held_out_loss, e.held_out_accuracy, e.lr_at_end});
+  line('F', {r.final_loss, r.final_accuracy, r.loss_stderr, r.accuracy_stderr, double(r.held_out_samples), r.seconds,
+             double(r.steps), r.replicas_agree ? 1.0 : 0.0, r.losses_agree ? 1.0 : 0.0});
   if (noise) {
-    out << "G " << noise->b_simple << ' ' << noise->g2 << ' ' << noise->trace_sigma << ' ' << noise->g2_stderr << ' '
-        << noise->trace_sigma_stderr << ' ' << noise->b_small << ' ' << noise->b_big << ' ' << noise->samples << '\n';
+    line('G', {noise->b_simple, noise->g2, noise->trace_sigma, noise->g2_stderr, noise->trace_sigma_stderr,
+               double(noise->b_small), double(noise->b_big), double(noise->samples)});
   }
   // Details last: free text, one line each.
-  out << "R " << r.replica_detail << '\n' << "L " << r.loss_detail << '\n';
-  return out.str();
+  out += "R " + r.replica_detail + "\nL " + r.loss_detail + "\n";
+  return out;
+}
+
+// The numbers of one line ("E 1 0.5 inf ..."); Error when a field is not a number or the count
+// differs (a garbled transfer must not turn into zeros).
+std::vector<double> numbers_of(const std::string& line, size_t count) {
+  std::vector<double> values;
+  const char* at = line.data() + 1;
+  const char* end = line.data() + line.size();
+  while (at < end) {
+    while (at < end && *at == ' ') ++at;
+    if (at == end) break;
+    double v = 0;
+    const auto result = std::from_chars(at, end, v);
+    if (result.ec != std::errc()) break;
+    values.push_back(v);
+    at = result.ptr;
+  }
+  if (values.size() != count) {
+    throw Error(Error::Kind::backend, "convergence: a run's result came back garbled: '" + line.substr(0, 80) + "'");
+  }
+  return values;
 }
 
 void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool& have_noise) {
@@ -178,30 +211,40 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
   r.epochs.clear();
   have_noise = false;
   while (std::getline(in, line)) {
-    if (line.size() < 2) continue;
-    std::istringstream fields(line.substr(2));
+    if (line.empty()) continue;
     switch (line[0]) {
       case 'E': {
+        const auto v = numbers_of(line, 5);
         EpochResult e;
-        fields >> e.epoch >> e.train_loss >> e.held_out_loss >> e.held_out_accuracy >> e.lr_at_end;
+        e.epoch = static_cast<int>(v[0]);
+        e.train_loss = v[1];
+        e.held_out_loss = v[2];
+        e.held_out_accuracy = v[3];
+        e.lr_at_end = v[4];
         r.epochs.push_back(e);
         break;
       }
       case 'F': {
-        int replicas = 0, losses = 0;
-        fields >> r.final_loss >> r.final_accuracy >> r.loss_stderr >> r.accuracy_stderr >> r.held_out_samples >>
-            r.seconds >> r.steps >> replicas >> losses;
-        r.replicas_agree = replicas != 0;
-        r.losses_agree = losses != 0;
+        const auto v = numbers_of(line, 9);
+        r.final_loss = v[0];
+        r.final_accuracy = v[1];
+        r.loss_stderr = v[2];
+        r.accuracy_stderr = v[3];
+        r.held_out_samples = static_cast<int64_t>(v[4]);
+        r.seconds = v[5];
+        r.steps = static_cast<int64_t>(v[6]);
+        r.replicas_agree = v[7] != 0;
+        r.losses_agree = v[8] != 0;
         break;
       }
-      case 'G':
-        fields >> noise.b_simple >> noise.g2 >> noise.trace_sigma >> noise.g2_stderr >> noise.trace_sigma_stderr >>
-            noise.b_small >> noise.b_big >> noise.samples;
+      case 'G': {
+        const auto v = numbers_of(line, 8);
+        noise = {v[0], v[1], v[2], v[3], v[4], static_cast<int64_t>(v[5]), static_cast<int64_t>(v[6]), static_cast<int>(v[7])};
         have_noise = true;
         break;
-      case 'R': r.replica_detail = line.substr(2); break;
-      case 'L': r.loss_detail = line.substr(2); break;
+      }
+      case 'R': r.replica_detail = line.size() > 2 ? line.substr(2) : ""; break;
+      case 'L': r.loss_detail = line.size() > 2 ? line.substr(2) : ""; break;
       default: break;
     }
   }
@@ -229,8 +272,8 @@ class ConvergenceSuite final : public Suite {
     const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
     // The data is read here, on every rank at set-up, so a missing or damaged file stops the job
     // with one line naming file and line (exit 2) before anything runs.
-    const ConvergenceData data = load_data(f.data);
-    const int64_t train_rows = data.train.size;
+    auto data = std::make_shared<const ConvergenceData>(load_data(f.data));
+    const int64_t train_rows = data->train.size;
     RunConfig base = digits_base_run();
     if (f.epochs > 0) {
       // The step decay keeps its place in proportion (epoch 6 of 10).
@@ -274,14 +317,22 @@ class ConvergenceSuite final : public Suite {
       add(scaled(f.scale), Role::judged, f.scale);
       add(control_config(base, f.scale), Role::control, f.scale);
       for (int k : f.scan) {
-        if (k != f.scale) add(scaled(k), Role::scan, k);
+        if (k == f.scale) continue;
+        // A scan is info: a factor whose batch exceeds the training set is left out and said so.
+        if (base.batch * k > train_rows) {
+          c.left_out.push_back("k=" + std::to_string(k) + " (a batch of " + std::to_string(base.batch * k) +
+                               " rows exceeds the " + std::to_string(train_rows) + " training samples)");
+          continue;
+        }
+        add(scaled(k), Role::scan, k);
       }
       c.noise_scale = true;
     }
     int64_t steps = 0;
     for (const PlannedRun& p : c.runs) steps += steps_of(p.config, train_rows);
     Case the_case;
-    the_case.id = f.sweep.empty() ? "rule/" + data.name + "/k" + std::to_string(f.scale) : "sweep/" + data.name;
+    the_case.id = f.sweep.empty() ? "rule/" + data->name + "/k" + std::to_string(f.scale) : "sweep/" + data->name;
+    c.data = data;
     the_case.labels.strategy = "ddp";
     the_case.labels.dtype = "f32";
     the_case.time_budget_seconds = std::max(common.timeout_seconds, kBudgetFloorSeconds) +
@@ -298,7 +349,7 @@ class ConvergenceSuite final : public Suite {
     Communicator& comm = ctx.comm();
     Communicator& control = ctx.control();
     const int rank = control.rank(), world = control.size();
-    const ConvergenceData data = load_data(f.data);
+    const ConvergenceData& data = *c.data;
     const ModelSpec model = digits_model();
 
     // Disjoint groups of ranks, each training one run at a time: groups of at least 2 ranks (so
@@ -314,7 +365,8 @@ class ConvergenceSuite final : public Suite {
     const int my_group = rank / group_size < groups ? rank / group_size : -1;  // -1: the ranks left over wait
     std::unique_ptr<Communicator> group = comm.split(my_group < 0 ? groups : my_group, rank);
     std::unique_ptr<Communicator> group_control = control.split(my_group < 0 ? groups : my_group, rank);
-    const RunContext::Participants who = ctx.participants(my_group >= 0);
+    // Who took part, as the rows say it: the ranks of one run (group 0's; the groups are alike).
+    const RunContext::Participants who = ctx.participants(my_group == 0);
 
     std::vector<RunResult> results(c.runs.size());
     std::vector<NoiseScale> noise(c.runs.size());
@@ -327,7 +379,9 @@ class ConvergenceSuite final : public Suite {
         const PlannedRun& p = c.runs[static_cast<size_t>(index)];
         RunResult r = train_run(*group, *group_control, model, data, p.config);
         NoiseScale ns;
-        const bool measure = c.noise_scale && p.role == Role::base && group->rank() == 0;
+        // Two batch sizes are needed: a base batch of half the training set or more has no larger one.
+        const bool measure = c.noise_scale && p.role == Role::base && group->rank() == 0 &&
+                             std::min<int64_t>(p.config.batch * kNoiseScaleBigFactor, data.train.size) > p.config.batch;
         if (measure) ns = noise_scale_of(model, data, p.config, r);
         if (group->rank() == 0) mine = serialize(r, measure ? &ns : nullptr);
       } catch (...) {
@@ -350,8 +404,9 @@ class ConvergenceSuite final : public Suite {
   }
 
  private:
-  // B_simple on the base run, where the reader needs it: after the first epoch (what the
-  // warm-up is for) and at the end of the constant-lr phase (the decay epoch, else the last).
+  // B_simple on the base run at the end of its constant-lr phase (the decay epoch, else the last):
+  // the largest batch the rule can be expected to hold is set by the noise there (after the decay
+  // |G|^2 falls within its own standard error; trainer.h).
   static NoiseScale noise_scale_of(const ModelSpec& model, const ConvergenceData& data, const RunConfig& base,
                                    const RunResult& r) {
     const int at = base.decay_epoch > 0 ? std::min(base.decay_epoch, base.epochs) : base.epochs;
@@ -375,7 +430,7 @@ class ConvergenceSuite final : public Suite {
       r.suite = "convergence";
       r.case_id = the_case.id;
       r.labels = the_case.labels;
-      r.labels.world_size = group_size;  // the ranks each run trained on
+      r.labels.world_size = who.world_size;  // the ranks each run trained on
       r.labels.nodes = who.nodes;
       r.labels.ranks_per_node = who.ranks_per_node;
       r.labels.config = "run=" + run_label(p) + ";batch=" + std::to_string(p.config.batch) +
@@ -453,7 +508,22 @@ class ConvergenceSuite final : public Suite {
       if (!ok) break;
       largest_k_held = k;
     }
+    // What was asked for and not measured, said in a skip row rather than left out silently.
+    const auto skipped = [&](const PlannedRun& p, const std::string& metric, const std::string& why) {
+      Record r = row(p, metric, "", 0);
+      r.verdict = Verdict::skip;
+      r.detail = why;
+      ctx.emit(r);
+    };
+    for (const std::string& why : c.left_out) {
+      skipped(c.runs.front(), "rule_held", "scan left out: " + why);
+    }
     for (size_t i = 0; i < c.runs.size(); ++i) {
+      if (c.noise_scale && c.runs[i].role == Role::base && !have_noise[i]) {
+        skipped(c.runs[i], "gradient_noise_scale",
+                "not measured: a base batch of " + std::to_string(c.runs[i].config.batch) +
+                    " rows leaves no larger batch in the training set to set against it");
+      }
       if (!have_noise[i]) continue;
       const NoiseScale& ns = noise[i];
       Record g = row(c.runs[i], "gradient_noise_scale", "samples", ns.b_simple);

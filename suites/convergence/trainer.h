@@ -158,8 +158,9 @@ inline constexpr int kDefaultScale = 8;
 inline constexpr double kDefaultWarmupEpochs = 2;
 // The noise scale of the base run at B_small = B and B_big = 16 B over 200 pairs resolves |G|^2 to
 // a few percent while the lr is constant; after the decay |G|^2 falls within its own standard
-// error (B_simple > 1,000), so the suite measures after epoch 1 (what the warm-up is for) and at
-// the decay epoch (the end of the constant-lr phase, whose scale bounds the batch the rule holds).
+// error (B_simple > 1,000), so the suite measures at the decay epoch: the end of the constant-lr
+// phase, whose scale bounds the batch the rule holds (after epoch 1 it reads ~30, which is what
+// the warm-up spans).
 inline constexpr int64_t kNoiseScaleBigFactor = 16;
 inline constexpr int kNoiseScaleSamples = 200;
 

@@ -187,8 +187,11 @@ TEST(LinearScalingRule, HoldsScaledAndFailsTheControlAtTheDefaults) {
   const RunResult scaled =
       train_run(*world, *control, spec, digits(), scaled_config(base_config, kDefaultScale, kDefaultWarmupEpochs));
   const RunResult broken = train_run(*world, *control, spec, digits(), control_config(base_config, kDefaultScale));
-  // Measured 0.9057 (269 of 297); over ten seeds 0.899-0.923.
-  EXPECT_GE(base.final_accuracy, 0.9);
+  // The base run must have learned the digits, or the rule has nothing to hold against. Measured
+  // 0.9057 (269 of 297); over ten seeds 0.899-0.923: the lowest less three of its standard errors
+  // (sqrt(0.9 x 0.1 / 297) = 0.0174) is 0.847, so 0.85 fails a run that learned less than any seed
+  // did, not an unlucky seed.
+  EXPECT_GE(base.final_accuracy, 0.85);
   for (const RunResult* r : {&base, &scaled, &broken}) {
     const RuleVerdict integrity = judge_integrity(*r);
     EXPECT_TRUE(integrity.pass) << integrity.detail;

@@ -252,18 +252,16 @@ class Loader {
       const toml::key& key = *key_ptr;
       const toml::node& node = *node_ptr;
       const std::string flag(key.str());
+      // The flags this file knows the type of are checked here, at their line; any other key is
+      // a suite's own flag (suites declare theirs), taken as text and checked by the command
+      // line when the profile is applied ("PATH:LINE: [run] KEY is not a run flag of this build").
       const auto known = std::find_if(kFlags.begin(), kFlags.end(), [&](const auto& f) { return f.first == flag; });
-      if (known == kFlags.end()) {
-        std::vector<std::string_view> names;
-        for (const auto& f : kFlags) names.push_back(f.first);
-        fail(static_cast<int>(key.source().begin.line),
-             "unknown key '" + flag + "' in [run] (expected a run flag's long name: " + join(names) + ")");
-      }
+      const Kind kind = known == kFlags.end() ? (node.is_array() ? Kind::list : Kind::text) : known->second;
       RunDefault d;
       d.flag = flag;
       d.line = static_cast<int>(node.source().begin.line);
       const std::string what = "[run] " + flag;
-      switch (known->second) {
+      switch (kind) {
         case Kind::list: {
           // "f32,f16" or ["f32", "f16"]; each item checked against the names the flag accepts.
           for (const auto& entry : strings_of(node, what)) {
@@ -280,7 +278,19 @@ class Loader {
           break;
         case Kind::number: d.value = exact_text(number_of(node, what)); break;
         case Kind::integer: d.value = std::to_string(integer_of(node, what)); break;
-        case Kind::text: d.value = string_of(node, what); break;
+        case Kind::text:
+          if (known != kFlags.end() || node.is_string()) {
+            d.value = string_of(node, what);
+          } else if (node.is_integer()) {
+            d.value = std::to_string(*node.value_exact<int64_t>());
+          } else if (node.is_floating_point()) {
+            d.value = exact_text(*node.value_exact<double>());
+          } else if (node.is_boolean()) {
+            d.value = *node.value_exact<bool>() ? "true" : "false";
+          } else {
+            fail(node, what + " must be a string, a number or a boolean, not " + type_name(node));
+          }
+          break;
       }
       if (d.items.empty()) d.items.push_back(d.value);
       profile.run.push_back(std::move(d));

@@ -14,6 +14,7 @@
 #include <memory>
 #include <thread>
 
+#include "comm/text.h"
 #include "core/buffer.h"
 #include "core/error.h"
 
@@ -48,26 +49,6 @@ void check_sizes(const Communicator& members, const Communicator& control_member
     throw invalid("scaling: the control communicator has " + std::to_string(control_members.size()) +
                   " ranks, the members " + std::to_string(members.size()) + " (it must span the same ranks)");
   }
-}
-
-// Every member learns whether any member failed (collective over `control`): the one that failed
-// rethrows its own error, the others throw one of the same kind, so all leave the case together.
-void leave_together(Communicator& control, const std::exception_ptr& failure, const std::string& what) {
-  int code = 0;  // 0: fine; 1 + Error::Kind; anything but a dts::Error counts as a backend error
-  if (failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const Error& e) {
-      code = 1 + static_cast<int>(e.kind());
-    } catch (...) {
-      code = 1 + static_cast<int>(Error::Kind::backend);
-    }
-  }
-  int worst = 0;
-  control.all_reduce(&code, &worst, 1, DType::i32, ReduceOp::max);
-  if (worst == 0) return;
-  if (failure) std::rethrow_exception(failure);
-  throw Error(static_cast<Error::Kind>(worst - 1), "another member of the sub-world failed " + what);
 }
 
 // Times `iters` calls of `step` after `warmup` untimed ones: a barrier on `control` before each
@@ -201,7 +182,7 @@ ScalingPoint time_strategy_steps(Communicator& members, Communicator& control_me
   } catch (...) {
     failure = std::current_exception();
   }
-  leave_together(control_members, failure, "to build " + strategy_name + " " + layout.describe());
+  leave_together(control_members, failure);  // comm/text.h: all members leave together
   std::vector<double> samples = time_steps(control_members, warmup, iters, [&] { strategy->step(batch); });
   return point_of(members.size(), layout.describe(), global_batch, std::move(samples));
 }

@@ -129,52 +129,86 @@ class ScalingSuite final : public Suite {
     std::unique_ptr<Communicator> node = node_ranks(control);
     const NodeCapacity capacity = node_capacity(*node);
     const std::string load = ";cores=" + std::to_string(capacity.cores) +
-                             ";ranks_per_node=" + std::to_string(capacity.ranks_on_node) +
+                             ";node_ranks=" + std::to_string(capacity.ranks_on_node) +
                              ";oversubscribed=" + (capacity.oversubscribed ? "1" : "0");
 
-    ScalingPoint reference;
-    bool have_reference = false;
+    // Every sub-world is timed first (collective on every rank); rank 0 writes the rows after the
+    // loop, so nothing it does alone can leave the others waiting in the next split.
+    std::vector<Row> measured;
     for (int n : scaling_world_sizes(world)) {
       const bool member = rank < n;
       std::unique_ptr<Communicator> group = comm.split(member ? 0 : 1, rank);
       std::unique_ptr<Communicator> members = control.split(member ? 0 : 1, rank);
-      const RunContext::Participants who = ctx.participants(member);
-      const int64_t batch = scaled_batch(c.mode, n, c.mode == ScalingMode::weak ? s.rank_batch
-                                                                                : int64_t{s.rank_batch} * world);
+      Row m;
+      m.n = n;
+      m.who = ctx.participants(member);
+      m.batch = scaled_batch(c.mode, n, c.mode == ScalingMode::weak ? s.rank_batch : int64_t{s.rank_batch} * world);
       std::optional<ParallelConfig> layout;
       if (!collective) {
-        layout = scaling_layout(parse_strategy_spec(c.target), n, model, batch, t.microbatches);
-        if (!layout) continue;  // no layout of n ranks (a pipeline deeper than the model): no point
+        layout = scaling_layout(parse_strategy_spec(c.target), n, model, m.batch, t.microbatches);
+        if (!layout) {  // no layout of n ranks (a pipeline deeper than the model): said in a skip row
+          measured.push_back(m);
+          continue;
+        }
       }
-      ScalingPoint point;
       std::exception_ptr failure;
       if (member) try {
-        point = collective ? time_all_reduce(*group, *members, s.all_reduce_bytes, common.warmup, common.iters)
-                           : time_strategy_steps(*group, *members, parse_strategy_spec(c.target).name, *layout, model,
-                                                 batch, common.warmup, common.iters);
+        m.point = collective ? time_all_reduce(*group, *members, s.all_reduce_bytes, common.warmup, common.iters)
+                             : time_strategy_steps(*group, *members, parse_strategy_spec(c.target).name, *layout,
+                                                   model, m.batch, common.warmup, common.iters);
       } catch (...) {
         failure = std::current_exception();
       }
       leave_together(control, failure);  // the ranks off the sub-world must not wait in the next split
-      if (rank != 0) continue;  // rank 0 is a member of every sub-world and writes the rows
-      // A strategy's reference is its one-rank step. all_reduce on one rank moves nothing (MPI
-      // returns at once), so T(1) would make any n look hopeless: its reference is n = 2, and
-      // its efficiency is the bus bandwidth kept, busbw(n)/busbw(2) (nccl-tests' busbw is built
-      // to stay level as ranks grow on links that keep up).
-      if (n == (collective ? 2 : 1)) {
-        reference = point;
-        have_reference = true;
-      }
+      if (!m.point) m.point = ScalingPoint{};  // off the sub-world: rank 0 holds the real one
+      measured.push_back(m);
+    }
+    if (rank == 0) emit_rows(the_case, c, measured, capacity, load, ctx);
+  }
+
+ private:
+  // One sub-world's measurement, as rank 0 holds it.
+  struct Row {
+    int n = 0;
+    RunContext::Participants who;
+    int64_t batch = 0;
+    std::optional<ScalingPoint> point;  // nothing: no layout of n ranks
+  };
+
+  static void emit_rows(const Case& the_case, const ScalingCase& c, const std::vector<Row>& rows,
+                        const NodeCapacity& capacity, const std::string& load, RunContext& ctx) {
+    const bool collective = c.target == kAllReduce;
+    // A strategy's reference is its one-rank step. all_reduce on one rank moves nothing (MPI
+    // returns at once), so T(1) would make any n look hopeless: its reference is n = 2, and its
+    // efficiency is the bus bandwidth kept, busbw(n)/busbw(2) (nccl-tests' busbw is built to stay
+    // level as ranks grow on links that keep up).
+    const int reference_n = collective ? 2 : 1;
+    const ScalingPoint* reference = nullptr;
+    for (const Row& r : rows) {
+      if (r.n == reference_n && r.point) reference = &*r.point;
+    }
+    for (const Row& r : rows) {
       Record base;
       base.suite = "scaling";
       base.case_id = the_case.id;
       base.labels = the_case.labels;
-      base.labels.world_size = who.world_size;
-      base.labels.nodes = who.nodes;
-      base.labels.ranks_per_node = who.ranks_per_node;
-      base.labels.config = (collective ? "" : point.layout + ";") + the_case.labels.config + ";batch=" +
-                           std::to_string(collective ? 0 : batch) + load;
-      if (collective) base.labels.config = the_case.labels.config + load;
+      base.labels.world_size = r.who.world_size;
+      base.labels.nodes = r.who.nodes;
+      base.labels.ranks_per_node = r.who.ranks_per_node;
+      if (!r.point) {
+        Record skip = base;
+        skip.metric = "check";
+        skip.verdict = Verdict::skip;
+        skip.labels.config = the_case.labels.config + ";batch=" + std::to_string(r.batch) + load;
+        skip.detail = "no layout of " + std::to_string(r.n) + " ranks for " + c.target + " with a global batch of " +
+                      std::to_string(r.batch) + " rows" +
+                      (r.n == reference_n ? ": no reference T(1), so no efficiency at any n" : "");
+        ctx.emit(skip);
+        continue;
+      }
+      const ScalingPoint& point = *r.point;
+      base.labels.config = (collective ? "" : point.layout + ";") + the_case.labels.config +
+                           (collective ? "" : ";batch=" + std::to_string(r.batch)) + load;
 
       Record time = base;
       time.metric = "step_time";
@@ -187,28 +221,27 @@ class ScalingSuite final : public Suite {
       ctx.emit(time);
 
       Record throughput = base;
-      throughput.metric = "throughput";
+      throughput.metric = collective ? "algbw" : "throughput";  // one unit per metric name
       throughput.unit = collective ? "bytes_per_second" : "samples_per_second";
       throughput.value = point.throughput;
       throughput.verdict = Verdict::info;
-      throughput.detail = collective ? "algbw: bytes / time" : std::to_string(point.work_per_step) + " rows per step / time";
+      throughput.detail = collective ? "bytes / time" : std::to_string(point.work_per_step) + " rows per step / time";
       ctx.emit(throughput);
 
-      if (!have_reference) continue;
+      if (!reference || r.n < reference_n) continue;
       Record efficiency = base;
       efficiency.metric = "scaling_efficiency";
       efficiency.unit = "ratio";
       efficiency.verdict = Verdict::info;
+      efficiency.detail = scaling_detail(c.mode, *reference, point, capacity);
       if (collective) {
-        const double factor = 2.0 * (n - 1) / n;  // busbw / algbw of all_reduce; 1 at n = 2
-        efficiency.value = reference.seconds_per_step / point.seconds_per_step * factor;
-        efficiency.detail = scaling_detail(c.mode, reference, point, capacity);
+        const double factor = 2.0 * (r.n - 1) / r.n;  // busbw / algbw of all_reduce; 1 at n = 2
+        efficiency.value = reference->seconds_per_step / point.seconds_per_step * factor;
         const size_t cut = efficiency.detail.find(", T(1)");
         efficiency.detail = "weak: E = busbw(n)/busbw(2) = T(2)/T(n) x 2(n-1)/n" +
                             (cut == std::string::npos ? "" : ", T(2" + efficiency.detail.substr(cut + 5));
       } else {
-        efficiency.value = scaling_efficiency(c.mode, reference.seconds_per_step, point.seconds_per_step, n);
-        efficiency.detail = scaling_detail(c.mode, reference, point, capacity);
+        efficiency.value = scaling_efficiency(c.mode, reference->seconds_per_step, point.seconds_per_step, r.n);
       }
       ctx.emit(efficiency);
     }
@@ -222,7 +255,8 @@ SuiteInfo scaling_info() {
                  "efficiency, throughput";
   info.metrics = {
       {"scaling_efficiency", "ratio", "weak T(1)/T(n), strong T(1)/(n T(n)); all_reduce busbw(n)/busbw(2)"},
-      {"throughput", "samples_per_second", "global batch rows per second (all_reduce: bytes per second)"},
+      {"throughput", "samples_per_second", "global batch rows per second"},
+      {"algbw", "bytes_per_second", "all_reduce: bytes / time"},
       {"step_time", "seconds", "median time of a step, the slowest rank's"},
   };
   PlotSpec efficiency;
@@ -236,7 +270,6 @@ SuiteInfo scaling_info() {
   efficiency.y_label = "efficiency (ratio)";
   PlotSpec throughput = efficiency;
   throughput.metric = "throughput";
-  throughput.exclude = {{"op", kAllReduce}};  // bytes per second: another unit
   throughput.id = "throughput-{split}";
   throughput.title = "Throughput, {split} scaling";
   throughput.y_label = "samples per second";
