@@ -114,4 +114,17 @@ std::unique_ptr<Communicator> make_communicator(std::string_view spec, const Com
   return factory(parsed, options);
 }
 
+std::string_view name(ObservedOp op) {
+  static constexpr std::string_view kNames[] = {"none",     "all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                                "reduce",   "all_to_all", "send",           "recv",       "send_recv",
+                                                "isend",    "irecv",      "wait",           "barrier",    "all_reduce_async"};
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "none";
+}
+
+ObservedOp observed_op_of(int64_t code) {
+  return code > 0 && code <= static_cast<int64_t>(ObservedOp::all_reduce_async) ? static_cast<ObservedOp>(code)
+                                                                                : ObservedOp::none;
+}
+
 }  // namespace dts

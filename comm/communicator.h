@@ -41,30 +41,48 @@ class CompletedWork final : public Work {
 // It also counts traffic: bytes this rank handed to point-to-point sends of the leaf library
 // (the real wire volume when the stack is an algorithm over send/recv, such as ring(mpi)), and
 // library collectives whose wire volume is hidden inside the library (opaque).
+// The library calls an observer names (a stalled rank says which one it waits in and which one
+// it last completed). A wrapper's collective shows as the leaf calls it is made of (ring(mpi)'s
+// all_reduce as irecv and wait).
+enum class ObservedOp : int {
+  none, all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send, recv, send_recv, isend, irecv,
+  wait, barrier, all_reduce_async
+};
+std::string_view name(ObservedOp op);  // "all_reduce", ...; "none"
+ObservedOp observed_op_of(int64_t code);  // none for a code out of range
+
 struct OpObserver {
   std::atomic<int> inside{0};
   std::atomic<int64_t> entered{0};
   std::atomic<int64_t> bytes_sent{0};
   std::atomic<int64_t> opaque_collectives{0};
+  std::atomic<int> current{0};         // ObservedOp of the call in progress (none: outside any)
+  std::atomic<int> last_completed{0};  // ObservedOp of the last call that returned
 };
 
 // RAII scope a leaf backend opens around each library call; no-op without an observer.
 class ObservedCall {
  public:
-  explicit ObservedCall(OpObserver* observer) : observer_(observer) {
+  explicit ObservedCall(OpObserver* observer, ObservedOp op = ObservedOp::none) : observer_(observer), op_(op) {
     if (observer_) {
       observer_->entered.fetch_add(1, std::memory_order_relaxed);
       observer_->inside.fetch_add(1, std::memory_order_relaxed);
+      observer_->current.store(static_cast<int>(op_), std::memory_order_relaxed);
     }
   }
   ~ObservedCall() {
-    if (observer_) observer_->inside.fetch_sub(1, std::memory_order_relaxed);
+    if (!observer_) return;
+    observer_->last_completed.store(static_cast<int>(op_), std::memory_order_relaxed);
+    if (observer_->inside.fetch_sub(1, std::memory_order_relaxed) == 1) {
+      observer_->current.store(static_cast<int>(ObservedOp::none), std::memory_order_relaxed);
+    }
   }
   ObservedCall(const ObservedCall&) = delete;
   ObservedCall& operator=(const ObservedCall&) = delete;
 
  private:
   OpObserver* observer_;
+  ObservedOp op_;
 };
 
 struct CommOptions {
@@ -79,6 +97,9 @@ struct CommOptions {
   int64_t fault_after_calls = 0;
   // Watchdog instrumentation (see OpObserver); null: none.
   std::shared_ptr<OpObserver> observer;
+  // This process's node name for backends that group ranks by node (hier); empty: node_name()'s
+  // default (DTS_NODE, else the host name; comm/topology.h).
+  std::string node_name;
 };
 
 class Communicator {

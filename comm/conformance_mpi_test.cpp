@@ -23,11 +23,15 @@ namespace dts {
 namespace {
 
 // The backends that must give the reference's bits. Adding a backend adds one line here.
-constexpr std::array<std::string_view, 4> kConformingBackends{
+constexpr std::array<std::string_view, 8> kConformingBackends{
     "mpi",
     "ring(mpi)",
     "faulty(delay(0),mpi)",        // a fault that changes no result: the wrapper itself must conform
     "ring(faulty(delay(0),mpi))",  // the ring over the wrapper's point-to-point calls
+    "tree(mpi)",
+    "hier(mpi)",        // one node here (the host name): hier_mpi_test makes layouts of several
+    "hier(ring(mpi))",  // the phases on the ring's point-to-point code
+    "hier(tree(mpi))",  // across nodes by recursive doubling; broadcast and reduce by the tree
 };
 
 // Registered backends that cannot conform on their own, each with the reason. Empty today: faulty

@@ -147,6 +147,7 @@ class HarnessContext final : public RunContext {
   Communicator& control() override { return control_; }
   const RunOptions& options() const override { return options_; }
   Memory memory() const override { return memory_; }
+  const Topology& topology() const override { return stack_.topology; }
   Traffic traffic() const override { return {observer_->bytes_sent.load(), observer_->opaque_collectives.load()}; }
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
     return dts::time_iterations(control_, warmup, iters, iteration);
@@ -155,7 +156,7 @@ class HarnessContext final : public RunContext {
     const int flag = member ? 1 : 0;
     std::vector<int> members(static_cast<size_t>(control_.size()), 0);
     control_.all_gather(&flag, members.data(), 1, DType::i32);
-    const Participants who = participants_of(stack_.node_of_rank, members);
+    const Participants who = participants_of(stack_.topology.nodes.node_of_rank, members);
     std::lock_guard lock(case_mutex_);
     if (who.world_size > 0) case_participants_ = who;
     return who;
@@ -278,6 +279,7 @@ int run_with_mpi(Command& cmd) {
   comm_options.fault_rank = cmd.fault_rank;
   comm_options.fault_after_calls = cmd.fault_after;
   comm_options.observer = observer;
+  comm_options.node_name = o.node;
   std::unique_ptr<Communicator> tested;
   std::vector<std::unique_ptr<Suite>> suites;
   std::vector<std::pair<Suite*, Case>> cases;
@@ -292,7 +294,7 @@ int run_with_mpi(Command& cmd) {
     return kExitUsage;
   }
 
-  const StackInfo stack = discover_stack(*tested, *control, o.device);
+  const StackInfo stack = discover_stack(*tested, *control, o.device, o.node);
   char id_buffer[64] = {};
   if (leader) std::snprintf(id_buffer, sizeof(id_buffer), "%s", new_run_id().c_str());
   control->broadcast(id_buffer, id_buffer, sizeof(id_buffer), DType::u8, 0);
@@ -349,6 +351,7 @@ int run_with_mpi(Command& cmd) {
     MPI_Abort(MPI_COMM_WORLD, kExitTimeout);
   });
 
+  watchdog.set_nodes(stack.topology.nodes.names);
   for (size_t i = 0; i < cases.size(); ++i) {
     auto& [suite, the_case] = cases[i];
     {

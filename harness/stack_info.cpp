@@ -9,6 +9,7 @@
 #include <map>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/topology.h"
 #include "core/buffer.h"
 
 namespace dts {
@@ -31,7 +32,8 @@ std::string cpu_model() {
   return "";
 }
 
-StackInfo discover_stack(Communicator& tested, Communicator& control, const std::string& device_kind) {
+StackInfo discover_stack(Communicator& tested, Communicator& control, const std::string& device_kind,
+                         const std::string& node) {
   StackInfo info;
   info.backend = std::string(tested.backend());
   info.backend_version = tested.version();
@@ -45,19 +47,15 @@ StackInfo discover_stack(Communicator& tested, Communicator& control, const std:
     const std::string model = cpu_model();
     info.device = model.empty() ? "cpu" : "cpu:" + model;
   }
-  // Nodes: ranks that share memory form one node (MPI_COMM_TYPE_SHARED). A node is named by the
-  // control rank of its local rank 0, the lowest one there (the split's key orders by it).
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, control.rank(), MPI_INFO_NULL, &node);
-  int node_id = control.rank();
-  MPI_Bcast(&node_id, 1, MPI_INT, 0, node);
-  MPI_Comm_free(&node);
-  info.node_of_rank.assign(static_cast<size_t>(control.size()), 0);
-  control.all_gather(&node_id, info.node_of_rank.data(), 1, DType::i32);
-  const RunContext::Participants job =
-      participants_of(info.node_of_rank, std::vector<int>(info.node_of_rank.size(), 1));
-  info.nodes = job.nodes;
-  info.ranks_per_node = job.ranks_per_node;
+  // Nodes by name (host name, or --node / DTS_NODE for fixtures whose "nodes" share a kernel).
+  RunContext::Topology& t = info.topology;
+  t.nodes = discover_nodes(control, node);
+  t.local_rank = t.nodes.local_rank(control.rank());
+  t.local_size = t.nodes.local_size(control.rank());
+  t.device = info.device;
+  t.cuda_devices = std::max(0, cuda_device_count());
+  info.nodes = t.nodes.nodes;
+  info.ranks_per_node = t.nodes.ranks_per_node();
   return info;
 }
 

@@ -12,16 +12,19 @@ namespace dts {
 struct StackInfo {
   std::string backend, backend_version, mpi_version, device, host;
   int world_size = 1, nodes = 1, ranks_per_node = 1;
-  // The node of each rank of `control`, named by the lowest rank on it: known on every rank, so
-  // who took part in a sub-world case takes one gather of member flags, not a new node split.
-  std::vector<int> node_of_rank;
+  // Where every rank of `control` is (comm/topology.h), and this rank's place and device: known on
+  // every rank, so who took part in a sub-world case takes one gather of member flags, not a new
+  // node split.
+  RunContext::Topology topology;
 };
 
-// Collective over `control` (every rank calls it); the result is valid on every rank.
-StackInfo discover_stack(Communicator& tested, Communicator& control, const std::string& device_kind);
+// Collective over `control` (every rank calls it); the result is valid on every rank. `node`:
+// this rank's node name (--node), empty for DTS_NODE or the host name.
+StackInfo discover_stack(Communicator& tested, Communicator& control, const std::string& device_kind,
+                         const std::string& node);
 
 // The ranks with a nonzero `member[r]`: their count, the distinct nodes among them and the most
-// of them on one node. `member` is indexed like `node_of_rank`.
+// of them on one node. `member` is indexed like `node_of_rank` (NodeMap).
 RunContext::Participants participants_of(const std::vector<int>& node_of_rank, const std::vector<int>& member);
 
 std::string host_name();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -64,12 +65,21 @@ void Watchdog::begin_case(int64_t index, const std::string& id, double budget_se
 void Watchdog::end_case() { case_active_.store(false); }
 
 // [case index, calls in progress (stack under test or harness), calls into the stack this case,
-//  calls into the stack or the harness's communicators since the start]
+//  calls into the stack or the harness's communicators since the start, the call in progress
+//  (an ObservedOp of the stack, or kHarnessOp + one of the harness's), the stack's last completed]
 Watchdog::State Watchdog::local_state() const {
   const int64_t inside = (tested_ ? tested_->inside.load() : 0) + (control_ ? control_->inside.load() : 0);
   const int64_t entered = tested_ ? tested_->entered.load() - entered_at_case_start_.load() : 0;
   const int64_t calls = (tested_ ? tested_->entered.load() : 0) + (control_ ? control_->entered.load() : 0);
-  return {case_index_.load(), inside, entered, calls};
+  int64_t op = tested_ ? tested_->current.load() : 0;
+  if (op == 0 && control_ && control_->current.load() != 0) op = kHarnessOp + control_->current.load();
+  const int64_t last = tested_ ? tested_->last_completed.load() : 0;
+  return {case_index_.load(), inside, entered, calls, op, last};
+}
+
+void Watchdog::set_nodes(std::vector<std::string> node_of_rank) {
+  std::lock_guard lock(case_mutex_);
+  nodes_ = std::move(node_of_rank);
 }
 
 void Watchdog::stop() {
@@ -236,17 +246,54 @@ std::string Watchdog::diagnose(const std::string& why, const Answers& answers) {
       inside.push_back(r);
     }
   }
+  std::vector<std::string> nodes;
+  {
+    std::lock_guard lock(case_mutex_);
+    nodes = nodes_;
+  }
+  // "1 (node b)" when the job spans nodes: a missing rank is looked for on its node.
+  const auto with_nodes = [&](const std::vector<int>& ranks) {
+    std::set<std::string> distinct(nodes.begin(), nodes.end());
+    if (distinct.size() < 2) return join(ranks);
+    std::string text;
+    for (int r : ranks) {
+      text += (text.empty() ? "" : ", ") + std::to_string(r);
+      if (static_cast<size_t>(r) < nodes.size()) text += " (node " + nodes[static_cast<size_t>(r)] + ")";
+    }
+    return text;
+  };
   std::ostringstream out;
   out << "case " << id << " " << why << ": ";
   if (!missing.empty()) {
-    out << "ranks that did not arrive: " << join(missing);
+    out << "ranks that did not arrive: " << with_nodes(missing);
     if (!inside.empty()) out << " (ranks waiting for them: " << join(inside) << ")";
+  } else if (!unresponsive.empty()) {
+    // Everyone who answered is inside the operation: the silent ones are what it waits for.
+    out << "ranks that did not arrive (not answering the watchdog: gone, or stuck outside MPI): "
+        << with_nodes(unresponsive);
+    if (!inside.empty()) out << " (ranks waiting for them: " << join(inside) << ")";
+    unresponsive.clear();
   } else if (!inside.empty()) {
     out << "every rank arrived; still inside the operation: " << join(inside);
   } else {
     out << "no rank is inside a communication call (a stall outside the stack)";
   }
-  if (!unresponsive.empty()) out << "; ranks not answering the watchdog: " << join(unresponsive);
+  if (!unresponsive.empty()) out << "; ranks not answering the watchdog: " << with_nodes(unresponsive);
+  // What each rank that answered was doing: the call it waits in and the last one it completed.
+  out << "; per rank:";
+  for (int r = 0; r < size_; ++r) {
+    if (!answered[static_cast<size_t>(r)]) continue;
+    const State& st = states[static_cast<size_t>(r)];
+    out << ' ' << r;
+    if (static_cast<size_t>(r) < nodes.size() && with_nodes({r}) != std::to_string(r)) {
+      out << '@' << nodes[static_cast<size_t>(r)];
+    }
+    if (st[4] >= kHarnessOp) out << " in the harness's " << name(observed_op_of(st[4] - kHarnessOp));
+    else if (st[4] > 0) out << " in " << name(observed_op_of(st[4]));
+    else out << " outside any call";
+    out << " (last completed " << name(observed_op_of(st[5])) << ")";
+    if (r + 1 < size_) out << ',';
+  }
   return out.str();
 }
 

@@ -36,13 +36,16 @@ class Watchdog {
   // stack or the harness's communicators (a hang), whichever comes first. 0: timeout_seconds of age.
   void begin_case(int64_t index, const std::string& id, double budget_seconds = 0);
   void end_case();
+  // The node of each rank (comm/topology.h), named in the diagnosis of ranks that did not arrive.
+  void set_nodes(std::vector<std::string> node_of_rank);
   // Collective: every rank calls it before MPI_Finalize.
   void stop();
 
  private:
   void run_leader();
   void run_follower();
-  static constexpr int kStateSize = 4;
+  static constexpr int kStateSize = 6;
+  static constexpr int64_t kHarnessOp = 1000;  // a call of the harness's communicators, not the stack's
   using State = std::array<int64_t, kStateSize>;
   struct Answers {
     std::vector<State> states;
@@ -66,6 +69,7 @@ class Watchdog {
   std::string case_id_;
   std::chrono::steady_clock::time_point case_start_;
   double case_budget_ = 0;
+  std::vector<std::string> nodes_;
   std::thread thread_;
   bool stopped_ = false;
 };

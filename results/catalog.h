@@ -24,6 +24,9 @@ struct PlotSpec {
   std::string metric;
   enum class X { bytes, ranks, config } x = X::ranks;
   std::string x_key;  // X::config: the config key holding x (e.g. "epoch")
+  // X::config with y_key: a heat map of the value at (x, y) (e.g. src and dst of a pair of ranks),
+  // one per stack and split value; series are not drawn then.
+  std::string y_key;
   // Record keys: a label ("op", "dtype", "strategy", "placement") or a config key ("optimizer").
   std::string split;                // one plot per value (first-seen order); "" for one plot
   std::vector<std::string> series;  // what tells a stack's series apart (joined with '/')

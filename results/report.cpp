@@ -173,6 +173,43 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
     }
   }
   std::vector<Plot> plots;
+  if (!spec.y_key.empty()) {
+    // Heat maps: one per split value and stack, the median of the records at each (x, y).
+    for (const std::string& split : splits) {
+      std::map<int, std::map<std::pair<double, double>, std::vector<double>>> at;  // stack -> (x, y) -> values
+      int64_t no_xy = 0, not_finite = 0;
+      for (size_t f = 0; f < files.size(); ++f) {
+        for (const Record& r : files[f].records) {
+          if (!wanted(r) || (!spec.split.empty() && record_key(r, spec.split) != split)) continue;
+          double x = 0, y = 0;
+          PlotSpec y_spec = spec;
+          y_spec.x_key = spec.y_key;
+          if (!x_of(spec, r, x) || !x_of(y_spec, r, y)) {
+            ++no_xy;
+            continue;
+          }
+          if (!std::isfinite(r.value)) {
+            ++not_finite;
+            continue;
+          }
+          at[stack_of.at({f, stack_identity(r)})][{x, y}].push_back(r.value);
+        }
+      }
+      for (const auto& [stack, cells] : at) {
+        Plot p;
+        p.id = replace_split(spec.id, split) + (at.size() > 1 ? "-s" + std::to_string(stack) : "");
+        p.title = replace_split(spec.title, split) + " | " + stacks[static_cast<size_t>(stack)].label;
+        p.x_label = spec.x_label;
+        p.y_label = spec.y_label;
+        p.y_scale = spec.y_scale;
+        for (const auto& [xy, values] : cells) p.cells.push_back({xy.first, xy.second, median_of(values)});
+        append_note(p.note, count_note(no_xy, "without " + spec.x_key + " and " + spec.y_key + " are not drawn"));
+        append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
+        plots.push_back(std::move(p));
+      }
+    }
+    return plots;
+  }
   for (const std::string& split : splits) {
     SeriesBuilder builder;
     int64_t zero_bytes = 0, non_positive = 0, not_finite = 0, no_x = 0;
@@ -424,7 +461,40 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   return data;
 }
 
+// A heat map: each cell a square coloured by its value, the value written on it.
+static std::string heatmap_script(const Plot& plot) {
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const HeatCell& c : plot.cells) {
+    x_lo = std::min(x_lo, c.x);
+    x_hi = std::max(x_hi, c.x);
+    y_lo = std::min(y_lo, c.y);
+    y_hi = std::max(y_hi, c.y);
+  }
+  std::ostringstream gp;
+  // Cells are unit squares (boxxyerror): a matrix with holes (no rank sends to itself) still
+  // draws square, which gnuplot's `with image` would not.
+  gp << "set terminal svg size 640,480 dynamic noenhanced font 'sans,11' background '#ffffff'\n"
+     << "set encoding utf8\n"
+     << "set title " << gnuplot_quote(plot.title) << "\n"
+     << "set xlabel " << gnuplot_quote(plot.x_label) << "\n"
+     << "set ylabel " << gnuplot_quote(plot.y_label) << "\n"
+     << "set xtics 1\nset ytics 1\nset tics nomirror\nset size ratio -1\n"
+     << "set xrange [" << number(x_lo - 0.5, "%.17g") << ":" << number(x_hi + 0.5, "%.17g") << "]\n"
+     << "set yrange [" << number(y_hi + 0.5, "%.17g") << ":" << number(y_lo - 0.5, "%.17g") << "]\n"
+     << "set style fill solid 1.0 noborder\n"
+     << "set palette defined (0 '#fff5eb', 1 '#fd8d3c', 2 '#7f2704')\nset cbtics format '%g'\n";
+  gp << "$H << EOD\n";
+  for (const HeatCell& c : plot.cells) {
+    gp << number(c.x, "%.17g") << " " << number(c.y, "%.17g") << " " << number(c.z / plot.y_scale, "%.17g") << "\n";
+  }
+  gp << "EOD\n"
+     << "plot $H using 1:2:(0.5):(0.5):3 with boxxyerror fc palette notitle, \\\n"
+     << "     $H using 1:2:(sprintf('%.3g', $3)) with labels font 'sans,9' notitle\n";
+  return gp.str();
+}
+
 std::string gnuplot_script(const Plot& plot) {
+  if (!plot.cells.empty()) return heatmap_script(plot);
   std::ostringstream gp;
   // noenhanced: names such as all_reduce must not turn into subscripts.
   // The legend sits below the plot, one line per series: the canvas grows with it so that the

@@ -38,12 +38,18 @@ struct PlotSeries {
   std::vector<PlotPoint> points;  // sorted by x
 };
 
+// One cell of a heat map: the value at (x, y), the median of the records there.
+struct HeatCell {
+  double x = 0, y = 0, z = 0;
+};
+
 struct Plot {
   std::string id;       // unique within the page, e.g. "busbw-all_reduce"
   std::string title, x_label, y_label;
   bool log_x = false, log_y = false;
   double y_scale = 1;   // y values are divided by this before drawing (1e9: bytes/s -> GB/s)
   std::vector<PlotSeries> series;
+  std::vector<HeatCell> cells;  // a heat map instead of series (PlotSpec::y_key)
   std::string note;     // shown under the plot: what was left out and why
 };
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "results/catalog.h"
@@ -339,6 +340,34 @@ TEST(Grouping, ASuiteDrawsTheSectionItRegisters) {
   ASSERT_EQ(p->series[0].points.size(), 2u);
   EXPECT_EQ(p->series[0].points[1].x, 2);
   EXPECT_EQ(p->series[0].points[1].y, 20);
+}
+
+TEST(Grouping, APairMatrixIsAHeatMapWithTheMedianOfEachCell) {
+  ResultsFile a{"a.csv", {}};
+  for (const auto& [src, dst, value] : {std::tuple{0, 1, 2e9}, {1, 0, 4e9}, {1, 0, 6e9}, {0, 2, 1e9}}) {
+    Record r = stamped("mpi", 3);
+    r.suite = "topology";
+    r.metric = "p2p_bandwidth";
+    r.labels.config = "src=" + std::to_string(src) + ";dst=" + std::to_string(dst) + ";direction=one-way";
+    r.value = value;
+    a.records.push_back(r);
+  }
+  const ReportData data = group_results({a});
+  const Plot* p = find_plot(data, "p2p-bandwidth-one-way");
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->series.empty());
+  ASSERT_EQ(p->cells.size(), 3u);  // (0,1), (0,2), (1,0); no rank sends to itself
+  const auto cell = [&](double x, double y) {
+    for (const HeatCell& c : p->cells) {
+      if (c.x == x && c.y == y) return c.z;
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(cell(1, 0), 5e9);  // the median of 4e9 and 6e9
+  EXPECT_EQ(cell(0, 2), 1e9);
+  const std::string script = gnuplot_script(*p);
+  EXPECT_NE(script.find("with boxxyerror fc palette"), std::string::npos) << script;
+  EXPECT_NE(script.find("1 0 5\n"), std::string::npos) << script;  // GB/s: y_scale 1e9
 }
 
 TEST(Grouping, VerdictsAreCountedPerStackAndSuiteAndFailuresListed) {

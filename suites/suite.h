@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/topology.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "results/catalog.h"
@@ -44,6 +45,7 @@ struct RunOptions {
   std::vector<std::string> suites;
   std::string backend = "mpi";
   std::string device = "cpu";
+  std::string node;                            // --node: this rank's node name (comm/topology.h)
   int iters = 20;                              // -n
   int warmup = 5;                              // -w
   bool check = true;                           // -c
@@ -107,6 +109,15 @@ class RunContext {
     int world_size = 0, nodes = 0, ranks_per_node = 0;
   };
   virtual Participants participants(bool member) = 0;
+  // Where the job's ranks are: each control() rank's node (by host name, or --node / DTS_NODE),
+  // this rank's place on its node, and its device. The same on every call.
+  struct Topology {
+    NodeMap nodes;                      // of control()'s ranks
+    int local_rank = 0, local_size = 1;  // this rank among the ranks of its node
+    std::string device;                 // "cpu:MODEL" or "cuda:NAME", as the stack identity says
+    int cuda_devices = 0;               // CUDA devices this rank sees
+  };
+  virtual const Topology& topology() const = 0;
   // Hands a record to the sinks (rank 0 only; other ranks' records are dropped). The harness
   // adds the stack identity labels, run id and timestamp.
   virtual void emit(Record record) = 0;

@@ -134,7 +134,7 @@ class MpiWork final : public Work {
   }
   void wait(std::chrono::duration<double> timeout) override {
     if (request_ == MPI_REQUEST_NULL) return;
-    const ObservedCall observed(observer_);
+    const ObservedCall observed(observer_, ObservedOp::wait);
     if (timeout.count() <= 0) {
       DTS_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
       complete();
@@ -201,7 +201,7 @@ MpiCommunicator::~MpiCommunicator() {
 std::string MpiCommunicator::version() const { return mpi_library_version(); }
 
 void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::all_reduce);
   count_opaque(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
@@ -215,7 +215,7 @@ void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType 
 }
 
 void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::reduce_scatter);
   count_opaque(observer_.get());
   const int n = checked_count(out_count, "reduce_scatter");
   // In place per NCCL: out == in + rank * out_count; MPI wants MPI_IN_PLACE and leaves the
@@ -232,7 +232,7 @@ void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count
 }
 
 void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DType dtype) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::all_gather);
   count_opaque(observer_.get());
   const int n = checked_count(in_count, "all_gather");
   const bool in_place = in == byte_offset(out, static_cast<size_t>(rank_) * in_count, dtype);
@@ -240,7 +240,7 @@ void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DTy
 }
 
 void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::broadcast);
   count_opaque(observer_.get());
   if (rank_ == root && in != out && count > 0) std::memcpy(out, in, count * size_of(dtype));
   for (size_t done = 0; done < count;) {
@@ -258,7 +258,7 @@ void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtyp
                     " crashes in MPI_Reduce(MPI_IN_PLACE) at a non-zero root (pmodels/mpich#6540, fixed in 4.1.2); "
                     "not run");
   }
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::reduce);
   count_opaque(observer_.get());
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
@@ -274,25 +274,25 @@ void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtyp
 }
 
 void MpiCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::all_to_all);
   count_opaque(observer_.get());
   const int n = checked_count(count_per_peer, "all_to_all");
   DTS_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
 }
 
 void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::send);
   count_sent(observer_.get(), count, dtype);
   DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), mpi_type(dtype), peer, 0, comm_));
 }
 
 void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::recv);
   DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), mpi_type(dtype), peer, 0, comm_, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::send_recv);
   count_sent(observer_.get(), count, dtype);
   const int n = checked_count(count, "send_recv");
   if (in == out) {
@@ -304,7 +304,7 @@ void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int re
 }
 
 std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::isend);
   count_sent(observer_.get(), count, dtype);
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), mpi_type(dtype), peer, 0, comm_, &request));
@@ -312,7 +312,7 @@ std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType
 }
 
 std::unique_ptr<Work> MpiCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::irecv);
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Irecv(out, checked_count(count, "irecv"), mpi_type(dtype), peer, 0, comm_, &request));
   return std::make_unique<MpiWork>(request, observer_.get());
@@ -323,7 +323,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* ou
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, checked_count(count, "all_reduce_async"),
                                mpi_type(dtype), mpi_op(dtype, op), comm_, &request));
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::all_reduce_async);
   count_opaque(observer_.get());
   std::function<void()> finish;
   if (op == ReduceOp::avg) {
@@ -333,7 +333,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* ou
 }
 
 void MpiCommunicator::barrier() {
-  const ObservedCall observed(observer_.get());
+  const ObservedCall observed(observer_.get(), ObservedOp::barrier);
   DTS_MPI_CHECK(MPI_Barrier(comm_));
 }
 

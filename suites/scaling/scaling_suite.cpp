@@ -7,7 +7,6 @@
 // machine as much as the stack, and the rows say how many cores the node has and whether its
 // ranks were oversubscribed.
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <cmath>
 #include <exception>
@@ -75,15 +74,6 @@ struct ScalingCase {
 
 constexpr const char* kAllReduce = "all_reduce";
 
-// Ranks of this node: those whose host name hashes alike (a collision would only merge two
-// nodes' counts).
-std::unique_ptr<Communicator> node_ranks(Communicator& control) {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  const int color = static_cast<int>(fnv1a(host, std::string(host).size()) & 0x3fffffff);
-  return control.split(color, control.rank());
-}
-
 class ScalingSuite final : public Suite {
  public:
   std::string_view name() const override { return "scaling"; }
@@ -126,7 +116,9 @@ class ScalingSuite final : public Suite {
     const ModelSpec model = t.model(common);
     const bool collective = c.target == kAllReduce;
 
-    std::unique_ptr<Communicator> node = node_ranks(control);
+    // This node's ranks (topology): their affinity masks together are the cores they share.
+    const NodeMap& nodes = ctx.topology().nodes;
+    std::unique_ptr<Communicator> node = control.split(nodes.node_of_rank[static_cast<size_t>(rank)], rank);
     const NodeCapacity capacity = node_capacity(*node);
     const std::string load = ";cores=" + std::to_string(capacity.cores) +
                              ";node_ranks=" + std::to_string(capacity.ranks_on_node) +

@@ -1,0 +1,99 @@
+// End-to-end tests of the stall diagnosis across nodes: 4 ranks on two "nodes" (DTS_NODE per
+// rank: 0-1 on n0, 2-3 on n1). A rank that hangs before a collective on the other node, and a rank
+// killed there, are named with their node; every rank that can still answer says the call it
+// waits in and the last it completed; the timeout row is written and the run ends with exit 3 (or
+// the launcher's own code for a job that lost a process).
+//   ctest -R stall_e2e_test
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "harness/testing/e2e.h"
+#include "results/csv_reader.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dts::e2e;
+
+// The launcher command for 4 ranks on two nodes; each rank writes its pid to DIR/rank<R>.pid
+// before it becomes dtsuite (exec keeps the pid).
+std::string two_nodes(const std::string& extra_launcher_flags) {
+  const std::string dir = scratch_dir().string();
+  return std::string(DTS_MPIEXEC) + " -np 4 " + DTS_MPIEXEC_FLAGS + " " + extra_launcher_flags +
+         " sh -c 'R=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; echo $$ > " + dir +
+         "/rank$R.pid; DTS_NODE=n$((R / 2)) exec \"$@\"' sh " + DTS_BINARY;
+}
+
+const std::string kSweep = "run collectives --collective all_reduce -d f32 -o sum -b 8 -f 2 -n 3 -w 1 -T 2";
+
+std::string timeout_line(const std::string& err) {
+  const size_t at = err.find("dtsuite: timeout: ");
+  return at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at);
+}
+
+TEST(Stall, AHungRankOnTheOtherNodeIsNamedWithItsNode) {
+  const fs::path csv = scratch_dir() / "hung.csv";
+  const RunResult r = run_shell(two_nodes("") + " " + kSweep + " -e 4M --backend 'faulty(hang,mpi)' --fault-rank 3 " +
+                                "--fault-after 20 --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const std::string line = timeout_line(r.err);
+  EXPECT_NE(line.find("ranks that did not arrive: 3 (node n1)"), std::string::npos) << line;
+  // Every rank answers with what it is doing; the hung one is outside any call.
+  for (const char* rank : {" 0@n0 in ", " 1@n0 in ", " 2@n1 in ", " 3@n1 outside any call"}) {
+    EXPECT_NE(line.find(rank), std::string::npos) << rank << " in: " << line;
+  }
+  EXPECT_NE(line.find("(last completed all_reduce)"), std::string::npos) << line;
+  const auto rows = dts::read_results_csv(csv.string());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().verdict, dts::Verdict::timeout);
+  EXPECT_EQ(rows.back().labels.nodes, 2);
+}
+
+TEST(Stall, ARankKilledOnTheOtherNodeIsNamedAndTheRowsKept) {
+  // Open MPI aborts a job when one of its processes dies; told not to, the others stay and the
+  // watchdog can say who is gone. Another launcher cannot be told so: skip there.
+  const std::string version = run_shell(std::string(DTS_MPIEXEC) + " --version").out;
+  if (version.find("Open MPI") == std::string::npos && version.find("OpenRTE") == std::string::npos) {
+    GTEST_SKIP() << "needs Open MPI's launcher (orte_abort_on_non_zero_status)";
+  }
+  const fs::path csv = scratch_dir() / "killed.csv";
+  const fs::path err = scratch_dir() / "killed.err";
+  fs::remove(scratch_dir() / "rank3.pid");
+  const std::string command = two_nodes("--mca orte_abort_on_non_zero_status 0") + " " + kSweep +
+                              " -e 64M --csv " + csv.string() + " >/dev/null 2>" + err.string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Once rows are being written, kill rank 3 (node n1) without warning.
+  size_t lines = 0;
+  for (int i = 0; i < 1200 && lines < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string text = read_file(csv);
+    lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  const std::string pid_text = read_file(scratch_dir() / "rank3.pid");
+  ASSERT_FALSE(pid_text.empty());
+  kill(static_cast<pid_t>(std::stol(pid_text)), SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // The launcher reports the killed process (e.g. 137); the harness's own code 3 may not win.
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  const std::string line = timeout_line(read_file(err));
+  EXPECT_NE(line.find("3 (node n1)"), std::string::npos) << read_file(err);
+  EXPECT_NE(line.find("not answering the watchdog"), std::string::npos) << line;
+  const auto rows = dts::read_results_csv(csv.string());
+  ASSERT_GE(rows.size(), 40u);  // what was measured before the kill is kept
+  EXPECT_EQ(rows.back().verdict, dts::Verdict::timeout);
+}
+
+}  // namespace

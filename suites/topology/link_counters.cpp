@@ -1,0 +1,108 @@
+// Interface and port counters from sysfs (suites/topology/link_counters.h).
+#include "suites/topology/link_counters.h"
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The first number in a file ("1000\n", "100 Gb/sec (4X EDR)"); nothing when unreadable or absent.
+bool read_number(const fs::path& path, double& value) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string text;
+  std::getline(in, text);
+  try {
+    size_t used = 0;
+    value = std::stod(text, &used);
+    return used > 0 && std::isfinite(value);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::map<std::string, LinkCounter> read_link_counters(const std::string& sysfs) {
+  std::map<std::string, LinkCounter> links;
+  std::error_code ignored;
+  const fs::path net = fs::path(sysfs) / "class" / "net";
+  for (const auto& entry : fs::directory_iterator(net, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "lo") continue;
+    LinkCounter c;
+    double tx = 0, rx = 0, speed = 0;
+    if (!read_number(entry.path() / "statistics" / "tx_bytes", tx)) continue;
+    read_number(entry.path() / "statistics" / "rx_bytes", rx);
+    c.tx_bytes = static_cast<int64_t>(tx);
+    c.rx_bytes = static_cast<int64_t>(rx);
+    // speed is in Mbit/s; -1 (or unreadable: a down link) means the link does not say.
+    if (read_number(entry.path() / "speed", speed) && speed > 0) c.rated_bits_per_second = speed * 1e6;
+    links[name] = c;
+  }
+  const fs::path ib = fs::path(sysfs) / "class" / "infiniband";
+  for (const auto& device : fs::directory_iterator(ib, ignored)) {
+    for (const auto& port : fs::directory_iterator(device.path() / "ports", ignored)) {
+      LinkCounter c;
+      double tx = 0, rx = 0, rate = 0;
+      // port_xmit_data and port_rcv_data count 4-byte words (the InfiniBand spec's PortCounters).
+      if (!read_number(port.path() / "counters" / "port_xmit_data", tx)) continue;
+      read_number(port.path() / "counters" / "port_rcv_data", rx);
+      c.tx_bytes = static_cast<int64_t>(tx) * 4;
+      c.rx_bytes = static_cast<int64_t>(rx) * 4;
+      if (read_number(port.path() / "rate", rate) && rate > 0) c.rated_bits_per_second = rate * 1e9;  // "100 Gb/sec"
+      links["ib:" + device.path().filename().string() + "/" + port.path().filename().string()] = c;
+    }
+  }
+  return links;
+}
+
+std::map<std::string, LinkCounter> link_traffic(const std::map<std::string, LinkCounter>& before,
+                                                const std::map<std::string, LinkCounter>& after) {
+  std::map<std::string, LinkCounter> traffic;
+  for (const auto& [name, a] : after) {
+    auto b = before.find(name);
+    if (b == before.end()) continue;  // a link that came up in between: no baseline
+    LinkCounter d;
+    d.tx_bytes = a.tx_bytes - b->second.tx_bytes;
+    d.rx_bytes = a.rx_bytes - b->second.rx_bytes;
+    d.rated_bits_per_second = a.rated_bits_per_second;
+    traffic[name] = d;
+  }
+  return traffic;
+}
+
+double parse_link_speed(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit;
+  for (char ch : text.substr(used)) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (unit.size() > 3 && unit.compare(unit.size() - 3, 3, "bit") == 0) unit.resize(unit.size() - 3);
+  if (unit.size() > 3 && unit.compare(unit.size() - 3, 3, "b/s") == 0) unit.resize(unit.size() - 3);
+  double scale = 0;
+  if (unit.empty()) scale = 1;
+  else if (unit == "k") scale = 1e3;
+  else if (unit == "m") scale = 1e6;
+  else if (unit == "g") scale = 1e9;
+  else if (unit == "t") scale = 1e12;
+  if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value * scale)) {
+    throw Error(Error::Kind::invalid_argument,
+                "bad link speed '" + text + "' (bits per second, e.g. 1gbit, 10G, 100Gbit, 25000M)");
+  }
+  return value * scale;
+}
+
+}  // namespace dts

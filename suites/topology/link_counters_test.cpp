@@ -1,0 +1,83 @@
+// The link counters read from a sysfs tree of the test's own (interfaces, InfiniBand ports,
+// speeds that say nothing), the traffic between two readings, and link speeds as users write them.
+#include "suites/topology/link_counters.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace dts {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+class FakeSysfs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("dts-sysfs-" + std::to_string(getpid()));
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  void interface(const std::string& name, int64_t tx, int64_t rx, const std::string& speed) {
+    write(root_ / "class/net" / name / "statistics/tx_bytes", std::to_string(tx) + "\n");
+    write(root_ / "class/net" / name / "statistics/rx_bytes", std::to_string(rx) + "\n");
+    if (!speed.empty()) write(root_ / "class/net" / name / "speed", speed + "\n");
+  }
+  fs::path root_;
+};
+
+TEST_F(FakeSysfs, InterfacesAndPortsWithTheirRatedSpeeds) {
+  interface("lo", 5, 5, "");              // left out: loopback never leaves the node
+  interface("eth0", 1000, 2000, "1000");  // Mbit/s
+  interface("veth1", 7, 9, "-1");         // a link that does not say its speed
+  write(root_ / "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data", "250\n");  // 4-byte words
+  write(root_ / "class/infiniband/mlx5_0/ports/1/counters/port_rcv_data", "100\n");
+  write(root_ / "class/infiniband/mlx5_0/ports/1/rate", "100 Gb/sec (4X EDR)\n");
+  const auto links = read_link_counters(root_.string());
+  ASSERT_EQ(links.size(), 3u);
+  EXPECT_EQ(links.count("lo"), 0u);
+  EXPECT_EQ(links.at("eth0").tx_bytes, 1000);
+  EXPECT_EQ(links.at("eth0").rx_bytes, 2000);
+  EXPECT_EQ(links.at("eth0").rated_bits_per_second, 1e9);
+  EXPECT_EQ(links.at("veth1").rated_bits_per_second, 0);
+  EXPECT_EQ(links.at("ib:mlx5_0/1").tx_bytes, 1000);  // 250 words of 4 bytes
+  EXPECT_EQ(links.at("ib:mlx5_0/1").rx_bytes, 400);
+  EXPECT_EQ(links.at("ib:mlx5_0/1").rated_bits_per_second, 100e9);
+}
+
+TEST_F(FakeSysfs, TrafficIsTheDifferenceOfTwoReadings) {
+  interface("eth0", 1000, 2000, "1000");
+  const auto before = read_link_counters(root_.string());
+  interface("eth0", 1500, 2100, "1000");
+  interface("eth1", 10, 10, "1000");  // came up in between: no baseline, no traffic
+  const auto traffic = link_traffic(before, read_link_counters(root_.string()));
+  ASSERT_EQ(traffic.size(), 1u);
+  EXPECT_EQ(traffic.at("eth0").tx_bytes, 500);
+  EXPECT_EQ(traffic.at("eth0").rx_bytes, 100);
+}
+
+TEST_F(FakeSysfs, AMissingTreeIsNoLinks) { EXPECT_TRUE(read_link_counters((root_ / "absent").string()).empty()); }
+
+TEST(LinkSpeed, AsUsersWriteIt) {
+  EXPECT_EQ(parse_link_speed("1gbit"), 1e9);
+  EXPECT_EQ(parse_link_speed("10G"), 10e9);
+  EXPECT_EQ(parse_link_speed("100Gbit"), 100e9);
+  EXPECT_EQ(parse_link_speed("25000M"), 25e9);
+  EXPECT_EQ(parse_link_speed("1e9"), 1e9);
+  EXPECT_EQ(parse_link_speed("400Gb/s"), 400e9);
+  for (const char* bad : {"", "fast", "0", "-1G", "1X", "G"}) {
+    EXPECT_THROW(parse_link_speed(bad), Error) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace dts

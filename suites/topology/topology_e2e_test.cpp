@@ -1,0 +1,90 @@
+// End-to-end tests of `dtsuite run topology`: a matrix of every ordered pair of 4 ranks placed on
+// two "nodes" (DTS_NODE per rank), each pair classed same-node or other-node; the link rows of
+// the counted all_reduce; and a stack that corrupts point-to-point data fails the pairs of its
+// victim.
+//   ctest -R topology_e2e_test
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "harness/testing/e2e.h"
+#include "results/csv_reader.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dts::e2e;
+
+std::string config(const dts::Record& r, const std::string& key) {
+  return dts::config_value(r.labels.config, key).value_or("");
+}
+
+// 4 ranks, ranks 0-1 on node "n0" and 2-3 on "n1": the node comes from DTS_NODE, set per rank
+// from the launcher's rank variable (Open MPI's, else PMI's).
+RunResult run_on_two_nodes(const std::string& args) {
+  const std::string wrapper =
+      "sh -c 'DTS_NODE=n$(( ${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}} / 2 )) exec \"$@\"' sh ";
+  return run_shell(std::string(DTS_MPIEXEC) + " -np 4 " + DTS_MPIEXEC_FLAGS + " " + wrapper + DTS_BINARY + " " + args);
+}
+
+const std::string kSmall = "-n 3 -w 1 --p2p-bytes 64K --link-bytes 256K";
+
+TEST(Topology, EveryOrderedPairIsARowClassedByNode) {
+  const fs::path csv = scratch_dir() / "matrix.csv";
+  const RunResult r = run_on_two_nodes("run topology " + kSmall + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::map<std::string, std::set<std::pair<int, int>>> pairs;  // direction -> (src, dst)
+  int latency = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    EXPECT_NE(row.verdict, dts::Verdict::fail) << row.case_id << " " << row.detail;
+    if (row.metric != "p2p_bandwidth" && row.metric != "p2p_latency") continue;
+    const int src = std::stoi(config(row, "src")), dst = std::stoi(config(row, "dst"));
+    // Same node exactly when both ranks are in 0-1 or both in 2-3.
+    EXPECT_EQ(config(row, "link"), src / 2 == dst / 2 ? "same-node" : "other-node") << row.labels.config;
+    EXPECT_EQ(config(row, "src_node"), "n" + std::to_string(src / 2));
+    EXPECT_TRUE(std::isfinite(row.value) && row.value > 0) << row.metric << " " << row.value;
+    EXPECT_EQ(row.labels.world_size, 2);  // the pair took part
+    if (row.metric == "p2p_latency") ++latency;
+    else pairs[config(row, "direction")].insert({src, dst});
+  }
+  EXPECT_EQ(pairs["one-way"].size(), 12u);  // 4 x 3 ordered pairs
+  EXPECT_EQ(pairs["both"].size(), 12u);
+  EXPECT_EQ(latency, 12);
+}
+
+TEST(Topology, TheCountedCollectiveSaysWhatItsLinksCarried) {
+  const fs::path csv = scratch_dir() / "link.csv";
+  const RunResult r = run_on_two_nodes("run topology " + kSmall + " --link-speed 1gbit --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> nodes;
+  int wire = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric == "link_utilization" || row.metric == "busbw_utilization") {
+      nodes.insert(config(row, "node"));
+      EXPECT_EQ(config(row, "rated_bits_per_second"), "1e+09");  // --link-speed wins over the interface
+      EXPECT_TRUE(std::isfinite(row.value) && row.value >= 0) << row.metric << " " << row.detail;
+    }
+    if (row.metric == "wire_bytes") ++wire;
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "n1"}));  // one reader per node
+  EXPECT_EQ(wire, 1);
+}
+
+TEST(Topology, CorruptedPointToPointDataFailsTheVictimsPairs) {
+  const fs::path csv = scratch_dir() / "bitflip.csv";
+  const RunResult r =
+      run_on_two_nodes("run topology " + kSmall + " --backend 'faulty(bitflip,mpi)' --fault-rank 1 --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::set<std::string> failed;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.verdict == dts::Verdict::fail) failed.insert(row.case_id);
+  }
+  // Every pair with rank 1 (which receives flipped bits), and no other.
+  EXPECT_EQ(failed, (std::set<std::string>{"p2p/0-1", "p2p/1-2", "p2p/1-3"}));
+}
+
+}  // namespace

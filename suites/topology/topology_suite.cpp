@@ -1,0 +1,384 @@
+// The topology suite: links are not alike. Point-to-point bandwidth (one way, each direction, and
+// both ways at once) and latency between every pair of ranks through the stack under test, each
+// pair classed same-node or other-node (comm/topology.h), as a matrix in the CSV and a heat map
+// in the report; and what the wire carried during a collective: the bytes the nodes' interface
+// counters saw (link_counters.h) over the time and the link's rated speed (link_utilization),
+// beside what the library claims (busbw over the same speed).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "comm/text.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "suites/suite.h"
+#include "suites/topology/link_counters.h"
+
+namespace dts {
+
+namespace {
+
+class TopologyFlags final : public FlagGroup {
+ public:
+  static constexpr const char* kGroup = "topology";
+  int64_t p2p_bytes = int64_t{4} << 20;   // one message of the bandwidth matrix
+  int64_t latency_bytes = 8;              // one message of the latency matrix
+  int64_t link_bytes = int64_t{64} << 20; // the collective whose wire bytes are counted
+  double link_speed = 0;                  // bits per second; 0: each link's own rated speed
+
+  void declare(CLI::App& g) override {
+    g.add_option("--p2p-bytes", p2p_text_, "message size of the point-to-point bandwidth matrix (suffixes K, M, G)")
+        ->capture_default_str();
+    g.add_option("--latency-bytes", latency_text_, "message size of the latency matrix")->capture_default_str();
+    g.add_option("--link-bytes", link_text_, "size of the all_reduce whose wire bytes are counted")
+        ->capture_default_str();
+    g.add_option("--link-speed", speed_text_, "rated speed of the links, bits per second (1gbit, 100G); default: "
+                                              "what each interface reports");
+  }
+  void finish(const RunOptions& common) override {
+    p2p_bytes = parse_size(p2p_text_);
+    latency_bytes = parse_size(latency_text_);
+    link_bytes = parse_size(link_text_);
+    if (common.quick) {
+      p2p_bytes = std::min<int64_t>(p2p_bytes, int64_t{256} << 10);
+      link_bytes = std::min<int64_t>(link_bytes, int64_t{4} << 20);
+    }
+    if (p2p_bytes <= 0 || link_bytes < 4 || link_bytes % 4 != 0) {
+      throw Error(Error::Kind::invalid_argument,
+                  "--p2p-bytes must be positive and --link-bytes a positive whole number of f32 elements");
+    }
+    link_speed = speed_text_.empty() ? 0 : parse_link_speed(speed_text_);
+  }
+  std::string describe() const override {
+    return "topology: p2p " + std::to_string(p2p_bytes) + " B, latency " + std::to_string(latency_bytes) +
+           " B, link all_reduce " + std::to_string(link_bytes) + " B" +
+           (link_speed > 0 ? ", rated " + std::to_string(link_speed / 1e9) + " Gbit/s" : "");
+  }
+
+ private:
+  std::string p2p_text_ = "4M", latency_text_ = "8", link_text_ = "64M", speed_text_;
+};
+DTS_REGISTER_FLAGS(TopologyFlags, "Topology suite");
+
+struct PairCase {
+  int a = 0, b = 0;  // a < b
+};
+struct LinkCase {};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? NAN : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+class TopologySuite final : public Suite {
+ public:
+  std::string_view name() const override { return "topology"; }
+
+  std::vector<Case> plan(const RunOptions& common) const override {
+    const TopologyFlags& f = common.flags<TopologyFlags>();
+    std::vector<Case> cases;
+    for (int a = 0; a < common.world_size; ++a) {
+      for (int b = a + 1; b < common.world_size; ++b) {
+        Labels l;
+        l.op = "send_recv";
+        l.dtype = "u8";
+        l.bytes = f.p2p_bytes;
+        cases.push_back({"p2p/" + std::to_string(a) + "-" + std::to_string(b), l, PairCase{a, b}});
+      }
+    }
+    Labels l;
+    l.op = "all_reduce";
+    l.dtype = "f32";
+    l.bytes = f.link_bytes;
+    cases.push_back({"link/all_reduce/" + std::to_string(f.link_bytes), l, LinkCase{}});
+    return cases;
+  }
+
+  void run(const Case& c, RunContext& ctx) override {
+    if (ctx.memory() != Memory::host) throw Error(Error::Kind::unsupported, "topology needs host memory for now");
+    if (const auto* pair = std::any_cast<PairCase>(&c.params)) run_pair(c, *pair, ctx);
+    else run_link(c, ctx);
+  }
+
+ private:
+  // The pair's rows: one-way bandwidth each direction, both ways at once, and latency. Only the
+  // two ranks touch the stack; every rank takes part in the control splits and barriers.
+  static void run_pair(const Case& c, const PairCase& p, RunContext& ctx) {
+    const RunOptions& common = ctx.options();
+    const TopologyFlags& f = common.flags<TopologyFlags>();
+    Communicator& comm = ctx.comm();
+    Communicator& control = ctx.control();
+    const int rank = control.rank();
+    const bool member = rank == p.a || rank == p.b;
+    std::unique_ptr<Communicator> pair = control.split(member ? 0 : 1, rank);
+    const RunContext::Participants who = ctx.participants(member);
+    const NodeMap& nodes = ctx.topology().nodes;
+    const bool same_node = nodes.node_of_rank[static_cast<size_t>(p.a)] == nodes.node_of_rank[static_cast<size_t>(p.b)];
+
+    // Times in seconds, each the slower member's, per iteration: [a->b, b->a, both, latency].
+    std::vector<std::vector<double>> times(4);
+    std::exception_ptr failure;
+    if (member) try {
+      const int peer = rank == p.a ? p.b : p.a;
+      const size_t big = static_cast<size_t>(f.p2p_bytes), small = static_cast<size_t>(std::max<int64_t>(f.latency_bytes, 1));
+      std::vector<uint8_t> out(big, static_cast<uint8_t>(rank + 1)), in(big, 0), ack(1, 0);
+      const auto timed = [&](const std::function<void()>& body) {
+        std::vector<double> samples;
+        for (int i = 0; i < common.warmup + common.iters; ++i) {
+          pair->barrier();
+          const auto start = std::chrono::steady_clock::now();
+          body();
+          double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          pair->all_reduce(&elapsed, &elapsed, 1, DType::f64, ReduceOp::max);
+          if (i >= common.warmup) samples.push_back(elapsed);
+        }
+        return samples;
+      };
+      // One way: the sender's time until the receiver's one-byte acknowledgement is back, so the
+      // whole message has arrived (the ack's latency is small beside a large message).
+      const auto one_way = [&](int from) {
+        return timed([&] {
+          if (rank == from) {
+            comm.send(out.data(), big, DType::u8, peer);
+            comm.recv(ack.data(), 1, DType::u8, peer);
+          } else {
+            comm.recv(in.data(), big, DType::u8, peer);
+            comm.send(ack.data(), 1, DType::u8, peer);
+          }
+        });
+      };
+      times[0] = one_way(p.a);
+      times[1] = one_way(p.b);
+      times[2] = timed([&] { comm.send_recv(out.data(), peer, in.data(), peer, big, DType::u8); });
+      // Latency: half a round trip of a small message (ping-pong).
+      std::vector<double> round = timed([&] {
+        if (rank == p.a) {
+          comm.send(out.data(), small, DType::u8, peer);
+          comm.recv(in.data(), small, DType::u8, peer);
+        } else {
+          comm.recv(in.data(), small, DType::u8, peer);
+          comm.send(out.data(), small, DType::u8, peer);
+        }
+      });
+      for (double t : round) times[3].push_back(t / 2);
+      // Each member checks what it received last: the peer's pattern (rank + 1), byte for byte.
+      const auto expected = static_cast<uint8_t>(peer + 1);
+      for (size_t i = 0; i < big; ++i) {
+        if (in[i] != expected) {
+          throw Error(Error::Kind::mismatch, "p2p " + std::to_string(peer) + " -> " + std::to_string(rank) + ": byte " +
+                                                 std::to_string(i) + " is " + std::to_string(in[i]) + ", not " +
+                                                 std::to_string(expected));
+        }
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    leave_together(control, failure);
+    if (rank != 0) {
+      // Rank 0 writes; a pair without it hands its times over (the a-side holds them all).
+      if (rank == p.a && p.a != 0) send_times(control, times);
+      return;
+    }
+    if (p.a != 0) times = receive_times(control, p.a);
+    const std::string link = same_node ? "same-node" : "other-node";
+    const auto row = [&](const std::string& metric, const std::string& unit, int src, int dst,
+                         const std::string& direction, const std::vector<double>& samples, double scale) {
+      Record r;
+      r.suite = "topology";
+      r.case_id = c.id;
+      r.labels = c.labels;
+      r.labels.world_size = who.world_size;
+      r.labels.nodes = who.nodes;
+      r.labels.ranks_per_node = who.ranks_per_node;
+      r.labels.config = "src=" + std::to_string(src) + ";dst=" + std::to_string(dst) + ";direction=" + direction +
+                        ";link=" + link + ";src_node=" + nodes.names[static_cast<size_t>(src)] +
+                        ";dst_node=" + nodes.names[static_cast<size_t>(dst)] + ";job=" + std::to_string(common.world_size);
+      r.metric = metric;
+      r.unit = unit;
+      std::vector<double> values;
+      for (double t : samples) values.push_back(scale > 0 ? scale / t : t);
+      r.stats = compute_stats(values);
+      r.value = scale > 0 ? scale / median(samples) : median(samples);
+      r.verdict = Verdict::info;
+      ctx.emit(r);
+    };
+    const double bytes = static_cast<double>(f.p2p_bytes);
+    row("p2p_bandwidth", "bytes_per_second", p.a, p.b, "one-way", times[0], bytes);
+    row("p2p_bandwidth", "bytes_per_second", p.b, p.a, "one-way", times[1], bytes);
+    row("p2p_bandwidth", "bytes_per_second", p.a, p.b, "both", times[2], bytes);
+    row("p2p_bandwidth", "bytes_per_second", p.b, p.a, "both", times[2], bytes);
+    row("p2p_latency", "seconds", p.a, p.b, "round-trip-half", times[3], 0);
+    row("p2p_latency", "seconds", p.b, p.a, "round-trip-half", times[3], 0);
+  }
+
+  static void send_times(Communicator& control, const std::vector<std::vector<double>>& times) {
+    for (const auto& t : times) {
+      const auto n = static_cast<int64_t>(t.size());
+      control.send(&n, 1, DType::i64, 0);
+      control.send(t.data(), t.size(), DType::f64, 0);
+    }
+  }
+  static std::vector<std::vector<double>> receive_times(Communicator& control, int from) {
+    std::vector<std::vector<double>> times(4);
+    for (auto& t : times) {
+      int64_t n = 0;
+      control.recv(&n, 1, DType::i64, from);
+      t.resize(static_cast<size_t>(n));
+      control.recv(t.data(), t.size(), DType::f64, from);
+    }
+    return times;
+  }
+
+  // An all_reduce of --link-bytes on every rank through the stack; each node's first rank reads
+  // its links' counters before and after the timed iterations.
+  static void run_link(const Case& c, RunContext& ctx) {
+    const RunOptions& common = ctx.options();
+    const TopologyFlags& f = common.flags<TopologyFlags>();
+    Communicator& comm = ctx.comm();
+    Communicator& control = ctx.control();
+    const int rank = control.rank(), world = control.size();
+    const RunContext::Topology& topo = ctx.topology();
+    const bool reader = topo.local_rank == 0;  // one reader per node: the node's counters are shared
+    const size_t count = static_cast<size_t>(f.link_bytes / 4);
+    std::vector<float> data(count, 1.0f);
+    for (int i = 0; i < common.warmup; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
+    control.barrier();
+    const auto before = reader ? read_link_counters() : std::map<std::string, LinkCounter>{};
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < common.iters; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
+    control.barrier();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto traffic = reader ? link_traffic(before, read_link_counters()) : std::map<std::string, LinkCounter>{};
+    control.all_reduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
+
+    // Per node (its reader): bytes sent on its links, and the rated speed of the busiest one.
+    double sent = 0, rated = 0;
+    std::string busiest;
+    for (const auto& [name, t] : traffic) {
+      sent += static_cast<double>(std::max<int64_t>(t.tx_bytes, 0));
+      if (busiest.empty() || t.tx_bytes > traffic.at(busiest).tx_bytes) busiest = name;
+    }
+    if (!busiest.empty()) rated = traffic.at(busiest).rated_bits_per_second;
+    if (f.link_speed > 0) rated = f.link_speed;
+    // Gather (reader flag, bytes, rated) of every rank on rank 0, with the busiest link's name.
+    double mine[3] = {reader ? 1.0 : 0.0, sent, rated};
+    std::vector<double> all(static_cast<size_t>(world) * 3);
+    control.all_gather(mine, all.data(), 3, DType::f64);
+    std::vector<std::string> links(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) {
+      const std::string text = text_to_root(control, r, busiest);
+      if (rank == 0) links[static_cast<size_t>(r)] = text;
+    }
+    if (rank != 0) return;
+
+    const double per_call = seconds / common.iters;
+    const double algbw = static_cast<double>(f.link_bytes) / per_call;
+    const double busbw = algbw * (world > 1 ? 2.0 * (world - 1) / world : 0.0);
+    double wire_total = 0;
+    for (int r = 0; r < world; ++r) {
+      if (all[static_cast<size_t>(r) * 3] == 0) continue;
+      const double bytes = all[static_cast<size_t>(r) * 3 + 1];
+      const double speed = all[static_cast<size_t>(r) * 3 + 2];
+      wire_total += bytes;
+      const std::string node = topo.nodes.names[static_cast<size_t>(r)];
+      Record u = base_row(c, ctx, "node=" + node + ";link=" + (links[static_cast<size_t>(r)].empty() ? "none" : links[static_cast<size_t>(r)]) +
+                                      ";rated_bits_per_second=" + number(speed));
+      u.metric = "link_utilization";
+      u.unit = "ratio";
+      // bytes/s the node put on its links over what they are rated to carry (bits -> bytes).
+      u.value = speed > 0 ? bytes / seconds / (speed / 8) : NAN;
+      u.detail = number(bytes / common.iters) + " bytes per call left node " + node + " through its links" +
+                 (speed > 0 ? " in " + number(per_call) + " s, rated " + number(speed / 1e9) + " Gbit/s"
+                            : "; no rated speed: give --link-speed") +
+                 (bytes == 0 ? " (nothing crossed a network interface: shared memory inside one node)" : "");
+      ctx.emit(u);
+      Record claimed = base_row(c, ctx, "node=" + node + ";rated_bits_per_second=" + number(speed));
+      claimed.metric = "busbw_utilization";
+      claimed.unit = "ratio";
+      claimed.value = speed > 0 ? busbw / (speed / 8) : NAN;
+      claimed.detail = "busbw " + number(busbw / 1e9) + " GB/s (what the library's timing claims) over the rated speed";
+      ctx.emit(claimed);
+    }
+    Record wire = base_row(c, ctx, "");
+    wire.metric = "wire_bytes";
+    wire.unit = "bytes";
+    wire.value = wire_total / common.iters;
+    wire.detail = "bytes per call that left every node through its network interfaces (interface counters)";
+    ctx.emit(wire);
+    Record bus = base_row(c, ctx, "");
+    bus.metric = "busbw";
+    bus.unit = "bytes_per_second";
+    bus.value = busbw;
+    bus.detail = "algbw x 2(n-1)/n over " + std::to_string(common.iters) + " back-to-back calls";
+    ctx.emit(bus);
+  }
+
+  static Record base_row(const Case& c, RunContext& ctx, const std::string& extra) {
+    Record r;
+    r.suite = "topology";
+    r.case_id = c.id;
+    r.labels = c.labels;
+    r.labels.config = "job=" + std::to_string(ctx.options().world_size) + (extra.empty() ? "" : ";" + extra);
+    r.verdict = Verdict::info;
+    return r;
+  }
+
+  static std::string number(double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.4g", v);
+    return text;
+  }
+};
+
+SuiteInfo topology_info() {
+  SuiteInfo info;
+  info.name = "topology";
+  info.summary = "point-to-point bandwidth and latency of every pair of ranks (same node / other node), and the bytes "
+                 "the links carried during an all_reduce (link utilization)";
+  info.metrics = {
+      {"p2p_bandwidth", "bytes_per_second", "message bytes / time, one way or both ways at once (config src, dst)"},
+      {"p2p_latency", "seconds", "half a round trip of a small message"},
+      {"link_utilization", "ratio", "bytes a node's links sent during the collective / (time x rated speed)"},
+      {"busbw_utilization", "ratio", "the collective's busbw / the rated speed"},
+      {"wire_bytes", "bytes", "bytes per call that left the nodes through their interfaces"},
+      {"busbw", "bytes_per_second", "busbw of the counted collective"},
+  };
+  PlotSpec bandwidth;
+  bandwidth.metric = "p2p_bandwidth";
+  bandwidth.x = PlotSpec::X::config;
+  bandwidth.x_key = "src";
+  bandwidth.y_key = "dst";
+  bandwidth.split = "direction";
+  bandwidth.id = "p2p-bandwidth-{split}";
+  bandwidth.title = "Point-to-point bandwidth, {split} (GB/s)";
+  bandwidth.x_label = "source rank";
+  bandwidth.y_label = "destination rank";
+  bandwidth.y_scale = 1e9;
+  PlotSpec latency = bandwidth;
+  latency.metric = "p2p_latency";
+  latency.split = "";
+  latency.id = "p2p-latency";
+  latency.title = "Point-to-point latency (us)";
+  latency.y_scale = 1e-6;
+  info.sections = {{60, "topology", "Topology",
+                    "Point-to-point bandwidth and latency between every pair of ranks through the stack: each "
+                    "cell is source (x) to destination (y); the CSV says whether a pair shares a node "
+                    "(link=same-node) or not. link_utilization rows compare the bytes the nodes' interfaces "
+                    "carried with their rated speed.",
+                    "No p2p_bandwidth rows in these results (the topology suite did not run).",
+                    {bandwidth, latency}}};
+  return info;
+}
+
+}  // namespace
+
+DTS_REGISTER_SUITE(TopologySuite, topology_info());
+
+}  // namespace dts
