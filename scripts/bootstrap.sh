@@ -14,7 +14,8 @@ np=${NP:-4}
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-dev libgtest-dev libgmock-dev
           libbenchmark-dev libfccp-dev libexpat1-dev zlib1g-dev libopenblas-dev prometheus-cpp-dev libtomlplusplus-dev gnuplot-nox chromium
-          prometheus prometheus-pushgateway curl python3)
+          prometheus prometheus-pushgateway curl python3
+          iproute2 slurm-wlm)  # the two-node fixture (scripts/cluster), a single-node Slurm (scripts/slurm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

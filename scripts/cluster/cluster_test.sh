@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Test of the two-node fixture (ctest cluster_two_node_test, label cluster): dtsuite through
+# scripts/cluster/two-node.sh must see 2 nodes of 2 ranks, and the fixture must leave no
+# namespace, process or temp dir behind, after a clean run and after a SIGINT mid-run.
+#   scripts/cluster/cluster_test.sh DTSUITE [MPIRUN]
+# Exit 77 (ctest SKIP) where the fixture cannot run: not root, no ip/tc, no network namespaces
+# or veth, or an MPI other than Open MPI (the fixture drives Open MPI's mpirun).
+set -euo pipefail
+
+[ $# -ge 1 ] || { echo "usage: $0 DTSUITE [MPIRUN]" >&2; exit 2; }
+dtsuite=$(realpath "$1")
+export MPIRUN=${2:-mpirun}
+fixture=$(dirname "$(realpath "$0")")/two-node.sh
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "not root (network namespaces need CAP_SYS_ADMIN)"
+for tool in ip tc unshare hostname python3 "$MPIRUN"; do
+  command -v "$tool" >/dev/null || skip "$tool not found (Debian: iproute2, util-linux, hostname, python3, openmpi-bin)"
+done
+[[ $("$MPIRUN" --version 2>&1 || true) =~ OpenRTE|Open\ MPI ]] || skip "$MPIRUN is not Open MPI's"
+# Probe, in a namespace of its own, for what the fixture makes: a kernel or container without one
+# of these cannot host the fixture, which is a SKIP, not a FAIL.
+probe=dts-probe-$$ missing=""
+ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here"
+if ! ip -n "$probe" link add dtsprobe$$a type veth peer name dtsprobe$$b 2>/dev/null; then
+  missing="veth pairs"
+elif ! tc -n "$probe" qdisc add dev dtsprobe$$a root handle 1: htb 2>/dev/null; then
+  missing="the HTB qdisc"
+elif ! tc -n "$probe" filter add dev dtsprobe$$a parent 1: protocol ip prio 1 u32 \
+       match ip protocol 6 0xff flowid 1:10 2>/dev/null; then
+  missing="the u32 classifier"
+fi
+ip netns del "$probe"
+[ -z "$missing" ] || skip "no $missing here"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/dtsuite_cluster_test.XXXXXX")
+fixture_pid=""
+cleanup() {
+  # A fixture still running (a failed assertion, or this test stopped by ctest's timeout): TERM
+  # makes it stop its job and remove its nodes; it is in a process group of its own (set -m).
+  [ -z "$fixture_pid" ] || { kill -TERM "$fixture_pid" 2>/dev/null; wait "$fixture_pid" 2>/dev/null; } || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "$work"/*.out "$work"/*.err; do
+    [ -s "$log" ] && { echo "--- $log" >&2; tail -20 "$log" >&2; }
+  done
+  exit 1
+}
+
+# Nothing of fixture PID may remain: its namespaces (dts-PID-a/b), its temp dir, or a live
+# process of those it ran (PIDS; a zombie waiting for init to reap it has let go of everything).
+assert_gone() {
+  local pid=$1 pids=$2 left="" p
+  local namespaces
+  namespaces=$(ip netns list)
+  grep -q "^dts-$pid-" <<<"$namespaces" && fail "namespaces left behind: $(grep "^dts-$pid-" <<<"$namespaces" | tr '\n' ' ')"
+  compgen -G "${TMPDIR:-/tmp}/dts-two-node-$pid.*" >/dev/null && fail "temp dir left behind"
+  for _ in $(seq 50); do
+    left=""
+    for p in $pids; do
+      [ -r "/proc/$p/stat" ] && [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ] && left+=" $p"
+    done
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  fail "processes left running:$left"
+}
+
+# --- 1. dtsuite across the two nodes: exit 0, and 2 nodes of 2 ranks in every row --------------
+# Job control: the fixture gets its own process group, and SIGINT is not ignored in it as it
+# would be for a background command of a non-interactive shell (test 2 sends one).
+set -m
+started=$SECONDS
+"$fixture" --rate 1gbit --ranks-per-node 2 -- "$dtsuite" run collectives --quick --csv "$work/quick.csv" \
+  >"$work/quick.out" 2>"$work/quick.err" &
+fixture_pid=$!
+rc=0
+wait "$fixture_pid" || rc=$?
+pid=$fixture_pid
+fixture_pid=""
+[ "$rc" -eq 0 ] || fail "two-node.sh -- dtsuite run collectives --quick exited $rc"
+grep -q '^# 4 ranks on 2 node(s), 2 per node' "$work/quick.out" || fail "the run's header does not say 4 ranks on 2 nodes"
+python3 - "$work/quick.csv" <<'EOF' || fail "the CSV does not say 2 nodes of 2 ranks"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+# Every collectives case runs on the whole job: world_size 4 on nodes 2 x ranks_per_node 2.
+layouts = sorted({(r["world_size"], r["nodes"], r["ranks_per_node"]) for r in rows})
+if not rows or layouts != [("4", "2", "2")]:
+    sys.exit(f"{len(rows)} rows, (world_size, nodes, ranks_per_node) {layouts}")
+failed = [r["case"] for r in rows if r["verdict"] not in ("pass", "info", "skip")]
+if failed:
+    sys.exit(f"{len(failed)} rows not passed, first {failed[0]}")
+print(f"ok: {len(rows)} CSV rows, every one world_size 4, nodes 2, ranks_per_node 2 (host {rows[0]['host']})")
+EOF
+assert_gone "$pid" ""
+echo "ok: clean run in $((SECONDS - started)) s, nothing of fixture $pid left"
+
+# --- 2. SIGINT mid-run: exit 130, and the same clean-up ---------------------------------------
+# 64 MiB all_reduces over 1 Gbit/s take about a second each: 1000 of them outlast the test.
+started=$SECONDS
+"$fixture" --rate 1gbit -- "$dtsuite" run collectives --collective all_reduce -d f32 -o sum -b 64M -e 64M \
+  -n 1000 -w 1 -c 0 --csv "$work/interrupted.csv" >"$work/interrupted.out" 2>"$work/interrupted.err" &
+fixture_pid=$!
+pid=$fixture_pid
+# Mid-run: ranks in both nodes, and rows already written (every rank past MPI start-up).
+running="" mid_run=0
+deadline=$((SECONDS + 120))
+while [ $SECONDS -lt $deadline ]; do
+  kill -0 "$pid" 2>/dev/null || fail "the fixture ended before it was interrupted"
+  if [ -s "$work/interrupted.csv" ] && [ "$(wc -l <"$work/interrupted.csv")" -gt 1 ]; then
+    running=$( { ip netns pids "dts-$pid-a"; ip netns pids "dts-$pid-b"; } 2>/dev/null | tr '\n' ' ')
+    ranks_b=$(for p in $(ip netns pids "dts-$pid-b" 2>/dev/null); do cat "/proc/$p/comm" 2>/dev/null; done | grep -c dtsuite || true)
+    [ "$ranks_b" -eq 2 ] && { mid_run=1; break; }
+  fi
+  sleep 0.2
+done
+[ "$mid_run" -eq 1 ] || fail "the run did not reach its first case with ranks on node b in 120 s"
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+fixture_pid=""
+[ "$rc" -eq 130 ] || fail "the interrupted fixture exited $rc, expected 130 (128 + SIGINT)"
+assert_gone "$pid" "$running"
+echo "ok: SIGINT mid-run: exit 130 after $((SECONDS - started)) s, namespaces, temp dir and" \
+     "$(wc -w <<<"$running") processes (mpirun, agent, orted, ranks) gone"
+
+# --- 3. a bad flag: exit 2 with one line, before anything is made -----------------------------
+rc=0
+"$fixture" --rate fast -- true >"$work/badrate.out" 2>"$work/badrate.err" || rc=$?
+[ "$rc" -eq 2 ] || fail "--rate fast exited $rc, expected 2"
+[ "$(wc -l <"$work/badrate.err")" -eq 1 ] || fail "--rate fast: expected one line on stderr"
+echo "ok: --rate fast: exit 2, $(cat "$work/badrate.err")"
+echo "PASS"
