@@ -9,6 +9,8 @@
 # --push/--metrics-port exit 2 at set-up (one line from dtsuite; the launcher may add its own).
 # Exit 77 (ctest SKIP) when a server binary is missing.
 set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 
 dtsuite=$1 rules=$2 mpiexec=$3
 shift 3
@@ -30,27 +32,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$work"/*.log "$work"/*.err; do
-    [ -s "$log" ] && { echo "--- $log" >&2; tail -20 "$log" >&2; }
-  done
-  exit 1
-}
 
-# A port nothing listens on now (bash's /dev/tcp: a refused connect means free). Another process
-# could take it before we bind; start_server retries with a fresh one then.
-free_port() {
-  local port
-  for _ in $(seq 100); do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return
-    fi
-  done
-  fail "no free port found"
-}
 
 # wait_ready URL SECONDS PID: until URL answers 200, or the server died, or time is up.
 wait_ready() {

@@ -6,6 +6,8 @@
 # Exit 77 (ctest SKIP) where the fixture cannot run: not root, no ip/tc, no network namespaces
 # or veth, or an MPI other than Open MPI (the fixture drives Open MPI's mpirun).
 set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../test_lib.sh"
 
 [ $# -ge 1 ] || { echo "usage: $0 DTSUITE [MPIRUN]" >&2; exit 2; }
 dtsuite=$(realpath "$1")
@@ -46,13 +48,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$work"/*.out "$work"/*.err; do
-    [ -s "$log" ] && { echo "--- $log" >&2; tail -20 "$log" >&2; }
-  done
-  exit 1
-}
 
 # Nothing of fixture PID may remain: its namespaces (dts-PID-a/b), its temp dir, or a live
 # process of those it ran (PIDS; a zombie waiting for init to reap it has let go of everything).

@@ -9,6 +9,8 @@
 # (Debian: slurm-wlm; scripts/bootstrap.sh installs it). The daemons and the temp dir go away
 # when the test ends, also on INT, TERM or HUP.
 set -euo pipefail
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../test_lib.sh"
 
 [ $# -eq 1 ] || { echo "usage: $0 DTSUITE" >&2; exit 2; }
 dtsuite=$(realpath "$1")
@@ -58,27 +60,7 @@ trap 'echo "slurm_test: interrupted, stopping Slurm" >&2; exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$work"/*.log "$work"/*.err; do
-    [ -s "$log" ] && { echo "--- $log" >&2; tail -20 "$log" >&2; }
-  done
-  exit 1
-}
 
-# A port nothing listens on now (bash's /dev/tcp: a refused connect means free). Another process
-# could take it before the daemon binds; the daemon then fails and so does the test, loudly.
-free_port() {
-  local port
-  for _ in $(seq 100); do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return
-    fi
-  done
-  fail "no free port found"
-}
 ctld_port=$(free_port)
 slurmd_port=$(free_port)
 [ "$slurmd_port" != "$ctld_port" ] || slurmd_port=$(free_port)
