@@ -97,6 +97,58 @@ EOF
 assert_gone "$pid" ""
 echo "ok: clean run in $((SECONDS - started)) s, nothing of fixture $pid left"
 
+# --- 1b. the reference algorithms across the nodes: exact checks of every collective ----------
+for backend in 'hier(mpi)' 'tree(mpi)'; do
+  rc=0
+  "$fixture" --rate 1gbit -- "$dtsuite" run collectives --quick --backend "$backend" --csv "$work/algorithm.csv" \
+    >"$work/algorithm.out" 2>"$work/algorithm.err" || rc=$?
+  [ "$rc" -eq 0 ] || fail "two-node.sh -- dtsuite run collectives --quick --backend $backend exited $rc"
+  grep -q '^# Failed cases : 0' "$work/algorithm.out" || fail "$backend: failed cases across the nodes"
+  rm -f "$work/algorithm.csv"
+  echo "ok: $backend across the two nodes: every case passed its exact checks"
+done
+
+# --- 1c. a hang on the other node: named with its node, the timeout row written, exit 3 -------
+rc=0
+"$fixture" --rate 1gbit -- "$dtsuite" run collectives --collective all_reduce -d f32 -o sum -b 8 -e 64K -n 3 -w 1 \
+  -T 3 --backend 'faulty(hang,mpi)' --fault-rank 3 --fault-after 10 --csv "$work/hang.csv" \
+  >"$work/hang.out" 2>"$work/hang.err" || rc=$?
+[ "$rc" -eq 3 ] || fail "a hung rank: exit $rc, expected 3"
+grep -q 'ranks that did not arrive: 3 (node dts-node-b)' "$work/hang.err" || fail "the hung rank is not named with its node"
+grep -q ' 3@dts-node-b outside any call' "$work/hang.err" || fail "rank 3's state is not in the diagnosis"
+tail -1 "$work/hang.csv" | grep -q ',timeout,' || fail "no timeout row at the end of the CSV"
+echo "ok: a hang on node b: $(grep -o 'ranks that did not arrive: [^(]*([^)]*)' "$work/hang.err")"
+
+# --- 1d. a rank killed on the other node: named with its node, rows kept ----------------------
+# Open MPI aborts a job that loses a process unless told not to; then the watchdog can say who.
+OMPI_MCA_orte_abort_on_non_zero_status=0 "$fixture" --rate 1gbit -- "$dtsuite" run collectives \
+  --collective all_reduce -d f32 -o sum -b 8 -e 64M -f 2 -n 3 -w 1 -T 3 --csv "$work/killed.csv" \
+  >"$work/killed.out" 2>"$work/killed.err" &
+fixture_pid=$!
+pid=$fixture_pid
+victim=""
+deadline=$((SECONDS + 120))
+while [ $SECONDS -lt $deadline ] && [ -z "$victim" ]; do
+  if [ -s "$work/killed.csv" ] && [ "$(wc -l <"$work/killed.csv")" -gt 20 ]; then
+    for p in $(ip netns pids "dts-$pid-b" 2>/dev/null); do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = dtsuite ] && { victim=$p; break; }
+    done
+  fi
+  sleep 0.2
+done
+[ -n "$victim" ] || fail "no rank of node b running after 120 s"
+kill -KILL "$victim"
+rc=0
+wait "$pid" || rc=$?
+fixture_pid=""
+[ "$rc" -ne 0 ] || fail "a job that lost a rank exited 0"
+grep -q 'not answering the watchdog: gone, or stuck outside MPI): [23] (node dts-node-b)' "$work/killed.err" \
+  || fail "the killed rank is not named with its node"
+rows=$(($(wc -l <"$work/killed.csv") - 1))
+tail -1 "$work/killed.csv" | grep -q ',timeout,' || fail "no timeout row at the end of the CSV"
+assert_gone "$pid" ""
+echo "ok: a rank killed on node b (exit $rc): $(grep -o 'gone, or stuck outside MPI): [^;]*' "$work/killed.err"); $rows rows kept"
+
 # --- 2. SIGINT mid-run: exit 130, and the same clean-up ---------------------------------------
 # 64 MiB all_reduces over 1 Gbit/s take about a second each: 1000 of them outlast the test.
 started=$SECONDS
