@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,40 +19,23 @@
 #include "comm/algorithms/hier.h"
 #include "comm/algorithms/ring.h"
 #include "comm/forwarding_communicator.h"
+#include "comm/testing/collective_testing.h"
 #include "comm/testing/fake_communicator.h"
-#include "comm/testing/reference.h"
 #include "comm/topology.h"
-#include "core/element.h"
-#include "core/philox.h"
 
 namespace dts {
 namespace {
 
-constexpr testing::Inputs kInputs{0x41E2};  // inputs only need to be reproducible
-using testing::case_name;
-using testing::differences;
-using testing::guard_intact;
-using testing::kGuardByte;
-using testing::kGuardBytes;
-using testing::world_rank;
-using testing::world_size;
+using namespace ::dts::testing;  // the shared test pieces: inputs, references, checks
+constexpr Inputs kInputs{0x41E2};  // inputs only need to be reproducible
 
 // Counts swept: 0 and 1 are the edges; 2 and 3 are below the shard count S at NP 4 on one node
 // (no shard at all: everything goes the flat way); 7 is odd and divisible by no S in 2..4 (a
 // leftover besides full shards); 1021 is prime (a leftover for every S > 1) and spans many of
 // the inner ring's 256-byte chunks.
 const std::vector<size_t> kCounts{0, 1, 2, 3, 7, 1021};
-// Bounds every wait of the reference algorithms inside: a bug fails instead of hanging ctest.
-constexpr double kTestTimeoutSeconds = 60;
 // Small chunks, so hier(ring(...)) runs the ring's pipeline over several chunks per shard.
 constexpr size_t kTestChunkBytes = 256;
-
-CommOptions test_options() {
-  CommOptions options;
-  options.timeout_seconds = kTestTimeoutSeconds;
-  options.chunk_bytes = kTestChunkBytes;
-  return options;
-}
 
 // A node layout: the node name of rank r of n.
 struct Layout {
@@ -93,7 +75,7 @@ Expected expected_for(const Layout& layout, int n) {
 // Builds `spec` with this rank's DTS_NODE set as the layout says, and unsets it afterwards so no
 // other test sees it: the backend reads the name once, when it is made.
 std::unique_ptr<Communicator> make_in_layout(const std::string& spec, const Layout& layout,
-                                             const CommOptions& options = test_options()) {
+                                             const CommOptions& options = test_options(kTestChunkBytes)) {
   setenv("DTS_NODE", layout.node(world_rank(), world_size()).c_str(), 1);
   auto comm = make_communicator(spec, options);
   unsetenv("DTS_NODE");
@@ -105,7 +87,7 @@ class HierLayoutTest : public ::testing::TestWithParam<Layout> {
   void SetUp() override {
     n_ = world_size();
     rank_ = world_rank();
-    mpi_ = make_communicator("mpi", test_options());
+    mpi_ = make_communicator("mpi", test_options(kTestChunkBytes));
   }
   std::unique_ptr<Communicator> mpi_;
   int n_ = 1;
@@ -127,53 +109,26 @@ TEST_P(HierLayoutTest, FindsTheLayout) {
 // the ring's point-to-point code, not only MPI's collectives).
 TEST_P(HierLayoutTest, AllReduceMatchesTheReference) {
   for (const char* spec : {"hier(mpi)", "hier(ring(mpi))"}) {
+    SCOPED_TRACE(spec);
     auto hier = make_in_layout(spec, GetParam());
-    uint64_t stream = 0;
-    for (DType dtype : kAllDTypes) {
-      for (ReduceOp op : kAllReduceOps) {
-        for (size_t count : kCounts) {
-          for (bool in_place : {false, true}) {
-            SCOPED_TRACE(std::string(spec) + " " + case_name("all_reduce", dtype, op, count, in_place));
-            ++stream;
-            const size_t bytes = count * size_of(dtype);
-            const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-            const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
-            std::vector<char> got(bytes + kGuardBytes, kGuardByte);
-            if (in_place) {
-              if (bytes > 0) std::memcpy(got.data(), input.data(), bytes);
-              hier->all_reduce(got.data(), got.data(), count, dtype, op);
-            } else {
-              const std::vector<char> before = input;
-              hier->all_reduce(input.data(), got.data(), count, dtype, op);
-              EXPECT_EQ(input, before) << "out of place must not write the input";
-            }
-            EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
-            EXPECT_TRUE(guard_intact(got, bytes)) << "wrote past the output";
-          }
-        }
-      }
+    for (const Case& c : reduction_cases(kCounts, 0)) {
+      SCOPED_TRACE(case_name("all_reduce", c));
+      expect_all_reduce_matches(*hier, kInputs, c);
     }
   }
 }
 
-// 2^20 + 3 elements (4 MiB of f32): shards of about 4 MiB / S, far above MPI's eager limit, and a
-// leftover for every S > 1 (2^20 + 3 is 1 mod 2 and mod 3, 3 mod 4).
+// kLargeCount elements (4 MiB of f32): shards of about 4 MiB / S, far above MPI's eager limit, and
+// a leftover for every S > 1 (2^20 + 3 is 1 mod 2 and mod 3, 3 mod 4).
 TEST_P(HierLayoutTest, LargeBuffersMatchMpi) {
   auto hier = make_in_layout("hier(mpi)", GetParam());
-  const size_t count = (size_t{1} << 20) + 3;
-  for (DType dtype : {DType::f32, DType::i64, DType::bf16}) {
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
-      SCOPED_TRACE(std::string(name(dtype)) + "/" + std::string(name(op)));
-      const uint64_t stream = 6000 + static_cast<uint64_t>(op);
-      const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-      std::vector<char> got(input.size()), by_mpi(input.size());
-      hier->all_reduce(input.data(), got.data(), count, dtype, op);
-      mpi_->all_reduce(input.data(), by_mpi.data(), count, dtype, op);
-      EXPECT_EQ(differences(dtype, got.data(), by_mpi.data(), count), "") << "out of place vs mpi";
-      std::vector<char> in_place = input;
-      hier->all_reduce(in_place.data(), in_place.data(), count, dtype, op);
-      EXPECT_EQ(differences(dtype, in_place.data(), by_mpi.data(), count), "") << "in place vs mpi";
-    }
+  for (const Case& c : large_cases({DType::f32, DType::i64, DType::bf16})) {
+    SCOPED_TRACE(std::string(name(c.dtype)) + "/" + std::string(name(c.op)));
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
+    const std::vector<char> by_mpi = expect_all_reduce_like(*hier, *mpi_, input, c);
+    std::vector<char> in_place = input;
+    hier->all_reduce(in_place.data(), in_place.data(), c.count, c.dtype, c.op);
+    EXPECT_EQ(differences(c.dtype, in_place.data(), by_mpi.data(), c.count), "") << "in place vs mpi";
   }
 }
 
@@ -185,18 +140,9 @@ TEST_P(HierLayoutTest, EveryRankGetsTheSameBits) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod}) {
       SCOPED_TRACE(std::string(name(dtype)) + "/" + std::string(name(op)));
-      const size_t width = size_of(dtype);
-      std::vector<char> data(count * width);
-      for (size_t i = 0; i < count; ++i) {
-        store_double(dtype, data.data(), i, 0.5 + philox_uniform(kInputs.seed, 3000 + static_cast<uint64_t>(rank_), i));
-      }
+      std::vector<char> data = inexact_input(kInputs, dtype, rank_, count);
       hier->all_reduce(data.data(), data.data(), count, dtype, op);
-      std::vector<char> everyone(count * width * static_cast<size_t>(n_));
-      mpi_->all_gather(data.data(), everyone.data(), count, dtype);
-      for (int r = 0; r < n_; ++r) {
-        EXPECT_EQ(differences(dtype, everyone.data() + static_cast<size_t>(r) * count * width, data.data(), count), "")
-            << "rank " << r << " holds other bits";
-      }
+      expect_same_bits_on_every_rank(*mpi_, dtype, data, count);
     }
   }
 }
@@ -221,11 +167,8 @@ TEST_P(HierLayoutTest, SplitIsHierOverTheInnerSplit) {
   const int color = rank_ % 2;
   auto half = comm->split(color, rank_);
   ASSERT_NE(half, nullptr);
-  EXPECT_EQ(half->backend(), "hier(mpi)");
-  EXPECT_EQ(half->size(), (n_ + 1 - color) / 2);  // evens: ceil(N/2), odds: floor(N/2)
-  EXPECT_EQ(half->rank(), rank_ / 2);
-  std::vector<int> members;
-  for (int r = color; r < n_; r += 2) members.push_back(r);
+  expect_interleaved_half(*half, "hier(mpi)", rank_, n_);
+  const std::vector<int> members = interleaved_members(color, n_);
   std::map<std::string, int> ranks_on;
   for (int r : members) ++ranks_on[GetParam().node(r, n_)];
   auto* hier = dynamic_cast<HierCommunicator*>(half.get());
@@ -233,11 +176,7 @@ TEST_P(HierLayoutTest, SplitIsHierOverTheInnerSplit) {
   EXPECT_EQ(hier->nodes().nodes, static_cast<int>(ranks_on.size())) << "nodes of the group's own members";
 
   const size_t count = 37;  // odd: shards and a leftover for S = 2
-  const uint64_t stream = 5000;
-  std::vector<char> data = kInputs.make_input(DType::i32, ReduceOp::sum, n_, stream, rank_, count);
-  half->all_reduce(data.data(), data.data(), count, DType::i32, ReduceOp::sum);
-  const std::vector<char> want = kInputs.reference_reduced(DType::i32, ReduceOp::sum, n_, stream, 0, count, members);
-  EXPECT_EQ(differences(DType::i32, data.data(), want.data(), count), "");
+  expect_all_reduce_in_place(*half, kInputs, DType::i32, ReduceOp::sum, count, 5000, members);
 }
 
 // A ForwardingCommunicator that counts what is sent to ranks on other nodes: point-to-point bytes
@@ -340,9 +279,8 @@ TEST_P(HierLayoutTest, SendsLessAcrossNodesThanARing) {
   std::vector<int> world(static_cast<size_t>(n_));
   for (int r = 0; r < n_; ++r) world[static_cast<size_t>(r)] = r;
 
-  CommOptions options = test_options();
-  options.chunk_bytes = CommOptions{}.chunk_bytes;  // the default pipeline, as a run would use
-  options.node_name = layout.node(rank_, n_);       // the other way to name a node
+  CommOptions options = test_options();  // the default pipeline, as a run would use
+  options.node_name = layout.node(rank_, n_);  // the other way to name a node
   auto counted = [&](const std::shared_ptr<CrossNodeTraffic>& traffic) {
     return std::make_unique<CrossNodeCounter>(make_communicator("mpi", options), world, names, traffic);
   };
@@ -393,7 +331,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, HierLayoutTest, ::testing::ValuesIn(kLayouts),
 // CommOptions::node_name is this process's node, whatever DTS_NODE says.
 TEST(Hier, OptionsNodeNameBeatsTheEnvironment) {
   setenv("DTS_NODE", "from_environment", 1);
-  CommOptions options = test_options();
+  CommOptions options = test_options(kTestChunkBytes);
   options.node_name = "opt" + std::to_string(world_rank() / 2);
   auto comm = make_communicator("hier(mpi)", options);
   unsetenv("DTS_NODE");
@@ -403,18 +341,10 @@ TEST(Hier, OptionsNodeNameBeatsTheEnvironment) {
 }
 
 TEST(Hier, DescribesItselfAndDelegatesTheRest) {
-  auto hier = make_communicator("hier(mpi)", test_options());
-  auto mpi = make_communicator("mpi", test_options());
+  auto hier = make_communicator("hier(mpi)", test_options(kTestChunkBytes));
+  auto mpi = make_communicator("mpi", test_options(kTestChunkBytes));
   const int n = hier->size(), rank = hier->rank();
-  EXPECT_EQ(hier->version(), mpi->version());
-  EXPECT_EQ(n, world_size());
-  EXPECT_EQ(rank, world_rank());
-  EXPECT_EQ(hier->memory(), Memory::host);
-  bool listed = false;
-  for (const auto& info : registered_backends()) {
-    listed = listed || (info.name == "hier" && info.usage == "hier(INNER)");
-  }
-  EXPECT_TRUE(listed);
+  expect_describes_wrapper(*hier, *mpi, "hier");
 
   const size_t count = 9;  // any small odd count
   std::vector<int32_t> data(count);
@@ -433,28 +363,13 @@ TEST(Hier, DescribesItselfAndDelegatesTheRest) {
 }
 
 TEST(HierErrors, DeviceMemoryIsUnsupported) {
-  HierCommunicator hier(std::make_unique<testing::FakeCommunicator>("fake", Memory::device), CommOptions{});
+  HierCommunicator hier(std::make_unique<FakeCommunicator>("fake", Memory::device), CommOptions{});
   EXPECT_EQ(hier.backend(), "hier(fake)");
   float x = 1;
-  try {
-    hier.all_reduce(&x, &x, 1, DType::f32, ReduceOp::sum);
-    ADD_FAILURE() << "expected Error{unsupported}";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::unsupported) << e.what();
-  }
+  expect_error(Error::Kind::unsupported, "all_reduce", [&] { hier.all_reduce(&x, &x, 1, DType::f32, ReduceOp::sum); });
 }
 
-TEST(HierErrors, NeedsExactlyOneInner) {
-  for (const char* spec : {"hier", "hier(mpi,mpi)"}) {
-    try {
-      make_communicator(spec);
-      ADD_FAILURE() << spec << ": expected Error{invalid_argument}";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << spec << ": " << e.what();
-    }
-  }
-  EXPECT_THROW(HierCommunicator(nullptr, CommOptions{}), Error);
-}
+TEST(HierErrors, NeedsExactlyOneInner) { expect_needs_exactly_one_inner<HierCommunicator>("hier"); }
 
 }  // namespace
 }  // namespace dts

@@ -6,96 +6,38 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "comm/algorithms/tree.h"
+#include "comm/testing/collective_testing.h"
 #include "comm/testing/fake_communicator.h"
-#include "comm/testing/reference.h"
-#include "core/element.h"
-#include "core/philox.h"
 
 namespace dts {
 namespace {
 
-constexpr testing::Inputs kInputs{0x7EE};  // inputs only need to be reproducible
-using testing::case_name;
-using testing::differences;
-using testing::guard_intact;
-using testing::kGuardByte;
-using testing::kGuardBytes;
-using testing::world_rank;
-using testing::world_size;
+using namespace ::dts::testing;  // the shared test pieces: inputs, references, checks, fixture
+constexpr Inputs kInputs{0x7EE};  // inputs only need to be reproducible
 
 // Counts swept: 0 and 1 are the edges; 5 and 7 are odd; 64 a power of two; 1021 is prime.
 const std::vector<size_t> kCounts{0, 1, 5, 7, 64, 1021};
-// Bounds every wait: a schedule bug fails the test instead of hanging until ctest's 600 s.
-constexpr double kTestTimeoutSeconds = 60;
 
-CommOptions test_options(double timeout_seconds = kTestTimeoutSeconds) {
-  CommOptions options;
-  options.timeout_seconds = timeout_seconds;
-  return options;
-}
-
-class TreeTest : public ::testing::Test {
+class TreeTest : public AlgorithmTest {
  protected:
-  void SetUp() override {
-    tree_ = make_communicator("tree(mpi)", test_options());
-    mpi_ = make_communicator("mpi", test_options());
-    n_ = tree_->size();
-    rank_ = tree_->rank();
-  }
-  std::unique_ptr<Communicator> tree_, mpi_;
-  int n_ = 1;
-  int rank_ = 0;
+  TreeTest() : AlgorithmTest("tree(mpi)", test_options()) {}
 };
 
 TEST_F(TreeTest, DescribesItselfAndItsInner) {
-  EXPECT_EQ(tree_->backend(), "tree(mpi)");
-  EXPECT_EQ(tree_->version(), mpi_->version());
-  EXPECT_EQ(tree_->rank(), world_rank());
-  EXPECT_EQ(tree_->size(), world_size());
-  EXPECT_EQ(tree_->memory(), Memory::host);
-  bool listed = false;
-  for (const auto& info : registered_backends()) {
-    listed = listed || (info.name == "tree" && info.usage == "tree(INNER)");
-  }
-  EXPECT_TRUE(listed);
+  EXPECT_EQ(comm_->backend(), "tree(mpi)");
+  expect_describes_wrapper(*comm_, *mpi_, "tree");
 }
 
 TEST_F(TreeTest, AllReduceMatchesReferenceAndMpi) {
-  uint64_t stream = 0;
-  for (DType dtype : kAllDTypes) {
-    for (ReduceOp op : kAllReduceOps) {
-      for (size_t count : kCounts) {
-        for (bool in_place : {false, true}) {
-          SCOPED_TRACE(case_name("all_reduce", dtype, op, count, in_place));
-          ++stream;
-          const size_t bytes = count * size_of(dtype);
-          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
-          std::vector<char> got(bytes + kGuardBytes, kGuardByte);
-          if (in_place) {
-            if (bytes > 0) std::memcpy(got.data(), input.data(), bytes);
-            tree_->all_reduce(got.data(), got.data(), count, dtype, op);
-          } else {
-            const std::vector<char> before = input;
-            tree_->all_reduce(input.data(), got.data(), count, dtype, op);
-            EXPECT_EQ(input, before) << "out of place must not write the input";
-          }
-          std::vector<char> by_mpi(bytes);
-          mpi_->all_reduce(input.data(), by_mpi.data(), count, dtype, op);
-          EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "") << "vs reference";
-          EXPECT_EQ(differences(dtype, got.data(), by_mpi.data(), count), "") << "vs mpi";
-          EXPECT_TRUE(guard_intact(got, bytes)) << "wrote past the output";
-        }
-      }
-    }
+  for (const Case& c : reduction_cases(kCounts, 0)) {
+    SCOPED_TRACE(case_name("all_reduce", c));
+    expect_all_reduce_matches(*comm_, kInputs, c, mpi_.get());
   }
 }
 
@@ -114,9 +56,9 @@ TEST_F(TreeTest, BroadcastFromEveryRoot) {
           std::vector<char> got(bytes + kGuardBytes, kGuardByte);
           if (in_place) {
             if (bytes > 0) std::memcpy(got.data(), input.data(), bytes);
-            tree_->broadcast(got.data(), got.data(), count, dtype, root);
+            comm_->broadcast(got.data(), got.data(), count, dtype, root);
           } else {
-            tree_->broadcast(input.data(), got.data(), count, dtype, root);
+            comm_->broadcast(input.data(), got.data(), count, dtype, root);
           }
           EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
           EXPECT_TRUE(guard_intact(got, bytes)) << "wrote past the output";
@@ -140,10 +82,10 @@ TEST_F(TreeTest, ReduceToEveryRoot) {
             std::vector<char> got(bytes + kGuardBytes, kGuardByte);
             if (in_place) {
               if (bytes > 0) std::memcpy(got.data(), input.data(), bytes);
-              tree_->reduce(got.data(), got.data(), count, dtype, op, root);
+              comm_->reduce(got.data(), got.data(), count, dtype, op, root);
             } else {
               const std::vector<char> before = input;
-              tree_->reduce(input.data(), got.data(), count, dtype, op, root);
+              comm_->reduce(input.data(), got.data(), count, dtype, op, root);
               EXPECT_EQ(input, before) << "out of place must not write the input";
             }
             if (rank_ == root) {
@@ -161,29 +103,22 @@ TEST_F(TreeTest, ReduceToEveryRoot) {
   }
 }
 
-// 2^20 + 3 elements (4 MiB of f32, not divisible by 2, 3 or 4): every round's message far above
-// Open MPI's eager limit, so sends complete only once matched (rendezvous).
+// kLargeCount elements: every round's message far above Open MPI's eager limit, so sends complete
+// only once matched (rendezvous).
 TEST_F(TreeTest, LargeBuffersMatchMpi) {
-  const size_t count = (size_t{1} << 20) + 3;
-  for (DType dtype : {DType::f32, DType::i64}) {
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
-      SCOPED_TRACE(std::string(name(dtype)) + "/" + std::string(name(op)));
-      const uint64_t stream = 6000 + static_cast<uint64_t>(op);
-      const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-      std::vector<char> got(input.size()), by_mpi(input.size());
-      tree_->all_reduce(input.data(), got.data(), count, dtype, op);
-      mpi_->all_reduce(input.data(), by_mpi.data(), count, dtype, op);
-      EXPECT_EQ(differences(dtype, got.data(), by_mpi.data(), count), "") << "all_reduce vs mpi";
+  for (const Case& c : large_cases({DType::f32, DType::i64})) {
+    SCOPED_TRACE(std::string(name(c.dtype)) + "/" + std::string(name(c.op)));
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
+    const std::vector<char> by_mpi = expect_all_reduce_like(*comm_, *mpi_, input, c);
 
-      const int root = n_ - 1;  // not 0: the tree's positions are shifted
-      std::fill(got.begin(), got.end(), 0);
-      tree_->reduce(input.data(), got.data(), count, dtype, op, root);
-      if (rank_ == root) {
-        EXPECT_EQ(differences(dtype, got.data(), by_mpi.data(), count), "") << "reduce vs mpi's all_reduce";
-      }
-      tree_->broadcast(got.data(), got.data(), count, dtype, root);
-      EXPECT_EQ(differences(dtype, got.data(), by_mpi.data(), count), "") << "broadcast of the reduced buffer";
+    const int root = n_ - 1;  // not 0: the tree's positions are shifted
+    std::vector<char> got(input.size(), 0);
+    comm_->reduce(input.data(), got.data(), c.count, c.dtype, c.op, root);
+    if (rank_ == root) {
+      EXPECT_EQ(differences(c.dtype, got.data(), by_mpi.data(), c.count), "") << "reduce vs mpi's all_reduce";
     }
+    comm_->broadcast(got.data(), got.data(), c.count, c.dtype, root);
+    EXPECT_EQ(differences(c.dtype, got.data(), by_mpi.data(), c.count), "") << "broadcast of the reduced buffer";
   }
 }
 
@@ -196,19 +131,9 @@ TEST_F(TreeTest, AllReduceGivesEveryRankTheSameBits) {
     for (ReduceOp op : kAllReduceOps) {
       SCOPED_TRACE(std::string(name(dtype)) + "/" + std::string(name(op)));
       const bool signed_zeros = op == ReduceOp::min || op == ReduceOp::max;
-      const size_t width = size_of(dtype);
-      std::vector<char> data(count * width);
-      for (size_t i = 0; i < count; ++i) {
-        const double u = philox_uniform(kInputs.seed, 3000 + static_cast<uint64_t>(rank_), i);
-        store_double(dtype, data.data(), i, signed_zeros ? (u < 0.5 ? 0.0 : -0.0) : 0.5 + u);
-      }
-      tree_->all_reduce(data.data(), data.data(), count, dtype, op);
-      std::vector<char> everyone(count * width * static_cast<size_t>(n_));
-      mpi_->all_gather(data.data(), everyone.data(), count, dtype);
-      for (int r = 0; r < n_; ++r) {
-        EXPECT_EQ(std::memcmp(everyone.data() + static_cast<size_t>(r) * count * width, data.data(), count * width), 0)
-            << "rank " << r << " holds other bits";
-      }
+      std::vector<char> data = inexact_input(kInputs, dtype, rank_, count, signed_zeros);
+      comm_->all_reduce(data.data(), data.data(), count, dtype, op);
+      expect_same_bits_on_every_rank(*mpi_, dtype, data, count);
     }
   }
 }
@@ -217,7 +142,7 @@ TEST_F(TreeTest, AllReduceAsyncRunsTheTree) {
   const size_t count = 1021;
   const uint64_t stream = 7000;
   std::vector<char> data = kInputs.make_input(DType::i32, ReduceOp::avg, n_, stream, rank_, count);
-  auto work = tree_->all_reduce_async(data.data(), data.data(), count, DType::i32, ReduceOp::avg);
+  auto work = comm_->all_reduce_async(data.data(), data.data(), count, DType::i32, ReduceOp::avg);
   EXPECT_TRUE(work->test()) << "run synchronously: complete on return";
   const std::vector<char> want = kInputs.reference_reduced(DType::i32, ReduceOp::avg, n_, stream, 0, count);
   EXPECT_EQ(differences(DType::i32, data.data(), want.data(), count), "");
@@ -225,14 +150,9 @@ TEST_F(TreeTest, AllReduceAsyncRunsTheTree) {
 
 // An inner communicator that records the point-to-point calls the tree makes and the collectives
 // it (must not) delegate.
-class CountingCommunicator final : public Communicator {
+class CountingCommunicator final : public SpyCommunicator {
  public:
-  explicit CountingCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
-  std::string_view backend() const override { return inner_->backend(); }
-  std::string version() const override { return inner_->version(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  Memory memory() const override { return inner_->memory(); }
+  using SpyCommunicator::SpyCommunicator;
   std::unique_ptr<Work> isend(const void* in, size_t count, DType dtype, int peer) override {
     sends_to.push_back(peer);
     sent_elements += count;
@@ -254,8 +174,6 @@ class CountingCommunicator final : public Communicator {
     ++delegated;
     inner_->reduce(in, out, count, dtype, op, root);
   }
-  void barrier() override { inner_->barrier(); }
-  std::unique_ptr<Communicator> split(int color, int key) override { return inner_->split(color, key); }
 
   void clear() {
     sends_to.clear();
@@ -265,9 +183,6 @@ class CountingCommunicator final : public Communicator {
   std::vector<int> sends_to, receives_from;
   size_t sent_elements = 0;
   int delegated = 0;
-
- private:
-  std::unique_ptr<Communicator> inner_;
 };
 
 int floor_log2(int n) {
@@ -345,33 +260,25 @@ TEST_F(TreeTest, SchedulesUseThePredictedPeers) {
 
 TEST_F(TreeTest, SplitWrapsTheInnerSplit) {
   const int color = rank_ % 2;  // two interleaved halves: non-contiguous world ranks
-  auto half = tree_->split(color, rank_);
+  auto half = comm_->split(color, rank_);
   ASSERT_NE(half, nullptr);
-  EXPECT_EQ(half->backend(), "tree(mpi)");
-  EXPECT_EQ(half->size(), (n_ + 1 - color) / 2);  // evens: ceil(N/2), odds: floor(N/2)
-  EXPECT_EQ(half->rank(), rank_ / 2);
-  std::vector<int> members;
-  for (int r = color; r < n_; r += 2) members.push_back(r);
+  expect_interleaved_half(*half, "tree(mpi)", rank_, n_);
   const size_t count = 37;  // odd
-  const uint64_t stream = 5000;
-  std::vector<char> data = kInputs.make_input(DType::i32, ReduceOp::sum, n_, stream, rank_, count);
-  half->all_reduce(data.data(), data.data(), count, DType::i32, ReduceOp::sum);
-  const std::vector<char> want = kInputs.reference_reduced(DType::i32, ReduceOp::sum, n_, stream, 0, count, members);
-  EXPECT_EQ(differences(DType::i32, data.data(), want.data(), count), "");
+  expect_all_reduce_in_place(*half, kInputs, DType::i32, ReduceOp::sum, count, 5000, interleaved_members(color, n_));
 }
 
 TEST_F(TreeTest, DelegatesTheOtherOperations) {
   std::vector<int32_t> gathered(static_cast<size_t>(n_), -1);
-  tree_->all_gather(&rank_, gathered.data(), 1, DType::i32);
+  comm_->all_gather(&rank_, gathered.data(), 1, DType::i32);
   for (int r = 0; r < n_; ++r) EXPECT_EQ(gathered[static_cast<size_t>(r)], r);
   std::vector<int32_t> ones(static_cast<size_t>(n_), 1);
   int32_t mine = 0;
-  tree_->reduce_scatter(ones.data(), &mine, 1, DType::i32, ReduceOp::sum);
+  comm_->reduce_scatter(ones.data(), &mine, 1, DType::i32, ReduceOp::sum);
   EXPECT_EQ(mine, n_);  // N ones
   std::vector<int32_t> to_each(static_cast<size_t>(n_), rank_), from_each(static_cast<size_t>(n_), -1);
-  tree_->all_to_all(to_each.data(), from_each.data(), 1, DType::i32);
+  comm_->all_to_all(to_each.data(), from_each.data(), 1, DType::i32);
   for (int r = 0; r < n_; ++r) EXPECT_EQ(from_each[static_cast<size_t>(r)], r);
-  tree_->barrier();
+  comm_->barrier();
 }
 
 // A wait that runs out of time is Error{timeout}, not a hang: the root of a reduce whose child
@@ -380,16 +287,14 @@ TEST_F(TreeTest, DelegatesTheOtherOperations) {
 TEST_F(TreeTest, AWaitPastTheTimeoutThrows) {
   if (n_ < 2) GTEST_SKIP() << "needs a second rank to not arrive";
   constexpr double kShortTimeout = 0.2;  // seconds; far above a real message's microseconds
-  TreeCommunicator tree(make_communicator("mpi", test_options()), test_options(kShortTimeout));
+  CommOptions options = test_options();
+  options.timeout_seconds = kShortTimeout;
+  TreeCommunicator tree(make_communicator("mpi", test_options()), options);
   auto pair = tree.split(rank_ < 2 ? 0 : 1, rank_);
   int32_t value = 1, total = 0;
   if (rank_ == 0) {
-    try {
-      pair->reduce(&value, &total, 1, DType::i32, ReduceOp::sum, 0);
-      ADD_FAILURE() << "expected Error{timeout}";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::timeout) << e.what();
-    }
+    expect_error(Error::Kind::timeout, "reduce whose child never sends",
+                 [&] { pair->reduce(&value, &total, 1, DType::i32, ReduceOp::sum, 0); });
   }
   mpi_->barrier();
   if (rank_ == 1) pair->reduce(&value, &total, 1, DType::i32, ReduceOp::sum, 0);
@@ -399,46 +304,25 @@ TEST_F(TreeTest, AWaitPastTheTimeoutThrows) {
 }
 
 TEST(TreeErrors, DeviceMemoryIsUnsupported) {
-  TreeCommunicator tree(std::make_unique<testing::FakeCommunicator>("fake", Memory::device), CommOptions{});
+  TreeCommunicator tree(std::make_unique<FakeCommunicator>("fake", Memory::device), CommOptions{});
   EXPECT_EQ(tree.backend(), "tree(fake)");
   float x = 1;
-  for (auto call : {+[](Communicator& c, float* p) { c.all_reduce(p, p, 1, DType::f32, ReduceOp::sum); },
-                    +[](Communicator& c, float* p) { c.broadcast(p, p, 1, DType::f32, 0); },
-                    +[](Communicator& c, float* p) { c.reduce(p, p, 1, DType::f32, ReduceOp::sum, 0); }}) {
-    try {
-      call(tree, &x);
-      ADD_FAILURE() << "expected Error{unsupported}";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::unsupported) << e.what();
-    }
-  }
+  expect_error(Error::Kind::unsupported, "all_reduce", [&] { tree.all_reduce(&x, &x, 1, DType::f32, ReduceOp::sum); });
+  expect_error(Error::Kind::unsupported, "broadcast", [&] { tree.broadcast(&x, &x, 1, DType::f32, 0); });
+  expect_error(Error::Kind::unsupported, "reduce", [&] { tree.reduce(&x, &x, 1, DType::f32, ReduceOp::sum, 0); });
 }
 
 TEST(TreeErrors, RootOutsideTheGroupIsInvalid) {
-  TreeCommunicator tree(std::make_unique<testing::FakeCommunicator>(), CommOptions{});
+  TreeCommunicator tree(std::make_unique<FakeCommunicator>(), CommOptions{});
   float x = 1;
   for (int root : {-1, 1}) {  // a one-rank group has only root 0
     EXPECT_THROW(tree.broadcast(&x, &x, 1, DType::f32, root), Error);
-    try {
-      tree.reduce(&x, &x, 1, DType::f32, ReduceOp::sum, root);
-      ADD_FAILURE() << "expected Error{invalid_argument}";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << e.what();
-    }
+    expect_error(Error::Kind::invalid_argument, "reduce to root " + std::to_string(root),
+                 [&] { tree.reduce(&x, &x, 1, DType::f32, ReduceOp::sum, root); });
   }
 }
 
-TEST(TreeErrors, NeedsExactlyOneInner) {
-  for (const char* spec : {"tree", "tree(mpi,mpi)"}) {
-    try {
-      make_communicator(spec);
-      ADD_FAILURE() << spec << ": expected Error{invalid_argument}";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << spec << ": " << e.what();
-    }
-  }
-  EXPECT_THROW(TreeCommunicator(nullptr, CommOptions{}), Error);
-}
+TEST(TreeErrors, NeedsExactlyOneInner) { expect_needs_exactly_one_inner<TreeCommunicator>("tree"); }
 
 }  // namespace
 }  // namespace dts

@@ -10,31 +10,23 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
-#include "comm/testing/reference.h"
+#include "comm/testing/collective_testing.h"
 #include "core/element.h"
 
 namespace dts {
 namespace {
 
-constexpr testing::Inputs kInputs{0xC0FFEE};  // inputs only need to be reproducible
-using testing::case_name;
-using testing::differences;
-using testing::world_rank;
-using testing::world_size;
+using namespace ::dts::testing;  // the shared test pieces: inputs, references, checks
+constexpr Inputs kInputs{0xC0FFEE};  // inputs only need to be reproducible
 
 // 0 and 1 are the edges; 2 and 3 are below N at NP 4; 7 is odd; 129 is odd and crosses
 // 128, a size where some MPI algorithms switch.
 const std::vector<size_t> kCounts{0, 1, 2, 3, 7, 129};
 
-// Bounds every Work::wait: a hang fails the test instead of blocking until ctest's 600 s.
-constexpr double kTestTimeoutSeconds = 60;
-
 class MpiBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    CommOptions options;
-    options.timeout_seconds = kTestTimeoutSeconds;
-    comm_ = make_communicator("mpi", options);
+    comm_ = make_communicator("mpi", test_options());
     n_ = comm_->size();
     rank_ = comm_->rank();
   }
@@ -55,101 +47,65 @@ TEST_F(MpiBackendTest, Identity) {
 }
 
 TEST_F(MpiBackendTest, AllReduce) {
-  uint64_t stream = 0;
-  for (DType dtype : kAllDTypes) {
-    for (ReduceOp op : kAllReduceOps) {
-      for (size_t count : kCounts) {
-        for (bool in_place : {false, true}) {
-          SCOPED_TRACE(case_name("all_reduce", dtype, op, count, in_place));
-          ++stream;
-          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
-          std::vector<char> got(input.size());
-          if (in_place) {
-            got = input;
-            comm_->all_reduce(got.data(), got.data(), count, dtype, op);
-          } else {
-            comm_->all_reduce(input.data(), got.data(), count, dtype, op);
-          }
-          EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
-        }
-      }
+  for (const Case& c : reduction_cases(kCounts, 0)) {
+    SCOPED_TRACE(case_name("all_reduce", c));
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
+    const std::vector<char> want = kInputs.reference_reduced(c.dtype, c.op, n_, c.stream, 0, c.count);
+    std::vector<char> got(input.size());
+    if (c.in_place) {
+      got = input;
+      comm_->all_reduce(got.data(), got.data(), c.count, c.dtype, c.op);
+    } else {
+      comm_->all_reduce(input.data(), got.data(), c.count, c.dtype, c.op);
     }
+    EXPECT_EQ(differences(c.dtype, got.data(), want.data(), c.count), "");
   }
 }
 
 TEST_F(MpiBackendTest, AllReduceAsync) {
-  uint64_t stream = 1000;  // apart from the other tests' streams, for variety only
-  for (DType dtype : kAllDTypes) {
-    for (ReduceOp op : kAllReduceOps) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{129}}) {
-        for (bool in_place : {false, true}) {
-          SCOPED_TRACE(case_name("all_reduce_async", dtype, op, count, in_place));
-          ++stream;
-          const std::vector<char> input = kInputs.make_input(dtype, op, n_, stream, rank_, count);
-          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, 0, count);
-          std::vector<char> got = in_place ? input : std::vector<char>(input.size());
-          auto work = comm_->all_reduce_async(in_place ? got.data() : input.data(), got.data(), count, dtype, op);
-          work->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
-          EXPECT_TRUE(work->test()) << "complete after wait";
-          EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
-        }
-      }
-    }
+  // Streams from 1000: apart from the other tests' streams, for variety only.
+  for (const Case& c : reduction_cases({0, 1, 129}, 1000)) {
+    SCOPED_TRACE(case_name("all_reduce_async", c));
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
+    const std::vector<char> want = kInputs.reference_reduced(c.dtype, c.op, n_, c.stream, 0, c.count);
+    std::vector<char> got = c.in_place ? input : std::vector<char>(input.size());
+    auto work = comm_->all_reduce_async(c.in_place ? got.data() : input.data(), got.data(), c.count, c.dtype, c.op);
+    work->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
+    EXPECT_TRUE(work->test()) << "complete after wait";
+    EXPECT_EQ(differences(c.dtype, got.data(), want.data(), c.count), "");
   }
 }
 
 TEST_F(MpiBackendTest, ReduceScatter) {
-  uint64_t stream = 2000;
-  for (DType dtype : kAllDTypes) {
-    for (ReduceOp op : kAllReduceOps) {
-      for (size_t out_count : kCounts) {
-        for (bool in_place : {false, true}) {
-          SCOPED_TRACE(case_name("reduce_scatter", dtype, op, out_count, in_place));
-          ++stream;
-          const size_t width = size_of(dtype);
-          const size_t own = static_cast<size_t>(rank_) * out_count;
-          const std::vector<char> input =
-              kInputs.make_input(dtype, op, n_, stream, rank_, out_count * static_cast<size_t>(n_));
-          const std::vector<char> want = kInputs.reference_reduced(dtype, op, n_, stream, own, out_count);
-          std::vector<char> buffer = input, got(out_count * width);
-          const char* result = got.data();
-          if (in_place) {
-            // NCCL's convention: the output is this rank's block of the input buffer.
-            comm_->reduce_scatter(buffer.data(), buffer.data() + own * width, out_count, dtype, op);
-            result = buffer.data() + own * width;
-          } else {
-            comm_->reduce_scatter(input.data(), got.data(), out_count, dtype, op);
-          }
-          EXPECT_EQ(differences(dtype, result, want.data(), out_count), "");
-        }
-      }
+  for (const Case& c : reduction_cases(kCounts, 2000)) {
+    SCOPED_TRACE(case_name("reduce_scatter", c));
+    const size_t out_count = c.count;
+    const size_t width = size_of(c.dtype);
+    const size_t own = static_cast<size_t>(rank_) * out_count;
+    const std::vector<char> input =
+        kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, out_count * static_cast<size_t>(n_));
+    const std::vector<char> want = kInputs.reference_reduced(c.dtype, c.op, n_, c.stream, own, out_count);
+    std::vector<char> buffer = input, got(out_count * width);
+    const char* result = got.data();
+    if (c.in_place) {
+      // NCCL's convention: the output is this rank's block of the input buffer.
+      comm_->reduce_scatter(buffer.data(), buffer.data() + own * width, out_count, c.dtype, c.op);
+      result = buffer.data() + own * width;
+    } else {
+      comm_->reduce_scatter(input.data(), got.data(), out_count, c.dtype, c.op);
     }
+    EXPECT_EQ(differences(c.dtype, result, want.data(), out_count), "");
   }
 }
 
 TEST_F(MpiBackendTest, AllGather) {
-  uint64_t stream = 3000;
-  for (DType dtype : kAllDTypes) {
-    for (size_t in_count : kCounts) {
-      for (bool in_place : {false, true}) {
-        SCOPED_TRACE(case_name("all_gather", dtype, ReduceOp::sum, in_count, in_place));
-        ++stream;
-        const size_t width = size_of(dtype);
-        const size_t total = in_count * static_cast<size_t>(n_);
-        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, in_count);
-        const std::vector<char> want = kInputs.reference_gathered(dtype, ReduceOp::sum, n_, stream, in_count);
-        std::vector<char> got(total * width);
-        if (in_place) {
-          char* own = got.data() + static_cast<size_t>(rank_) * in_count * width;
-          if (in_count > 0) std::memcpy(own, input.data(), input.size());
-          comm_->all_gather(own, got.data(), in_count, dtype);
-        } else {
-          comm_->all_gather(input.data(), got.data(), in_count, dtype);
-        }
-        EXPECT_EQ(differences(dtype, got.data(), want.data(), total), "");
-      }
-    }
+  for (const Case& c : data_cases(kCounts, 3000)) {
+    SCOPED_TRACE(case_name("all_gather", c));
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
+    const std::vector<char> want = kInputs.reference_gathered(c.dtype, c.op, n_, c.stream, c.count);
+    std::vector<char> got(want.size());
+    all_gather_into(*comm_, input, c, got);
+    EXPECT_EQ(differences(c.dtype, got.data(), want.data(), c.count * static_cast<size_t>(n_)), "");
   }
 }
 
@@ -195,56 +151,44 @@ TEST_F(MpiBackendTest, ReduceToEveryRoot) {
 }
 
 TEST_F(MpiBackendTest, AllToAll) {
-  uint64_t stream = 6000;
-  for (DType dtype : kAllDTypes) {
-    for (size_t per_peer : kCounts) {
-      for (bool in_place : {false, true}) {
-        SCOPED_TRACE(case_name("all_to_all", dtype, ReduceOp::sum, per_peer, in_place));
-        ++stream;
-        const size_t width = size_of(dtype);
-        const size_t total = per_peer * static_cast<size_t>(n_);
-        // Block p of rank q's input goes to rank p, where it becomes block q.
-        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, total);
-        std::vector<char> want(total * width);
-        for (int q = 0; q < n_; ++q) {
-          for (size_t i = 0; i < per_peer; ++i) {
-            store_double(dtype, want.data(), static_cast<size_t>(q) * per_peer + i,
-                         kInputs.input_value(dtype, ReduceOp::sum, n_, stream, q,
-                                             static_cast<size_t>(rank_) * per_peer + i));
-          }
-        }
-        std::vector<char> got = in_place ? input : std::vector<char>(input.size());
-        comm_->all_to_all(in_place ? got.data() : input.data(), got.data(), per_peer, dtype);
-        EXPECT_EQ(differences(dtype, got.data(), want.data(), total), "");
+  for (const Case& c : data_cases(kCounts, 6000)) {
+    SCOPED_TRACE(case_name("all_to_all", c));
+    const size_t per_peer = c.count;
+    const size_t width = size_of(c.dtype);
+    const size_t total = per_peer * static_cast<size_t>(n_);
+    // Block p of rank q's input goes to rank p, where it becomes block q.
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, total);
+    std::vector<char> want(total * width);
+    for (int q = 0; q < n_; ++q) {
+      for (size_t i = 0; i < per_peer; ++i) {
+        store_double(c.dtype, want.data(), static_cast<size_t>(q) * per_peer + i,
+                     kInputs.input_value(c.dtype, c.op, n_, c.stream, q, static_cast<size_t>(rank_) * per_peer + i));
       }
     }
+    std::vector<char> got = c.in_place ? input : std::vector<char>(input.size());
+    comm_->all_to_all(c.in_place ? got.data() : input.data(), got.data(), per_peer, c.dtype);
+    EXPECT_EQ(differences(c.dtype, got.data(), want.data(), total), "");
   }
 }
 
 TEST_F(MpiBackendTest, SendRecvRingExchange) {
   const int next = (rank_ + 1) % n_;
   const int prev = (rank_ - 1 + n_) % n_;
-  uint64_t stream = 7000;
-  for (DType dtype : kAllDTypes) {
-    for (size_t count : kCounts) {
-      for (bool in_place : {false, true}) {
-        SCOPED_TRACE(case_name("send_recv", dtype, ReduceOp::sum, count, in_place));
-        ++stream;
-        const std::vector<char> input = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, rank_, count);
-        const std::vector<char> want = kInputs.make_input(dtype, ReduceOp::sum, n_, stream, prev, count);
-        std::vector<char> got = in_place ? input : std::vector<char>(input.size());
-        comm_->send_recv(in_place ? got.data() : input.data(), next, got.data(), prev, count, dtype);
-        EXPECT_EQ(differences(dtype, got.data(), want.data(), count), "");
+  for (const Case& c : data_cases(kCounts, 7000)) {
+    SCOPED_TRACE(case_name("send_recv", c));
+    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
+    const std::vector<char> want = kInputs.make_input(c.dtype, c.op, n_, c.stream, prev, c.count);
+    std::vector<char> got = c.in_place ? input : std::vector<char>(input.size());
+    comm_->send_recv(c.in_place ? got.data() : input.data(), next, got.data(), prev, c.count, c.dtype);
+    EXPECT_EQ(differences(c.dtype, got.data(), want.data(), c.count), "");
 
-        // The same exchange with isend/irecv, receive posted first.
-        std::vector<char> by_work(input.size());
-        auto recv = comm_->irecv(by_work.data(), count, dtype, prev);
-        auto send = comm_->isend(input.data(), count, dtype, next);
-        send->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
-        recv->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
-        EXPECT_EQ(differences(dtype, by_work.data(), want.data(), count), "") << "isend/irecv";
-      }
-    }
+    // The same exchange with isend/irecv, receive posted first.
+    std::vector<char> by_work(input.size());
+    auto recv = comm_->irecv(by_work.data(), c.count, c.dtype, prev);
+    auto send = comm_->isend(input.data(), c.count, c.dtype, next);
+    send->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
+    recv->wait(std::chrono::duration<double>(kTestTimeoutSeconds));
+    EXPECT_EQ(differences(c.dtype, by_work.data(), want.data(), c.count), "") << "isend/irecv";
   }
 }
 
@@ -317,20 +261,12 @@ TEST_F(MpiBackendTest, AvgTruncatesIntegersAndRoundsFloats) {
 TEST_F(MpiBackendTest, SplitIntoTwoHalves) {
   const int color = rank_ % 2;  // two interleaved halves: non-contiguous world ranks
   auto half = comm_->split(color, rank_);
-  EXPECT_EQ(half->backend(), "mpi");
-  EXPECT_EQ(half->size(), (n_ + 1 - color) / 2);  // evens: ceil(N/2), odds: floor(N/2)
-  EXPECT_EQ(half->rank(), rank_ / 2);
-  std::vector<int> members;
-  for (int r = color; r < n_; r += 2) members.push_back(r);
+  expect_interleaved_half(*half, "mpi", rank_, n_);
 
-  const uint64_t stream = 9000;
   for (ReduceOp op : kAllReduceOps) {
     SCOPED_TRACE(std::string(name(op)));
     const size_t count = 7;  // odd
-    std::vector<char> data = kInputs.make_input(DType::i64, op, n_, stream, rank_, count);
-    half->all_reduce(data.data(), data.data(), count, DType::i64, op);
-    const std::vector<char> want = kInputs.reference_reduced(DType::i64, op, n_, stream, 0, count, members);
-    EXPECT_EQ(differences(DType::i64, data.data(), want.data(), count), "");
+    expect_all_reduce_in_place(*half, kInputs, DType::i64, op, count, 9000, interleaved_members(color, n_));
   }
   half->barrier();
 }
@@ -339,14 +275,7 @@ TEST_F(MpiBackendTest, SplitIntoTwoHalves) {
 // any MPI call, so every rank throws alike and no buffer is touched.
 TEST_F(MpiBackendTest, CountsPastIntMaxAreUnsupported) {
   const size_t too_many = static_cast<size_t>(INT_MAX) + 1;
-  auto expect_unsupported = [](const char* what, auto call) {
-    try {
-      call();
-      ADD_FAILURE() << what << ": no error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::unsupported) << what << ": " << e.what();
-    }
-  };
+  auto expect_unsupported = [](const char* what, auto call) { expect_error(Error::Kind::unsupported, what, call); };
   expect_unsupported("reduce_scatter",
                      [&] { comm_->reduce_scatter(nullptr, nullptr, too_many, DType::u8, ReduceOp::sum); });
   expect_unsupported("all_gather", [&] { comm_->all_gather(nullptr, nullptr, too_many, DType::u8); });

@@ -1,12 +1,16 @@
 // Interface and port counters from sysfs (suites/topology/link_counters.h).
 #include "suites/topology/link_counters.h"
 
+#include <dlfcn.h>
+
 #include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "suites/topology/nvml_abi.h"
 
 namespace dts {
 
@@ -29,7 +33,71 @@ bool read_number(const fs::path& path, double& value) {
   }
 }
 
+using NvmlFieldValue = nvml::FieldValue;
+using NvmlDevice = void*;
+using namespace nvml;
+
+struct Nvml {
+  int (*init)() = nullptr;
+  int (*device_count)(unsigned*) = nullptr;
+  int (*device_by_index)(unsigned, NvmlDevice*) = nullptr;
+  int (*field_values)(NvmlDevice, int, NvmlFieldValue*) = nullptr;
+  bool ready = false;
+};
+
+// Opened and initialized once per process; a library that is absent or fails stays not ready.
+const Nvml& open_nvml(const std::string& library) {
+  static std::map<std::string, Nvml> opened;
+  std::string path = library;
+  if (path.empty()) {
+    const char* env = std::getenv("DTS_NVML_LIBRARY");
+    path = env && *env ? env : "libnvidia-ml.so.1";
+  }
+  auto it = opened.find(path);
+  if (it != opened.end()) return it->second;
+  Nvml& n = opened[path];
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return n;
+  n.init = reinterpret_cast<int (*)()>(dlsym(handle, "nvmlInit_v2"));
+  n.device_count = reinterpret_cast<int (*)(unsigned*)>(dlsym(handle, "nvmlDeviceGetCount_v2"));
+  n.device_by_index = reinterpret_cast<int (*)(unsigned, NvmlDevice*)>(dlsym(handle, "nvmlDeviceGetHandleByIndex_v2"));
+  n.field_values = reinterpret_cast<int (*)(NvmlDevice, int, NvmlFieldValue*)>(dlsym(handle, "nvmlDeviceGetFieldValues"));
+  n.ready = n.init && n.device_count && n.device_by_index && n.field_values && n.init() == 0;
+  return n;
+}
+
+double number_of(const NvmlFieldValue& v) {
+  if (v.nvml_return != kSuccess) return -1;
+  if (v.value_type == kValueUnsignedInt) return v.value.ui;
+  if (v.value_type == kValueUnsignedLongLong) return static_cast<double>(v.value.ull);
+  return -1;  // a type these fields do not have
+}
+
 }  // namespace
+
+std::map<std::string, LinkCounter> read_nvlink_counters(const std::string& library) {
+  std::map<std::string, LinkCounter> links;
+  const Nvml& n = open_nvml(library);
+  unsigned count = 0;
+  if (!n.ready || n.device_count(&count) != 0) return links;
+  for (unsigned i = 0; i < count; ++i) {
+    NvmlDevice device = nullptr;
+    if (n.device_by_index(i, &device) != 0) continue;
+    NvmlFieldValue fields[4] = {};
+    const unsigned ids[4] = {kNvlinkThroughputDataTx, kNvlinkThroughputDataRx, kNvlinkSpeedMbpsCommon, kNvlinkLinkCount};
+    for (int f = 0; f < 4; ++f) fields[f].field_id = ids[f];
+    if (n.field_values(device, 4, fields) != 0) continue;
+    const double tx = number_of(fields[0]), rx = number_of(fields[1]);
+    const double speed = number_of(fields[2]), count_links = number_of(fields[3]);
+    if (tx < 0 || count_links <= 0) continue;  // no NVLink on this GPU
+    LinkCounter c;
+    c.tx_bytes = static_cast<int64_t>(tx) * 1024;  // the throughput fields count KiB
+    c.rx_bytes = rx < 0 ? 0 : static_cast<int64_t>(rx) * 1024;
+    if (speed > 0) c.rated_bits_per_second = speed * 1e6 * 8 * count_links;  // MB/s per link
+    links["nvlink:gpu" + std::to_string(i)] = c;
+  }
+  return links;
+}
 
 std::map<std::string, LinkCounter> read_link_counters(const std::string& sysfs) {
   std::map<std::string, LinkCounter> links;

@@ -67,6 +67,21 @@ TEST_F(FakeSysfs, TrafficIsTheDifferenceOfTwoReadings) {
 
 TEST_F(FakeSysfs, AMissingTreeIsNoLinks) { EXPECT_TRUE(read_link_counters((root_ / "absent").string()).empty()); }
 
+TEST(Nvlink, EachGpuWithNvlinkIsALinkWithItsCountersAndRatedSpeed) {
+  // The stand-in: GPU 0 has 4 links of 25,000 MB/s and sends 1000 KiB between readings; GPU 1
+  // has no NVLink (its fields are not supported) and is left out.
+  const auto before = read_nvlink_counters(DTS_FAKE_NVML);
+  const auto after = read_nvlink_counters(DTS_FAKE_NVML);
+  ASSERT_EQ(after.size(), 1u);
+  ASSERT_EQ(after.count("nvlink:gpu0"), 1u);
+  EXPECT_EQ(after.at("nvlink:gpu0").rated_bits_per_second, 4 * 25000e6 * 8);
+  EXPECT_EQ(after.at("nvlink:gpu0").rx_bytes, 7 * 1024);
+  const auto traffic = link_traffic(before, after);
+  EXPECT_EQ(traffic.at("nvlink:gpu0").tx_bytes, 1000 * 1024);
+}
+
+TEST(Nvlink, NoLibraryIsNoLinks) { EXPECT_TRUE(read_nvlink_counters("libdts-no-such-nvml.so").empty()); }
+
 TEST(LinkSpeed, AsUsersWriteIt) {
   EXPECT_EQ(parse_link_speed("1gbit"), 1e9);
   EXPECT_EQ(parse_link_speed("10G"), 10e9);

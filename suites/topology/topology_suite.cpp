@@ -250,12 +250,17 @@ class TopologySuite final : public Suite {
     std::vector<float> data(count, 1.0f);
     for (int i = 0; i < common.warmup; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
     control.barrier();
-    const auto before = reader ? read_link_counters() : std::map<std::string, LinkCounter>{};
+    const auto read = [] {
+      auto links = read_link_counters();
+      links.merge(read_nvlink_counters());
+      return links;
+    };
+    const auto before = reader ? read() : std::map<std::string, LinkCounter>{};
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < common.iters; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
     control.barrier();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const auto traffic = reader ? link_traffic(before, read_link_counters()) : std::map<std::string, LinkCounter>{};
+    const auto traffic = reader ? link_traffic(before, read()) : std::map<std::string, LinkCounter>{};
     control.all_reduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
 
     // Per node (its reader): bytes sent on its links, and the rated speed of the busiest one.
