@@ -38,9 +38,31 @@ std::unique_ptr<Work> Communicator::all_reduce_async(const void* in, void* out, 
   return std::make_unique<CompletedWork>();
 }
 
+namespace {
+
+// The spec as an error message quotes it: a generated spec can be megabytes, and one with a
+// newline in it would break the harness's one-line error, so long specs are cut and control
+// characters shown as '?'. 80 characters hold every real stack whole ("faulty(bitflip,ring(mpi))"
+// is 25).
+std::string quoted_spec(std::string_view spec) {
+  constexpr size_t kQuotedChars = 80;
+  std::string out = "'";
+  for (const char c : spec.substr(0, kQuotedChars)) out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+  out += "'";
+  if (spec.size() > kQuotedChars) out += "... (" + std::to_string(spec.size()) + " characters)";
+  return out;
+}
+
+}  // namespace
+
+// One pass over the spec, so each level costs its own length. make_communicator() parses each
+// level again when a wrapper's factory builds its inner backend, which is why the nesting is
+// bounded up front: with at most kMaxBackendSpecDepth levels the whole stack costs at most that
+// many passes (linear in the spec's length) and as many factory frames on the stack, where an
+// unbounded spec (ring(ring(...)) 18,000 deep) overflowed the stack.
 BackendSpec parse_backend_spec(std::string_view spec) {
   auto bad = [&](const std::string& why) {
-    return Error(Error::Kind::invalid_argument, "bad backend spec '" + std::string(spec) + "': " + why);
+    return Error(Error::Kind::invalid_argument, "bad backend spec " + quoted_spec(spec) + ": " + why);
   };
   BackendSpec out;
   const auto open = spec.find('(');
@@ -51,21 +73,25 @@ BackendSpec parse_backend_spec(std::string_view spec) {
   }
   if (open == 0 || spec.back() != ')') throw bad("expected NAME(ARGS)");
   out.name = std::string(spec.substr(0, open));
+  // The outer parentheses are level 1; the scan stops at the first level past the limit, so a
+  // spec too deep is refused after reading only that far.
   const std::string_view inner = spec.substr(open + 1, spec.size() - open - 2);
-  int depth = 0;
+  int depth = 1;
   size_t start = 0;
   for (size_t i = 0; i <= inner.size(); ++i) {
     const char c = i < inner.size() ? inner[i] : ',';
-    if (c == '(') ++depth;
-    if (c == ')' && --depth < 0) throw bad("unbalanced parentheses");
-    if (c == ',' && depth == 0) {
+    if (c == '(' && ++depth > kMaxBackendSpecDepth) {
+      throw bad("nested deeper than " + std::to_string(kMaxBackendSpecDepth) + " levels");
+    }
+    if (c == ')' && --depth < 1) throw bad("unbalanced parentheses");
+    if (c == ',' && depth == 1) {
       const std::string_view arg = inner.substr(start, i - start);
       if (arg.empty()) throw bad("empty argument");
       out.args.emplace_back(arg);
       start = i + 1;
     }
   }
-  if (depth != 0) throw bad("unbalanced parentheses");
+  if (depth != 1) throw bad("unbalanced parentheses");
   return out;
 }
 
@@ -107,7 +133,7 @@ std::unique_ptr<Communicator> make_communicator(std::string_view spec, const Com
       std::string known;
       for (auto& [name, entry] : r.backends) known += (known.empty() ? "" : ", ") + entry.first.usage;
       throw Error(Error::Kind::invalid_argument,
-                  "unknown backend '" + parsed.name + "' (this build has: " + known + ")");
+                  "unknown backend " + quoted_spec(parsed.name) + " (this build has: " + known + ")");
     }
     factory = it->second.second;
   }

@@ -149,7 +149,12 @@ struct BackendSpec {
   std::string name;
   std::vector<std::string> args;
 };
-BackendSpec parse_backend_spec(std::string_view spec);  // throws Error{invalid_argument}
+// The deepest nesting of parentheses a spec may have: "ring(mpi)" is 1, "faulty(delay(20),ring(mpi))"
+// is 2. Real stacks nest a handful of wrappers; 64 leaves ample room for generated ones while
+// keeping make_communicator()'s recursion (one factory per level) shallow and its parsing linear.
+inline constexpr int kMaxBackendSpecDepth = 64;
+// Malformed or nested deeper than kMaxBackendSpecDepth: Error{invalid_argument}, one line.
+BackendSpec parse_backend_spec(std::string_view spec);
 
 using BackendFactory =
     std::function<std::unique_ptr<Communicator>(const BackendSpec& spec, const CommOptions& options)>;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dts {
@@ -48,6 +49,79 @@ TEST(ParseBackendSpec, MalformedSpecsAreInvalidArguments) {
   }
 }
 
+// "ring(" * levels + inner + ")" * levels: a stack `levels` wrappers deep, nested `levels` parentheses.
+std::string nested_rings(int levels, const std::string& inner = "mpi") {
+  std::string spec;
+  for (int i = 0; i < levels; ++i) spec += "ring(";
+  spec += inner;
+  spec.append(static_cast<size_t>(levels), ')');
+  return spec;
+}
+
+// The message of the invalid_argument Error that `f` throws; a failure if it throws anything else.
+template <typename F>
+std::string invalid_argument_message(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+
+TEST(ParseBackendSpec, DepthAtTheLimitParses) {
+  const BackendSpec spec = parse_backend_spec(nested_rings(kMaxBackendSpecDepth));
+  EXPECT_EQ(spec.name, "ring");
+  ASSERT_EQ(spec.args.size(), 1u);
+  EXPECT_EQ(spec.args[0], nested_rings(kMaxBackendSpecDepth - 1));  // one level peeled
+}
+
+TEST(ParseBackendSpec, OneLevelPastTheLimitNamesTheLimit) {
+  const std::string what = invalid_argument_message([] { parse_backend_spec(nested_rings(kMaxBackendSpecDepth + 1)); });
+  EXPECT_NE(what.find("nested deeper than " + std::to_string(kMaxBackendSpecDepth) + " levels"), std::string::npos)
+      << what;
+  EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+}
+
+TEST(ParseBackendSpec, ArgumentsCountTowardTheDepth) {
+  // A wrapper's non-backend argument nests too: faulty(delay(...)) at the limit plus the wrapper's
+  // own level is one past it.
+  std::string delay = "20";
+  for (int i = 0; i < kMaxBackendSpecDepth; ++i) delay = "delay(" + delay + ")";
+  const std::string what = invalid_argument_message([&] { parse_backend_spec("faulty(" + delay + ",mpi)"); });
+  EXPECT_NE(what.find("nested deeper than"), std::string::npos) << what;
+}
+
+TEST(ParseBackendSpec, MessagesAreOneShortLine) {
+  // A long or generated spec is quoted cut, with its length; a newline in it cannot split the
+  // harness's one-line error. The quote holds at most 80 characters, plus the fixed text around it,
+  // so 400 is a generous bound against a message that grew with the spec (here 200,000+ chars).
+  constexpr size_t kShortMessage = 400;
+  for (const std::string& spec : {nested_rings(100'000), nested_rings(100'000, "mpi,") + "x",
+                                  std::string("ring(\nmpi"), std::string("ri\nng(mpi)x")}) {
+    const std::string what = invalid_argument_message([&] { parse_backend_spec(spec); });
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_LT(what.size(), kShortMessage) << what;
+  }
+}
+
+TEST(ParseBackendSpec, MalformedSpecsNameTheirProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"ring((mpi)", "unbalanced parentheses"}, {"ring(mpi))", "unbalanced parentheses"},
+      {"ring(a)(b)", "unbalanced parentheses"}, {"faulty(a,,b)", "empty argument"},
+      {"faulty(a,)", "empty argument"},         {"ring(mpi)x", "expected NAME(ARGS)"},
+      {"ring(mpi", "expected NAME(ARGS)"},      {"mpi)", "expected NAME or NAME(ARGS)"},
+  };
+  for (const auto& [spec_text, problem] : cases) {
+    const std::string spec = spec_text;  // a plain variable for the lambda to capture
+    const std::string what = invalid_argument_message([&] { parse_backend_spec(spec); });
+    EXPECT_NE(what.find(problem), std::string::npos) << spec << ": " << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 Error::Kind kind_of_make_error(const std::string& spec) {
   try {
     make_communicator(spec);
@@ -82,6 +156,20 @@ TEST(MakeCommunicator, BadArgumentsAreInvalidArguments) {
   for (const char* spec : {"ring(mpi,mpi)", "ring(nosuch)", "mpi(x)", "ring(ring(nosuch))"}) {
     EXPECT_EQ(kind_of_make_error(spec), Error::Kind::invalid_argument) << spec;
   }
+}
+
+TEST(MakeCommunicator, DepthAtTheLimitReachesTheInnermostBackend) {
+  // Every level parses; the stack fails only where it always does without MPI: at the mpi leaf.
+  const std::string what = invalid_argument_message([] { make_communicator(nested_rings(kMaxBackendSpecDepth)); });
+  EXPECT_NE(what.find("backend mpi needs MPI_Init first"), std::string::npos) << what;
+}
+
+TEST(MakeCommunicator, FarTooDeepIsAnErrorNotACrash) {
+  // 100,000 levels overflowed the stack (issue 11 crashed at about 18,000): now refused at the
+  // outermost parse, before any factory runs.
+  const std::string what = invalid_argument_message([] { make_communicator(nested_rings(100'000)); });
+  EXPECT_NE(what.find("nested deeper than " + std::to_string(kMaxBackendSpecDepth) + " levels"), std::string::npos)
+      << what;
 }
 
 TEST(MakeCommunicator, MpiBeforeMpiInitIsAnError) {

@@ -1,6 +1,7 @@
 // DType / ReduceOp names, sizes and parsing.
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 #include <string>
@@ -93,7 +94,15 @@ std::vector<std::string> parse_list(const std::string& text) {
   std::string item;
   while (std::getline(in, item, ',')) {
     if (item.empty()) throw Error(Error::Kind::invalid_argument, "empty item in list '" + text + "'");
+    // A repeated item would run (and write) the same cases twice, which compare then cannot join.
+    if (std::find(items.begin(), items.end(), item) != items.end()) {
+      throw Error(Error::Kind::invalid_argument, "'" + item + "' twice in list '" + text + "'");
+    }
     items.push_back(item);
+  }
+  // getline drops a trailing empty item: "f32," would pass as "f32".
+  if (!text.empty() && text.back() == ',') {
+    throw Error(Error::Kind::invalid_argument, "empty item in list '" + text + "'");
   }
   if (items.empty()) throw Error(Error::Kind::invalid_argument, "empty list");
   return items;

@@ -33,7 +33,7 @@ ReduceOp parse_reduce_op(std::string_view text);
 // "8", "64K", "16M", "1G" (powers of 1024, as nccl-tests) -> bytes; Error{invalid_argument}
 // with one line for anything else or a size above 2^50.
 int64_t parse_size(const std::string& text);
-// "a,b,c" -> {a, b, c}; an empty list or item is Error{invalid_argument}.
+// "a,b,c" -> {a, b, c}; an empty list or item, or an item given twice, is Error{invalid_argument}.
 std::vector<std::string> parse_list(const std::string& text);
 
 }  // namespace dts

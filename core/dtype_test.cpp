@@ -81,5 +81,15 @@ TEST(Memory, Names) {
   EXPECT_EQ(name(Memory::device), "device");
 }
 
+TEST(ParseList, ItemsInOrderAndEveryMalformedListRefused) {
+  EXPECT_EQ(parse_list("f32,f16,i32"), (std::vector<std::string>{"f32", "f16", "i32"}));
+  EXPECT_EQ(parse_list("one"), (std::vector<std::string>{"one"}));
+  // Empty items anywhere (a trailing comma too: getline would drop it) and repeats are refused:
+  // a repeat would run and write the same cases twice.
+  for (const char* bad : {"", ",", "f32,", ",f32", "f32,,f16", "f32,f32", "a,b,a"}) {
+    EXPECT_THROW(parse_list(bad), Error) << "'" << bad << "'";
+  }
+}
+
 }  // namespace
 }  // namespace dts

@@ -10,6 +10,7 @@
 #include "comm/topology.h"
 #include "core/error.h"
 #include "dts/config.h"
+#include "suites/flag_checks.h"
 
 namespace dts {
 
@@ -63,7 +64,7 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("-c,--check", check, "check results on every case (1) or not (0)")
       ->check(CLI::Range(0, 1))->capture_default_str();
   run->add_option("-T,--timeout", o.timeout_seconds, "seconds a case may take before it is reported as hung; 0: never")
-      ->check(CLI::Range(0.0, 1e9))->capture_default_str();
+      ->check(FiniteRange(0.0, 1e9))->capture_default_str();
   run->add_option("--seed", o.seed, "seed of every generated input")->capture_default_str();
   run->add_flag("--quick", o.quick, "each suite's short plan, for smoke tests (collectives: up to 64K, f32/f16/i32, sum/max)");
   run->add_option("--csv", cmd.csv_path, "CSV results file (default out/dtsuite-<run id>.csv)");
@@ -72,6 +73,10 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--push", cmd.push_url, "Pushgateway URL to push the run's metrics to (job dtsuite)");
   run->add_option("--metrics-port", cmd.metrics_port, "serve /metrics on this port while the run goes; 0: off")
       ->check(CLI::Range(0, 65535))->capture_default_str();
+  run->add_option("--metrics-address", cmd.metrics_address,
+                  "address /metrics listens on (0.0.0.0 or :: for every interface; IPv6 with or without [])")
+      ->check([](const std::string& v) { return v.empty() ? "an IPv4 or IPv6 address" : ""; })
+      ->capture_default_str();
   run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
   run->add_option("--chunk-bytes", chunk, "chunk size of the pipelined reference algorithms (ring)")
       ->capture_default_str();
@@ -94,7 +99,7 @@ Command parse_command_line(int argc, char** argv) {
   compare->add_option("baseline", co.baseline_path, "baseline results CSV")->required();
   compare->add_option("current", co.current_path, "current results CSV")->required();
   compare->add_option("--tolerance", co.tolerance_percent, "percent change always tolerated")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+      ->check(FiniteRange(0.0, 1e6))->capture_default_str();
   compare->add_flag("--samples", co.samples, "judge noise from per-iteration samples (one-sided Mann-Whitney U, alpha 0.01) rather than p05/p95");
   compare->add_option("--csv", co.csv_path, "write the comparison as CSV");
   compare->add_option("--junit", co.junit_path, "write the comparison as JUnit XML");

@@ -41,6 +41,7 @@ struct Command {
   std::string prom_path;     // --prom: Prometheus textfile (node_exporter textfile collector)
   std::string push_url;      // --push: Pushgateway URL
   int metrics_port = 0;      // --metrics-port: serve /metrics during the run; 0: off
+  std::string metrics_address = "127.0.0.1";  // --metrics-address: where /metrics listens
   std::string profile_path;  // --profile: acceptance thresholds (suites/profiles/*.toml)
   std::optional<Profile> profile;  // loaded from profile_path, its [run] defaults already applied
   CompareOptions compare;

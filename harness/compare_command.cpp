@@ -15,6 +15,7 @@
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
 #include "results/junit_sink.h"
+#include "results/output_paths.h"
 
 namespace dts {
 
@@ -72,6 +73,7 @@ void print_table(const Comparison& c, const CompareOptions& o, const std::vector
 }
 
 void write_csv(const Comparison& c, const std::string& path) {
+  check_output_path({"--csv", path});  // again at the open: an ofstream on a FIFO would block
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
   out << "suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,baseline,current,"
@@ -123,6 +125,9 @@ int run_compare(const CompareOptions& options) {
     if (!(options.tolerance_percent >= 0)) {
       throw Error(Error::Kind::invalid_argument, "--tolerance must be a percentage >= 0");
     }
+    // Before anything is read or written: `compare B C --csv B` must leave the baseline as it was.
+    check_outputs({{"the baseline", options.baseline_path}, {"the current run", options.current_path}},
+                  {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
     const std::vector<Record> baseline = read_results_csv(options.baseline_path);
     const std::vector<Record> current = read_results_csv(options.current_path);
     CompareSettings settings;

@@ -3,6 +3,7 @@
 // job would call it (exit 0, 1 and 2; the table; --csv and --junit; one stderr line on bad input).
 #include <expat.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,6 +193,38 @@ TEST(Compare, TwentyPercentSlowerIsARegressionNamingTheCase) {
     // The JUnit output: well-formed, a failure per regressed row.
     const JunitCounts junit = read_junit(xml);
     EXPECT_GE(junit.failures, time_regressed);
+  }
+}
+
+TEST(Compare, AnOutputOverAnInputIsRefusedAndTheInputUnchanged) {
+  const std::string before = read_file(baseline_csv());
+  const fs::path current = scratch_dir() / "current_for_clobber.csv";
+  fs::copy_file(baseline_csv(), current, fs::copy_options::overwrite_existing);
+  // The baseline by another spelling (./), then the current run, each as --csv and as --junit.
+  const std::string baseline_again = (baseline_csv().parent_path() / "." / baseline_csv().filename()).string();
+  for (const std::string& output : {"--csv " + baseline_again, "--junit " + current.string()}) {
+    const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + current.string() + " " + output);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const auto ours = our_lines(r.err);
+    ASSERT_EQ(ours.size(), 1u) << r.err;
+    EXPECT_NE(ours[0].find("refusing to overwrite an input"), std::string::npos) << ours[0];
+    EXPECT_EQ(read_file(baseline_csv()), before);  // byte for byte
+    EXPECT_EQ(read_file(current), before);
+  }
+}
+
+TEST(Compare, SpecialFileOutputsAreRefused) {
+  const fs::path fifo = scratch_dir() / "compare_fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string flag : {"--csv", "--junit"}) {
+    const RunResult r =
+        run_dtsuite(0, "compare " + baseline_csv().string() + " " + baseline_csv().string() + " " + flag + " " + fifo.string());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const auto ours = our_lines(r.err);
+    ASSERT_EQ(ours.size(), 1u) << r.err;
+    EXPECT_NE(ours[0].find(flag + " '" + fifo.string() + "' is a FIFO"), std::string::npos) << ours[0];
+    EXPECT_TRUE(fs::is_fifo(fifo));
   }
 }
 

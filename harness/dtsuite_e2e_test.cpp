@@ -4,6 +4,7 @@
 // timeout for hang), and the bad-input paths (one line on stderr, exit 2).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -333,6 +334,45 @@ INSTANTIATE_TEST_SUITE_P(
                     BadInput{0, "run --backend 'faulty(melt,mpi)' -e 8", "melt"},
                     BadInput{0, "run nosuite", "unknown suite 'nosuite'"},
                     BadInput{2, "run -e 8 --csv /proc/version/x.csv", "/proc/version/x.csv"}));
+
+// Outputs that would destroy something are refused at set-up, before any row: one line, exit 2.
+// 2 ranks: the refusal is rank 0's, and every rank must leave with it.
+constexpr int kOutputRanks = 2;
+const std::string kOneCase = "collectives --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 1 -w 0";
+
+class SpecialFileOutput : public testing::TestWithParam<std::string> {};
+
+TEST_P(SpecialFileOutput, IsRefusedAndLeftAsItWas) {
+  // A FIFO stands in for /dev/null: writing would block on it, --prom's rename would replace it.
+  const fs::path fifo = scratch_dir() / ("fifo" + GetParam());
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const fs::path csv = scratch_dir() / ("beside_fifo" + GetParam() + ".csv");
+  const std::string csv_flag = GetParam() == "--csv" ? "" : " --csv " + csv.string();
+  const RunResult r = run_dtsuite(kOutputRanks, "run " + kOneCase + csv_flag + " " + GetParam() + " " + fifo.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find(GetParam() + " '" + fifo.string() + "' is a FIFO"), std::string::npos) << ours[0];
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_FALSE(fs::exists(csv));  // the check comes before any sink opens its file
+}
+
+INSTANTIATE_TEST_SUITE_P(Flags, SpecialFileOutput, testing::Values("--csv", "--junit", "--prom"),
+                         [](const testing::TestParamInfo<std::string>& flag) { return flag.param.substr(2); });
+
+TEST(Outputs, OneFileForTwoOutputsIsRefusedWithNothingWritten) {
+  const fs::path shared = scratch_dir() / "shared_output";
+  fs::remove(shared);
+  // Two spellings of one path: ./ must not hide it.
+  const RunResult r = run_dtsuite(kOutputRanks, "run " + kOneCase + " --csv " + shared.string() + " --prom " +
+                                                    (shared.parent_path() / "." / shared.filename()).string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("is the same file as --csv"), std::string::npos) << ours[0];
+  EXPECT_FALSE(fs::exists(shared));
+}
 
 TEST(Commands, ListVersionAndHelpExitZero) {
   RunResult r = run_dtsuite(0, "list");

@@ -43,6 +43,7 @@ std::unique_ptr<Sink> make_prometheus_sink(const Command& cmd, const StackInfo& 
   outputs.textfile_path = cmd.prom_path;
   outputs.push_url = cmd.push_url;
   outputs.metrics_port = cmd.metrics_port;
+  outputs.bind_address = cmd.metrics_address;
   auto sink = std::make_shared<PrometheusSink>(std::move(run), std::move(outputs));
   progress.on_begin = [sink](size_t index, std::string_view suite, const std::string& case_id) {
     sink->case_started(index, suite, case_id);

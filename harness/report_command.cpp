@@ -8,12 +8,16 @@
 #include "harness/commands.h"
 #include "harness/runner.h"
 #include "results/csv_reader.h"
+#include "results/output_paths.h"
 #include "results/report.h"
 
 namespace dts {
 
 int run_report(const ReportOptions& options) {
   try {
+    std::vector<NamedPath> inputs;
+    for (const std::string& path : options.inputs) inputs.push_back({"the results file", path});
+    check_outputs(inputs, {{"-o", options.output_path}});
     std::vector<ResultsFile> files;
     size_t records = 0;
     for (const std::string& path : options.inputs) {

@@ -3,6 +3,7 @@
 // headless Chromium: it must load, hold one SVG plot per plot the CSVs call for, fetch nothing,
 // and log nothing to the console. Exits 77 (ctest SKIP) when Chromium is not installed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/testing/e2e.h"
@@ -120,6 +122,28 @@ TEST(ReportInput, AnUnreadableCsvIsOneLineAndExitTwo) {
     ASSERT_EQ(lines.size(), 1u) << r.err;
     EXPECT_NE(lines[0].find(input.filename().string()), std::string::npos) << lines[0];
   }
+}
+
+TEST(ReportOutput, AnInputOrASpecialFileIsRefusedAndLeftAsItWas) {
+  const fs::path csv = scratch_dir() / "input_kept.csv";
+  const RunResult run = run_dtsuite(1, "run collectives --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 1 -w 0 --csv " +
+                                           csv.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string before = read_file(csv);
+  const fs::path fifo = scratch_dir() / "report_fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::pair<std::string, std::string> cases[] = {{csv.string(), "refusing to overwrite an input"},
+                                                       {fifo.string(), "is a FIFO"}};
+  for (const auto& [output, message] : cases) {
+    const RunResult r = run_dtsuite(0, "report " + csv.string() + " -o " + output);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find(message), std::string::npos) << lines[0];
+  }
+  EXPECT_EQ(read_file(csv), before);  // byte for byte
+  EXPECT_TRUE(fs::is_fifo(fifo));
 }
 
 TEST(ReportInput, MissingGnuplotIsOneLineAndExitTwo) {

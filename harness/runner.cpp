@@ -33,6 +33,7 @@
 #include "results/console_table.h"
 #include "results/csv_sink.h"
 #include "results/junit_sink.h"
+#include "results/output_paths.h"
 #include "strategies/strategy.h"
 #include "strategies/strategy_spec.h"
 #include "suites/profiles/profile.h"
@@ -306,6 +307,9 @@ int run_with_mpi(Command& cmd) {
   CaseProgress progress;  // rank 0's live outputs (--metrics-port, --prom) follow the case loop
   if (auto failure = agreed_failure(*agreement, [&] {
         if (!leader) return;
+        // Before any sink opens its file: a refused output leaves every path as it was.
+        check_outputs({{"--profile", cmd.profile_path}},
+                      {{"--csv", csv_path}, {"--junit", cmd.junit_path}, {"--prom", cmd.prom_path}});
         results.add(std::make_unique<ConsoleTable>(stdout));
         results.add(std::make_unique<CsvSink>(csv_path));
         if (!cmd.junit_path.empty()) results.add(std::make_unique<JunitSink>(cmd.junit_path));

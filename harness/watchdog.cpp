@@ -15,7 +15,7 @@ namespace dts {
 
 namespace {
 constexpr int kQueryTag = 7101, kStateTag = 7102;
-constexpr int64_t kStopQuery = -1, kStateQuery = 1;
+constexpr int64_t kStopQuery = -1;  // a query is its sequence number, 1, 2, ...
 constexpr auto kPoll = std::chrono::milliseconds(10);
 // How long rank 0 waits for the others' answers once a timeout fired: their watchdog threads
 // answer within a poll period unless the process is gone.
@@ -74,7 +74,7 @@ Watchdog::State Watchdog::local_state() const {
   int64_t op = tested_ ? tested_->current.load() : 0;
   if (op == 0 && control_ && control_->current.load() != 0) op = kHarnessOp + control_->current.load();
   const int64_t last = tested_ ? tested_->last_completed.load() : 0;
-  return {case_index_.load(), inside, entered, calls, op, last};
+  return {case_index_.load(), inside, entered, calls, op, last, 0};
 }
 
 void Watchdog::set_nodes(std::vector<std::string> node_of_rank) {
@@ -102,7 +102,8 @@ void Watchdog::run_follower() {
       continue;
     }
     if (query == kStopQuery) return;
-    const State state = local_state();
+    State state = local_state();
+    state[kStateSize - 1] = query;  // the query's sequence number, echoed
     MPI_Send(state.data(), kStateSize, MPI_INT64_T, 0, kStateTag, comm_);
     MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
   }
@@ -173,22 +174,27 @@ void Watchdog::run_leader() {
   for (int r = 1; r < size_; ++r) MPI_Wait(&requests[static_cast<size_t>(r)], MPI_STATUS_IGNORE);
 }
 
-// Asks every rank for its state and waits a bounded time for the answers. A query that is not
-// answered in time is cancelled, so that asking again later stays in step; a follower's late
-// answer to it can still land in a later query's receive, which is why progress only counts
-// counts that grew.
+// Asks every rank for its state and waits a bounded time for the answers. Each query carries a
+// sequence number its answer echoes: an answer to an earlier query that arrives late (a slow
+// rank) is recognised and waited past, never taken for this one. A receive still open at the
+// deadline is cancelled and completed (MPI_Wait), so no buffer of it outlives this call; if the
+// answer raced in before the cancel, it is used.
 Watchdog::Answers Watchdog::query_states() {
   Answers a;
   a.states.assign(static_cast<size_t>(size_), State{});
   a.answered.assign(static_cast<size_t>(size_), false);
   a.states[0] = local_state();
   a.answered[0] = true;
-  const int64_t query = kStateQuery;
+  const int64_t seq = ++query_seq_;
+  query_buffer_.assign(static_cast<size_t>(size_), seq);  // outlives a send freed below (a dead rank's)
   std::vector<MPI_Request> sends(static_cast<size_t>(size_), MPI_REQUEST_NULL), receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
-  for (int r = 1; r < size_; ++r) {
-    MPI_Isend(&query, 1, MPI_INT64_T, r, kQueryTag, comm_, &sends[static_cast<size_t>(r)]);
+  const auto post = [&](int r) {
     MPI_Irecv(a.states[static_cast<size_t>(r)].data(), kStateSize, MPI_INT64_T, r, kStateTag, comm_,
               &receives[static_cast<size_t>(r)]);
+  };
+  for (int r = 1; r < size_; ++r) {
+    MPI_Isend(&query_buffer_[static_cast<size_t>(r)], 1, MPI_INT64_T, r, kQueryTag, comm_, &sends[static_cast<size_t>(r)]);
+    post(r);
   }
   const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
   int pending = size_ - 1;
@@ -197,17 +203,24 @@ Watchdog::Answers Watchdog::query_states() {
       if (a.answered[static_cast<size_t>(r)]) continue;
       int done = 0;
       MPI_Test(&receives[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
-      if (done) {
-        a.answered[static_cast<size_t>(r)] = true;
-        --pending;
+      if (!done) continue;
+      if (a.states[static_cast<size_t>(r)][kStateSize - 1] != seq) {
+        post(r);  // a late answer to an earlier query: wait for this one's
+        continue;
       }
+      a.answered[static_cast<size_t>(r)] = true;
+      --pending;
     }
     if (pending > 0) std::this_thread::sleep_for(kPoll);
   }
   for (int r = 1; r < size_; ++r) {
     if (!a.answered[static_cast<size_t>(r)]) {
+      MPI_Status status;
       MPI_Cancel(&receives[static_cast<size_t>(r)]);
-      MPI_Request_free(&receives[static_cast<size_t>(r)]);
+      MPI_Wait(&receives[static_cast<size_t>(r)], &status);
+      int cancelled = 0;
+      MPI_Test_cancelled(&status, &cancelled);
+      a.answered[static_cast<size_t>(r)] = !cancelled && a.states[static_cast<size_t>(r)][kStateSize - 1] == seq;
     }
     // A dead rank never takes its query: free the send rather than wait on it.
     MPI_Request_free(&sends[static_cast<size_t>(r)]);

@@ -44,7 +44,7 @@ class Watchdog {
  private:
   void run_leader();
   void run_follower();
-  static constexpr int kStateSize = 6;
+  static constexpr int kStateSize = 7;  // local_state() and, last, the query it answers
   static constexpr int64_t kHarnessOp = 1000;  // a call of the harness's communicators, not the stack's
   using State = std::array<int64_t, kStateSize>;
   struct Answers {
@@ -70,6 +70,8 @@ class Watchdog {
   std::chrono::steady_clock::time_point case_start_;
   double case_budget_ = 0;
   std::vector<std::string> nodes_;
+  int64_t query_seq_ = 0;                 // leader thread only
+  std::vector<int64_t> query_buffer_;     // the last queries' send buffers
   std::thread thread_;
   bool stopped_ = false;
 };

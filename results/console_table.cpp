@@ -196,7 +196,9 @@ void ConsoleTable::print_generic(const Record& record) {
 }
 
 void ConsoleTable::print(const std::string& line) {
-  std::fputs(line.c_str(), out_);
+  // Text from a CSV or a stack (details, names) must not drive the terminal: keep the line breaks
+  // this table writes, replace every other control byte and anything that is not UTF-8.
+  std::fputs(printable(line, true).c_str(), out_);
   std::fflush(out_);  // progress must be visible (and survive a kill) as the run goes
 }
 

@@ -46,6 +46,9 @@ class RowError : public std::exception {
   throw Error(Error::Kind::invalid_argument, path + ":" + std::to_string(line) + ": " + reason);
 }
 
+// The byte order mark some spreadsheets put before UTF-8 text: not part of the first column's name.
+const std::string kUtf8Bom = "\xEF\xBB\xBF";
+
 // The header, split by hand: the parser ignores unknown columns silently, and we want their names.
 std::vector<std::string> header_names(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -55,6 +58,7 @@ std::vector<std::string> header_names(const std::string& path) {
     malformed(path, 1, "empty file: no header line");
   }
   if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.rfind(kUtf8Bom, 0) == 0) line.erase(0, kUtf8Bom.size());  // spreadsheets write one
   std::vector<std::string> names;
   size_t start = 0;
   for (;;) {
@@ -195,7 +199,14 @@ std::vector<Record> read_results_csv(const std::string& path) {
   unsigned line = 1;
   try {
     // No trimming: a detail's leading spaces are data. Double quotes as RFC 4180.
-    io::CSVReader<kColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path);
+    std::ifstream file(path, std::ios::binary);
+    char bom[3] = {};
+    file.read(bom, 3);
+    if (file.gcount() != 3 || std::string(bom, 3) != kUtf8Bom) {
+      file.clear();
+      file.seekg(0);
+    }
+    io::CSVReader<kColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path, file);
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, columns[0], columns[1], columns[2],
                    columns[3], columns[4], columns[5], columns[6], columns[7], columns[8], columns[9], columns[10],
                    columns[11], columns[12], columns[13], columns[14], columns[15], columns[16], columns[17],

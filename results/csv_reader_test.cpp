@@ -137,6 +137,21 @@ TEST_F(CsvReaderTest, RoundTripsWhatCsvSinkWrites) {
   }
 }
 
+TEST_F(CsvReaderTest, AUtf8ByteOrderMarkIsNotPartOfTheFirstColumn) {
+  // A spreadsheet that saves "CSV UTF-8" puts EF BB BF before the header.
+  const fs::path path = dir_ / "plain.csv";
+  {
+    CsvSink sink(path.string());
+    sink.write(full_record());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const fs::path with_bom = write_text("bom.csv", "\xEF\xBB\xBF" + text);
+  const std::vector<Record> read = read_results_csv(with_bom.string());
+  ASSERT_EQ(read.size(), 1u);
+  expect_same(read[0], full_record());
+}
+
 TEST_F(CsvReaderTest, LineBreaksInFieldsBecomeSpacesSoEachRowIsOneLine) {
   Record r = full_record();
   r.detail = "first\nsecond\r\nthird\rfourth";

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "results/output_paths.h"
 
 namespace dts {
 
@@ -165,8 +166,7 @@ CsvSink::CsvSink(std::string path) : path_(std::move(path)) {
     if (ec) throw_io("cannot create directory for CSV file", path_, ec.message());
   }
   // 0644 before umask: results are for reading by others (CI, dashboards).
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_io("cannot open CSV file", path_, std::strerror(errno));
+  fd_ = open_output_file({"CSV file", path_}, O_WRONLY);
   std::string header;
   for (const std::string& column : csv_columns()) {
     if (!header.empty()) header += ',';

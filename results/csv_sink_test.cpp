@@ -4,6 +4,10 @@
 #include "results/csv_sink.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -364,17 +368,51 @@ TEST(CsvSinkErrors, ParentIsARegularFile) {
 
 TEST_F(CsvSinkTest, PathIsADirectory) { expect_io_error(dir_.string()); }
 
-TEST(CsvSinkErrors, WriteFailureIsReported) {
-  // /dev/full accepts open() and fails every write() with ENOSPC: the header write must throw.
-  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  try {
-    CsvSink sink("/dev/full");
-    ADD_FAILURE() << "no error writing /dev/full";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::io);
-    EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(std::strerror(ENOSPC)), std::string::npos) << e.what();
+TEST_F(CsvSinkTest, WriteFailureIsReported) {
+  // A file size limit of 0 bytes makes the header's write() fail with EFBIG (SIGXFSZ ignored), on
+  // a regular file: /dev/full is refused before any write now. In a child, so the limit stays there.
+  const std::string path = (dir_ / "full.csv").string();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit none{0, 0};
+    if (::setrlimit(RLIMIT_FSIZE, &none) != 0) ::_exit(2);
+    try {
+      CsvSink sink(path);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      const bool named = what.find(path) != std::string::npos && what.find(std::strerror(EFBIG)) != std::string::npos;
+      ::_exit(e.kind() == Error::Kind::io && named ? 0 : 3);
+    }
+    ::_exit(4);  // no error
   }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: setrlimit failed, 3: wrong error, 4: no error";
+}
+
+// What is not a regular file is refused before it is written or opened for writing: a FIFO
+// (open() for writing would block until a reader came) and a socket stand in for /dev/null.
+TEST_F(CsvSinkTest, FifoIsRefused) {
+  const fs::path fifo = dir_ / "fifo.csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  expect_io_error(fifo.string());
+  EXPECT_TRUE(fs::is_fifo(fifo));
+}
+
+TEST_F(CsvSinkTest, SocketIsRefused) {
+  const fs::path path = dir_ / "socket.csv";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(path.string().size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+  expect_io_error(path.string());
+  ::close(fd);
+  EXPECT_TRUE(fs::is_socket(path));
 }
 
 TEST_F(CsvSinkTest, WriteAfterCloseThrows) {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "results/output_paths.h"
 
 namespace dts {
 
@@ -126,8 +127,7 @@ JunitSink::JunitSink(std::string path)
     std::filesystem::create_directories(parent, ec);
     if (ec) throw_io("cannot create directory for JUnit file", path_, ec.message());
   }
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_io("cannot open JUnit file", path_, std::strerror(errno));
+  fd_ = open_output_file({"JUnit file", path_}, O_RDWR);
   try {
     // An empty run is still a valid report: header (no properties yet) and trailer.
     const std::string header = render_header(closed_);

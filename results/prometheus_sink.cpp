@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "results/output_paths.h"
 
 namespace dts {
 
@@ -327,6 +328,11 @@ std::pair<std::string, std::string> grouping_key_segment(const std::string& name
   return {name + "@base64", value.empty() ? "=" : base64url(value)};
 }
 
+std::string metrics_listening_port(const std::string& address, int port) {
+  const bool bare_ipv6 = address.find(':') != std::string::npos && address.front() != '[';
+  return (bare_ipv6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+}
+
 PrometheusSink::PrometheusSink(PrometheusRunInfo run, PrometheusOutputs outputs)
     : run_(std::move(run)), outputs_(std::move(outputs)), registry_(std::make_shared<prometheus::Registry>()) {
   metrics_ = std::make_shared<MetricsCollectable>(registry_);
@@ -374,9 +380,15 @@ PrometheusSink::PrometheusSink(PrometheusRunInfo run, PrometheusOutputs outputs)
   std::optional<PushTarget> target;
   if (!outputs_.push_url.empty()) target = parse_push_url(outputs_.push_url);
   if (outputs_.metrics_port != 0) {
-    const std::string address = outputs_.bind_address + ":" + std::to_string(outputs_.metrics_port);
+    const std::string address = metrics_listening_port(outputs_.bind_address, outputs_.metrics_port);
+    // civetweb's defaults (2 workers here, 30 s to wait for a request) let a few hundred idle
+    // connections starve the scraper for an hour; these bound what each one can hold.
+    const std::string timeout = std::to_string(kMetricsRequestTimeout.count());
+    // No keep-alive: a scraper's connection is freed as soon as it has its answer.
+    std::vector<std::string> options{"listening_ports",    address, "num_threads",       std::to_string(kMetricsThreads),
+                                     "request_timeout_ms", timeout, "enable_keep_alive", "no"};
     try {
-      exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
+      exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
     } catch (const std::exception& e) {
       throw_io("cannot serve /metrics on " + address + " (port in use or not allowed): " + e.what());
     }
@@ -480,6 +492,8 @@ void PrometheusSink::write_textfile_locked() {
     std::filesystem::create_directories(parent, ec);
     if (ec) throw_io("cannot create directory for Prometheus textfile '" + path + "': " + ec.message());
   }
+  // The rename would replace whatever `path` is: a device or FIFO (as root, /dev/null) must stay.
+  check_output_path({"--prom", path});
   const std::string temporary = path + "." + std::to_string(::getpid()) + ".tmp";
   const std::string text = exposition();
   // 0644 before umask: node_exporter usually runs as another user.
@@ -497,10 +511,21 @@ void PrometheusSink::write_textfile_locked() {
     }
     rest.remove_prefix(static_cast<size_t>(written));
   }
-  if (::close(fd) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
+  // fsync before the rename: after a crash the name points at the whole new text or the old file,
+  // never at an empty one (ext4 and xfs may commit the rename before the data otherwise).
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  if (::close(fd) != 0 || !synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int saved = synced ? errno : sync_errno;
     ::unlink(temporary.c_str());
     throw_io("cannot replace Prometheus textfile '" + path + "': " + std::strerror(saved));
+  }
+  // The rename itself is durable once the directory is synced; best effort, as node_exporter
+  // reads the file either way.
+  const std::string directory = parent.empty() ? "." : parent.string();
+  if (const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
   }
   last_textfile_ = std::chrono::steady_clock::now();
 }

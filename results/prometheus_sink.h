@@ -61,11 +61,23 @@ struct PrometheusOutputs {
   std::string textfile_path;  // --prom; empty: none
   std::string push_url;       // --push; empty: none
   int metrics_port = 0;       // --metrics-port; 0: none
-  std::string bind_address = "0.0.0.0";  // where /metrics listens (a scraper is on another host)
+  // Where /metrics listens: loopback unless asked (--metrics-address), since the endpoint has no
+  // authentication. An IPv6 address may be given with or without its brackets.
+  std::string bind_address = "127.0.0.1";
   // How often, at most, the textfile is rewritten at the end of a case (and always at close()).
   std::chrono::milliseconds textfile_refresh{1000};
   std::chrono::milliseconds push_timeout{30000};  // a gateway that never answers must not hang the run
 };
+
+// How /metrics holds up against slow or idle clients: civetweb serves one connection per worker
+// thread and a worker waits for a request (and for the client to take the answer) at most
+// kMetricsRequestTimeout, so n idle connections delay a fresh scrape by at most
+// ceil(n / kMetricsThreads) * kMetricsRequestTimeout, and never the run (the workers are not its threads).
+inline constexpr int kMetricsThreads = 16;
+inline constexpr std::chrono::milliseconds kMetricsRequestTimeout{2000};
+
+// The civetweb "listening_ports" value for an address and port: IPv6 addresses in brackets.
+std::string metrics_listening_port(const std::string& address, int port);
 
 class MetricsCollectable;
 

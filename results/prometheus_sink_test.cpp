@@ -11,8 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -476,6 +479,26 @@ TEST(PrometheusTextfile, UnwritablePathFailsAtSetUp) {
   }
 }
 
+TEST(PrometheusTextfile, SpecialFileIsRefusedAndLeftInPlace) {
+  // A FIFO stands in for /dev/null: the rename of the temporary file would have replaced it.
+  const fs::path fifo = scratch("fifo.prom");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  PrometheusOutputs outputs;
+  outputs.textfile_path = fifo.string();
+  try {
+    PrometheusSink sink(run_info(), outputs);
+    FAIL() << "expected Error{io}";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::io);
+    EXPECT_NE(std::string(e.what()).find("a FIFO"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  for (const auto& entry : fs::directory_iterator(fifo.parent_path())) {  // no temporary left behind
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
 // --- push ---------------------------------------------------------------------------------
 
 TEST(PushUrl, Parsed) {
@@ -712,6 +735,66 @@ TEST(PrometheusMetricsPort, ServesLiveProgressUntilClose) {
   sink.close();
   EXPECT_EQ(sink.metrics_port(), 0);
   EXPECT_EQ(http_get(outputs.metrics_port, "/metrics"), "");  // nothing listens any more
+}
+
+// The socket rows of /proc/net/tcp in LISTEN state (st 0A) on `port`: "ADDR:PORT" in the
+// kernel's hex, e.g. "0100007F:2382" for 127.0.0.1 (little-endian) and "00000000:2382" for any.
+std::vector<std::string> listening_on(int port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // header
+  char wanted[8];
+  std::snprintf(wanted, sizeof wanted, "%04X", port);
+  std::vector<std::string> out;
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.substr(local.find(':') + 1) == wanted) out.push_back(local);
+  }
+  return out;
+}
+
+TEST(PrometheusMetricsPort, ListensOnLoopbackOnlyByDefault) {
+  PrometheusOutputs outputs;
+  outputs.metrics_port = free_port();  // bind_address left at its default
+  PrometheusSink sink(run_info(), outputs);
+  char loopback[16];
+  std::snprintf(loopback, sizeof loopback, "0100007F:%04X", outputs.metrics_port);
+  EXPECT_EQ(listening_on(outputs.metrics_port), std::vector<std::string>{loopback});
+  EXPECT_NE(http_get(outputs.metrics_port, "/metrics"), "");
+  sink.close();
+}
+
+TEST(PrometheusMetricsPort, ListeningPortsSpellIpv6InBrackets) {
+  EXPECT_EQ(metrics_listening_port("127.0.0.1", 9100), "127.0.0.1:9100");
+  EXPECT_EQ(metrics_listening_port("::1", 9100), "[::1]:9100");
+  EXPECT_EQ(metrics_listening_port("[::1]", 9100), "[::1]:9100");
+}
+
+TEST(PrometheusMetricsPort, IdleConnectionsDoNotStarveAScrape) {
+  PrometheusOutputs outputs;
+  outputs.metrics_port = free_port();
+  PrometheusSink sink(run_info(), outputs);
+  // 4 idle connections per worker thread: with civetweb's old 2 workers and 30 s wait for a
+  // request, these 64 would have held /metrics for 16 minutes.
+  constexpr int kIdle = 4 * kMetricsThreads;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(outputs.metrics_port));
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+    idle.push_back(fd);  // connected, never sends a request
+  }
+  // The idle ones are served first and each is dropped after kMetricsRequestTimeout; http_get
+  // has no timeout of its own, so the assertion is only that an answer comes (ctest bounds it).
+  const Exposition e = parse_exposition(http_get(outputs.metrics_port, "/metrics"));
+  EXPECT_EQ(e.find("dtsuite_cases_planned").size(), 1u);
+  for (int fd : idle) ::close(fd);
+  sink.close();
 }
 
 TEST(PrometheusMetricsPort, PortInUseFailsAtSetUp) {

@@ -58,4 +58,45 @@ int job_size(const Record& r) {
   return r.labels.world_size;
 }
 
+std::string printable(std::string_view text, bool keep_line_breaks) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      const bool control = c < 0x20 || c == 0x7f;
+      const bool line_break = c == '\n' || c == '\t';
+      out += control && !(keep_line_breaks && line_break) ? kReplacement : std::string(1, static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    // The length a lead byte announces, and the smallest code point of that length (an overlong
+    // encoding is not valid UTF-8).
+    size_t length = 0;
+    uint32_t code = 0, smallest = 0;
+    if ((c & 0xe0) == 0xc0) length = 2, code = c & 0x1f, smallest = 0x80;
+    else if ((c & 0xf0) == 0xe0) length = 3, code = c & 0x0f, smallest = 0x800;
+    else if ((c & 0xf8) == 0xf0) length = 4, code = c & 0x07, smallest = 0x10000;
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      valid = (next & 0xc0) == 0x80;
+      code = (code << 6) | (next & 0x3f);
+    }
+    valid = valid && code >= smallest && code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff);
+    // C1 controls (U+0080..U+009F) act like control bytes on some terminals.
+    valid = valid && !(code >= 0x80 && code <= 0x9f);
+    if (valid) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += kReplacement;
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace dts

@@ -52,6 +52,11 @@ struct Record {
 // The value of `key` in a config ("key=value;key=value"), or nothing when the key is absent.
 std::optional<std::string> config_value(std::string_view config, std::string_view key);
 
+// `text` safe to show on a terminal or in a page: valid UTF-8 passes; control bytes (escape
+// sequences could rewrite the terminal), DEL and bytes that are not UTF-8 become U+FFFD.
+// Newline and tab pass only when `keep_line_breaks`.
+std::string printable(std::string_view text, bool keep_line_breaks = false);
+
 // The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
 // ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the
 // job's size in config as `job=N`. Without it (a whole-job row, or a file written before rows

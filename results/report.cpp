@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "results/catalog.h"
 #include "results/compare.h"
+#include "results/output_paths.h"
 
 extern char** environ;
 
@@ -385,7 +386,7 @@ class TempDir {
 std::string escape_html(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (char ch : text) {
+  for (char ch : printable(text, true)) {
     switch (ch) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
@@ -685,6 +686,7 @@ void write_report(const std::vector<ResultsFile>& files, const std::string& outp
   const std::string html = render_html(data, [&](const Plot& plot) {
     return run_gnuplot(gnuplot_script(plot), "p" + std::to_string(index++));
   });
+  check_output_path({"-o", output_path});  // an ofstream would feed a device or block on a FIFO
   std::ofstream out(output_path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(Error::Kind::io, output_path + ": cannot write the report: " + std::strerror(errno));
   out << html;

@@ -388,6 +388,11 @@ TEST(Grouping, VerdictsAreCountedPerStackAndSuiteAndFailuresListed) {
 
 TEST(Html, EveryTextFromTheCsvIsEscaped) {
   EXPECT_EQ(escape_html("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  // Control bytes (an escape sequence, a NUL) and bytes that are not UTF-8 become U+FFFD; valid
+  // UTF-8 and line breaks stay.
+  EXPECT_EQ(escape_html(std::string("a\x1b[2Jb\0c", 8)), "a\xEF\xBF\xBD[2Jb\xEF\xBF\xBD" "c");
+  EXPECT_EQ(escape_html("caf\xC3\xA9 \xE2\x82\xAC\n"), "caf\xC3\xA9 \xE2\x82\xAC\n");
+  EXPECT_EQ(escape_html("\xFF\xC3(\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD(\xEF\xBF\xBD\xEF\xBF\xBD");  // bad lead, cut, overlong
   ResultsFile a{"<evil>.csv", {}};
   Record r = collective("<script>alert(1)</script>", "wrong", "all_reduce", "f32", 8, 1);
   r.verdict = Verdict::fail;

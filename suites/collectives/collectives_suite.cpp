@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "suites/collectives/check.h"
 #include "suites/collectives/collective.h"
+#include "suites/flag_checks.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -36,7 +37,7 @@ class CollectivesFlags final : public FlagGroup {
     g.add_option("-b,--minbytes", min_text_, "smallest message size (suffixes K, M, G)")->capture_default_str();
     g.add_option("-e,--maxbytes", max_text_, "largest message size (suffixes K, M, G)")->capture_default_str();
     g.add_option("-f,--stepfactor", factor, "multiplication factor between sizes")
-        ->check(CLI::Range(1.0001, 1e6))->capture_default_str();
+        ->check(FiniteRange(1.0001, 1e6))->capture_default_str();
     g.add_option("-d,--datatype", dtypes_text_, "dtypes, comma-separated, or all: f32,f64,f16,bf16,i8,u8,i32,i64")
         ->capture_default_str();
     g.add_option("-o,--op", ops_text_, "reduction ops, comma-separated, or all: sum,prod,min,max,avg")->capture_default_str();
@@ -73,6 +74,18 @@ class CollectivesFlags final : public FlagGroup {
     } else {
       for (const auto& op : parse_list(ops_text_)) ops.push_back(parse_reduce_op(op));
     }
+    // Two names for one thing (nccl-tests' "float" and "f32") would run its cases twice.
+    const auto once = [](const auto& items, const char* flag) {
+      for (size_t i = 0; i < items.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+          if (items[i] == items[j]) {
+            throw Error(Error::Kind::invalid_argument, std::string(flag) + " names '" + std::string(name(items[i])) + "' twice");
+          }
+        }
+      }
+    };
+    once(dtypes, "-d");
+    once(ops, "-o");
     collectives.clear();
     if (collectives_text_ == "all") {
       collectives.assign(kAllCollectives.begin(), kAllCollectives.end());

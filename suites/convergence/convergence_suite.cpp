@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "suites/convergence/digits.h"
 #include "suites/convergence/trainer.h"
+#include "suites/flag_checks.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -59,14 +60,14 @@ class ConvergenceFlags final : public FlagGroup {
     g.add_option("--base-batch", base_batch, "the base run's global batch B; 0: the default (16)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
     g.add_option("--base-lr", base_lr, "the base run's learning rate eta; 0: the default (0.02)")
-        ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+        ->check(FiniteRange(0.0, 1e6))->capture_default_str();
     g.add_option("--scale", scale, "k of the judged scaled run (kB, k eta) and of the control run (kB, eta)")
         ->check(CLI::Range(2, 1 << 16))->capture_default_str();
     g.add_option("--scan-scales", scan_text_, "more factors k for scaled runs, comma-separated (info: where the "
                                               "rule stops holding); none: no scan")
         ->capture_default_str();
     g.add_option("--warmup-epochs", warmup_epochs, "gradual warm-up of the scaled runs, in epochs; 0: none")
-        ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+        ->check(FiniteRange(0.0, 1e6))->capture_default_str();
     g.add_option("--scaled-lr", scaled_lr_text_, "learning rate of the scaled runs: linear (k eta, the rule) or none "
                                                  "(eta: the rule broken on purpose)")
         ->check(CLI::IsMember({"linear", "none"}))->capture_default_str();

@@ -7,8 +7,10 @@
 // machine as much as the stack, and the rows say how many cores the node has and whether its
 // ranks were oversubscribed.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -116,9 +118,13 @@ class ScalingSuite final : public Suite {
     const ModelSpec model = t.model(common);
     const bool collective = c.target == kAllReduce;
 
-    // This node's ranks (topology): their affinity masks together are the cores they share.
-    const NodeMap& nodes = ctx.topology().nodes;
-    std::unique_ptr<Communicator> node = control.split(nodes.node_of_rank[static_cast<size_t>(rank)], rank);
+    // The ranks on this host: their affinity masks together are the cores they share. By the host
+    // name, not the run's node names: fixtures name several "nodes" on one host, whose ranks still
+    // share its cores. (A hash collision would only merge two hosts' counts.)
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const int host_color = static_cast<int>(fnv1a(host, std::strlen(host)) & 0x3fffffff);
+    std::unique_ptr<Communicator> node = control.split(host_color, rank);
     const NodeCapacity capacity = node_capacity(*node);
     const std::string load = ";cores=" + std::to_string(capacity.cores) +
                              ";node_ranks=" + std::to_string(capacity.ranks_on_node) +

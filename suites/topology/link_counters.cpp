@@ -112,8 +112,15 @@ std::map<std::string, LinkCounter> read_link_counters(const std::string& sysfs) 
     read_number(entry.path() / "statistics" / "rx_bytes", rx);
     c.tx_bytes = static_cast<int64_t>(tx);
     c.rx_bytes = static_cast<int64_t>(rx);
-    // speed is in Mbit/s; -1 (or unreadable: a down link) means the link does not say.
-    if (read_number(entry.path() / "speed", speed) && speed > 0) c.rated_bits_per_second = speed * 1e6;
+    // An IPoIB interface (type 32, ARPHRD_INFINIBAND): its bytes are its port's, counted there.
+    double type = 0;
+    if (read_number(entry.path() / "type", type) && type == 32) continue;
+    // speed is in Mbit/s; -1 (or unreadable: a down link) means the link does not say. A virtual
+    // device (no `device` link to hardware: veth, bridge, tun) reports a nominal speed that no
+    // wire backs (veth says 10000), so it counts as saying nothing.
+    std::error_code no_device;
+    const bool hardware = fs::exists(entry.path() / "device", no_device);
+    if (hardware && read_number(entry.path() / "speed", speed) && speed > 0) c.rated_bits_per_second = speed * 1e6;
     links[name] = c;
   }
   const fs::path ib = fs::path(sysfs) / "class" / "infiniband";
@@ -156,21 +163,30 @@ double parse_link_speed(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  std::string unit;
-  for (char ch : text.substr(used)) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (unit.size() > 3 && unit.compare(unit.size() - 3, 3, "bit") == 0) unit.resize(unit.size() - 3);
-  if (unit.size() > 3 && unit.compare(unit.size() - 3, 3, "b/s") == 0) unit.resize(unit.size() - 3);
+  std::string unit = text.substr(used);
+  // Bits unless the unit says bytes with a capital B ("GB/s", "GBps"): link speeds are quoted in
+  // bits, and a byte rate read as bits would be 8x too small.
+  double per_unit = 1;
+  for (const char* suffix : {"bit/s", "bit", "b/s", "bps", "B/s", "Bps", "B"}) {
+    const std::string s(suffix);
+    if (unit.size() >= s.size() && unit.compare(unit.size() - s.size(), s.size(), s) == 0) {
+      if (s[0] == 'B') per_unit = 8;
+      unit.resize(unit.size() - s.size());
+      break;
+    }
+  }
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   double scale = 0;
   if (unit.empty()) scale = 1;
   else if (unit == "k") scale = 1e3;
   else if (unit == "m") scale = 1e6;
   else if (unit == "g") scale = 1e9;
   else if (unit == "t") scale = 1e12;
-  if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value * scale)) {
+  if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value * scale * per_unit)) {
     throw Error(Error::Kind::invalid_argument,
-                "bad link speed '" + text + "' (bits per second, e.g. 1gbit, 10G, 100Gbit, 25000M)");
+                "bad link speed '" + text + "' (bits per second, e.g. 1gbit, 10G, 100Gbit, 25000M; bytes as 50GB/s)");
   }
-  return value * scale;
+  return value * scale * per_unit;
 }
 
 }  // namespace dts

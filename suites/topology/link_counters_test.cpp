@@ -27,10 +27,14 @@ class FakeSysfs : public ::testing::Test {
     fs::remove_all(root_);
   }
   void TearDown() override { fs::remove_all(root_); }
-  void interface(const std::string& name, int64_t tx, int64_t rx, const std::string& speed) {
+  // `hardware`: the interface has a device (a NIC); a virtual one (veth) has none.
+  void interface(const std::string& name, int64_t tx, int64_t rx, const std::string& speed, bool hardware = true,
+                 int type = 1) {
     write(root_ / "class/net" / name / "statistics/tx_bytes", std::to_string(tx) + "\n");
     write(root_ / "class/net" / name / "statistics/rx_bytes", std::to_string(rx) + "\n");
+    write(root_ / "class/net" / name / "type", std::to_string(type) + "\n");
     if (!speed.empty()) write(root_ / "class/net" / name / "speed", speed + "\n");
+    if (hardware) fs::create_directories(root_ / "class/net" / name / "device");
   }
   fs::path root_;
 };
@@ -38,17 +42,21 @@ class FakeSysfs : public ::testing::Test {
 TEST_F(FakeSysfs, InterfacesAndPortsWithTheirRatedSpeeds) {
   interface("lo", 5, 5, "");              // left out: loopback never leaves the node
   interface("eth0", 1000, 2000, "1000");  // Mbit/s
-  interface("veth1", 7, 9, "-1");         // a link that does not say its speed
+  interface("eth1", 7, 9, "-1");          // a NIC that does not say its speed
+  interface("veth0", 3, 3, "10000", false);  // virtual: its nominal 10000 Mbit/s is backed by no wire
+  interface("ib0", 11, 11, "40000", true, 32);  // IPoIB: its bytes are counted at its port
   write(root_ / "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data", "250\n");  // 4-byte words
   write(root_ / "class/infiniband/mlx5_0/ports/1/counters/port_rcv_data", "100\n");
   write(root_ / "class/infiniband/mlx5_0/ports/1/rate", "100 Gb/sec (4X EDR)\n");
   const auto links = read_link_counters(root_.string());
-  ASSERT_EQ(links.size(), 3u);
+  ASSERT_EQ(links.size(), 4u);  // eth0, eth1, veth0, the IB port
   EXPECT_EQ(links.count("lo"), 0u);
   EXPECT_EQ(links.at("eth0").tx_bytes, 1000);
   EXPECT_EQ(links.at("eth0").rx_bytes, 2000);
   EXPECT_EQ(links.at("eth0").rated_bits_per_second, 1e9);
-  EXPECT_EQ(links.at("veth1").rated_bits_per_second, 0);
+  EXPECT_EQ(links.at("eth1").rated_bits_per_second, 0);
+  EXPECT_EQ(links.at("veth0").rated_bits_per_second, 0);
+  EXPECT_EQ(links.count("ib0"), 0u);
   EXPECT_EQ(links.at("ib:mlx5_0/1").tx_bytes, 1000);  // 250 words of 4 bytes
   EXPECT_EQ(links.at("ib:mlx5_0/1").rx_bytes, 400);
   EXPECT_EQ(links.at("ib:mlx5_0/1").rated_bits_per_second, 100e9);
@@ -89,6 +97,8 @@ TEST(LinkSpeed, AsUsersWriteIt) {
   EXPECT_EQ(parse_link_speed("25000M"), 25e9);
   EXPECT_EQ(parse_link_speed("1e9"), 1e9);
   EXPECT_EQ(parse_link_speed("400Gb/s"), 400e9);
+  EXPECT_EQ(parse_link_speed("50GB/s"), 400e9);  // bytes, capital B: 8 bits each
+  EXPECT_EQ(parse_link_speed("1Gbit/s"), 1e9);
   for (const char* bad : {"", "fast", "0", "-1G", "1X", "G"}) {
     EXPECT_THROW(parse_link_speed(bad), Error) << bad;
   }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ class TopologyFlags final : public FlagGroup {
       throw Error(Error::Kind::invalid_argument,
                   "--p2p-bytes must be positive and --link-bytes a positive whole number of f32 elements");
     }
+    if (latency_bytes <= 0 || latency_bytes > p2p_bytes) {
+      throw Error(Error::Kind::invalid_argument, "--latency-bytes must be positive and at most --p2p-bytes (" +
+                                                     std::to_string(p2p_bytes) + ")");
+    }
     link_speed = speed_text_.empty() ? 0 : parse_link_speed(speed_text_);
   }
   std::string describe() const override {
@@ -66,16 +71,14 @@ class TopologyFlags final : public FlagGroup {
 };
 DTS_REGISTER_FLAGS(TopologyFlags, "Topology suite");
 
+// Round trips per latency sample: the barrier's exit skew (about one one-way latency) shrinks to
+// a twentieth of a sample's time.
+constexpr int kRoundTrips = 10;
+
 struct PairCase {
   int a = 0, b = 0;  // a < b
 };
 struct LinkCase {};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? NAN : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 class TopologySuite final : public Suite {
  public:
@@ -157,17 +160,20 @@ class TopologySuite final : public Suite {
       times[0] = one_way(p.a);
       times[1] = one_way(p.b);
       times[2] = timed([&] { comm.send_recv(out.data(), peer, in.data(), peer, big, DType::u8); });
-      // Latency: half a round trip of a small message (ping-pong).
+      // Latency: half a round trip of a small message (ping-pong), kRoundTrips of them back to back
+      // per sample, so the skew of the members leaving the barrier is spread over them.
       std::vector<double> round = timed([&] {
-        if (rank == p.a) {
-          comm.send(out.data(), small, DType::u8, peer);
-          comm.recv(in.data(), small, DType::u8, peer);
-        } else {
-          comm.recv(in.data(), small, DType::u8, peer);
-          comm.send(out.data(), small, DType::u8, peer);
+        for (int k = 0; k < kRoundTrips; ++k) {
+          if (rank == p.a) {
+            comm.send(out.data(), small, DType::u8, peer);
+            comm.recv(in.data(), small, DType::u8, peer);
+          } else {
+            comm.recv(in.data(), small, DType::u8, peer);
+            comm.send(out.data(), small, DType::u8, peer);
+          }
         }
       });
-      for (double t : round) times[3].push_back(t / 2);
+      for (double t : round) times[3].push_back(t / (2 * kRoundTrips));
       // Each member checks what it received last: the peer's pattern (rank + 1), byte for byte.
       const auto expected = static_cast<uint8_t>(peer + 1);
       for (size_t i = 0; i < big; ++i) {
@@ -205,7 +211,8 @@ class TopologySuite final : public Suite {
       std::vector<double> values;
       for (double t : samples) values.push_back(scale > 0 ? scale / t : t);
       r.stats = compute_stats(values);
-      r.value = scale > 0 ? scale / median(samples) : median(samples);
+      r.value = r.stats.median;  // the same number the distribution's median column shows
+      if (scale <= 0) r.labels.bytes = f.latency_bytes;
       r.verdict = Verdict::info;
       ctx.emit(r);
     };
@@ -246,60 +253,90 @@ class TopologySuite final : public Suite {
     const int rank = control.rank(), world = control.size();
     const RunContext::Topology& topo = ctx.topology();
     const bool reader = topo.local_rank == 0;  // one reader per node: the node's counters are shared
-    const size_t count = static_cast<size_t>(f.link_bytes / 4);
-    std::vector<float> data(count, 1.0f);
-    for (int i = 0; i < common.warmup; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
-    control.barrier();
     const auto read = [] {
       auto links = read_link_counters();
       links.merge(read_nvlink_counters());
       return links;
     };
-    const auto before = reader ? read() : std::map<std::string, LinkCounter>{};
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < common.iters; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
-    control.barrier();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const auto traffic = reader ? link_traffic(before, read()) : std::map<std::string, LinkCounter>{};
-    control.all_reduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
-
-    // Per node (its reader): bytes sent on its links, and the rated speed of the busiest one.
-    double sent = 0, rated = 0;
-    std::string busiest;
-    for (const auto& [name, t] : traffic) {
-      sent += static_cast<double>(std::max<int64_t>(t.tx_bytes, 0));
-      if (busiest.empty() || t.tx_bytes > traffic.at(busiest).tx_bytes) busiest = name;
+    const size_t count = static_cast<size_t>(f.link_bytes / 4);
+    std::vector<float> data;
+    std::map<std::string, LinkCounter> traffic;
+    double seconds = 0;
+    std::exception_ptr failure;
+    try {
+      data.assign(count, 1.0f);
+      if (reader) read();  // opens NVML (dlopen, init) now, not inside the timed span
+      for (int i = 0; i < common.warmup; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
+      // The baseline is read before the barrier that starts every rank's clock, so no rank's
+      // first bytes fall before it.
+      const auto before = reader ? read() : std::map<std::string, LinkCounter>{};
+      control.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < common.iters; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
+      control.barrier();
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (reader) traffic = link_traffic(before, read());
+    } catch (...) {
+      failure = std::current_exception();
     }
-    if (!busiest.empty()) rated = traffic.at(busiest).rated_bits_per_second;
+    leave_together(control, failure);
+    control.all_reduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
+    // The result: every element of every rank alike (the all_reduce of equal inputs stays equal).
+    float lo = data.empty() ? 0 : *std::min_element(data.begin(), data.end());
+    float hi = data.empty() ? 0 : *std::max_element(data.begin(), data.end());
+    control.all_reduce(&lo, &lo, 1, DType::f32, ReduceOp::min);
+    control.all_reduce(&hi, &hi, 1, DType::f32, ReduceOp::max);
+
+    // Per node (its reader): bytes its network links sent, over the rated speed of the links that
+    // carried them. An IPoIB interface is left out (its port's counters already hold its bytes),
+    // and NVLinks are not links out of the node: they get rows of their own.
+    double sent = 0, rated = 0, nv_sent = 0, nv_rated = 0;
+    std::string links_used;
+    for (const auto& [name, t] : traffic) {
+      const double bytes = static_cast<double>(std::max<int64_t>(t.tx_bytes, 0));
+      if (name.rfind("nvlink:", 0) == 0) {
+        nv_sent += bytes;
+        nv_rated += t.rated_bits_per_second;
+        continue;
+      }
+      if (bytes <= 0) continue;
+      sent += bytes;
+      rated = rated < 0 || t.rated_bits_per_second <= 0 ? -1 : rated + t.rated_bits_per_second;
+      links_used += (links_used.empty() ? "" : "+") + name;
+    }
+    if (rated < 0) rated = 0;  // a link that carried bytes does not say its speed
     if (f.link_speed > 0) rated = f.link_speed;
-    // Gather (reader flag, bytes, rated) of every rank on rank 0, with the busiest link's name.
-    double mine[3] = {reader ? 1.0 : 0.0, sent, rated};
-    std::vector<double> all(static_cast<size_t>(world) * 3);
-    control.all_gather(mine, all.data(), 3, DType::f64);
+    double mine[5] = {reader ? 1.0 : 0.0, sent, rated, nv_sent, nv_rated};
+    std::vector<double> all(static_cast<size_t>(world) * 5);
+    control.all_gather(mine, all.data(), 5, DType::f64);
     std::vector<std::string> links(static_cast<size_t>(world));
     for (int r = 0; r < world; ++r) {
-      const std::string text = text_to_root(control, r, busiest);
+      const std::string text = text_to_root(control, r, links_used);
       if (rank == 0) links[static_cast<size_t>(r)] = text;
     }
     if (rank != 0) return;
+    if (!(lo == hi && lo > 0)) {
+      throw Error(Error::Kind::mismatch, "link all_reduce: the ranks' results differ (" + number(lo) + " .. " +
+                                             number(hi) + ") where they must all be equal");
+    }
 
     const double per_call = seconds / common.iters;
     const double algbw = static_cast<double>(f.link_bytes) / per_call;
     const double busbw = algbw * (world > 1 ? 2.0 * (world - 1) / world : 0.0);
     double wire_total = 0;
     for (int r = 0; r < world; ++r) {
-      if (all[static_cast<size_t>(r) * 3] == 0) continue;
-      const double bytes = all[static_cast<size_t>(r) * 3 + 1];
-      const double speed = all[static_cast<size_t>(r) * 3 + 2];
+      const double* v = &all[static_cast<size_t>(r) * 5];
+      if (v[0] == 0) continue;
+      const double bytes = v[1], speed = v[2];
       wire_total += bytes;
       const std::string node = topo.nodes.names[static_cast<size_t>(r)];
-      Record u = base_row(c, ctx, "node=" + node + ";link=" + (links[static_cast<size_t>(r)].empty() ? "none" : links[static_cast<size_t>(r)]) +
-                                      ";rated_bits_per_second=" + number(speed));
+      const std::string used = links[static_cast<size_t>(r)].empty() ? "none" : links[static_cast<size_t>(r)];
+      Record u = base_row(c, ctx, "node=" + node + ";link=" + used + ";rated_bits_per_second=" + number(speed));
       u.metric = "link_utilization";
       u.unit = "ratio";
       // bytes/s the node put on its links over what they are rated to carry (bits -> bytes).
       u.value = speed > 0 ? bytes / seconds / (speed / 8) : NAN;
-      u.detail = number(bytes / common.iters) + " bytes per call left node " + node + " through its links" +
+      u.detail = number(bytes / common.iters) + " bytes per call left node " + node + " through " + used +
                  (speed > 0 ? " in " + number(per_call) + " s, rated " + number(speed / 1e9) + " Gbit/s"
                             : "; no rated speed: give --link-speed") +
                  (bytes == 0 ? " (nothing crossed a network interface: shared memory inside one node)" : "");
@@ -310,6 +347,14 @@ class TopologySuite final : public Suite {
       claimed.value = speed > 0 ? busbw / (speed / 8) : NAN;
       claimed.detail = "busbw " + number(busbw / 1e9) + " GB/s (what the library's timing claims) over the rated speed";
       ctx.emit(claimed);
+      if (v[4] > 0) {  // a node with NVLink: what its GPUs' links carried, over their rated speed
+        Record nv = base_row(c, ctx, "node=" + node + ";link=nvlink;rated_bits_per_second=" + number(v[4]));
+        nv.metric = "link_utilization";
+        nv.unit = "ratio";
+        nv.value = v[3] / seconds / (v[4] / 8);
+        nv.detail = number(v[3] / common.iters) + " bytes per call over node " + node + "'s NVLinks";
+        ctx.emit(nv);
+      }
     }
     Record wire = base_row(c, ctx, "");
     wire.metric = "wire_bytes";

@@ -1,0 +1,103 @@
+// check_outputs: stat(2) for the file type and identity, std::filesystem for the path of a file
+// that does not exist yet. Callers run it before they open anything (results/output_paths.h).
+#include "results/output_paths.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+
+namespace dts {
+
+namespace {
+
+const char* type_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+std::string quoted(const NamedPath& p) { return p.flag + " '" + p.path + "'"; }
+
+// What makes two paths one file: the inode where one exists, else where it would be created.
+struct FileIdentity {
+  std::optional<std::pair<dev_t, ino_t>> inode;
+  std::filesystem::path normal;  // only when there is no inode
+  bool operator==(const FileIdentity& other) const {
+    if (inode || other.inode) return inode == other.inode;
+    return normal == other.normal;
+  }
+};
+
+FileIdentity identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return {std::make_pair(st.st_dev, st.st_ino), {}};
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) absolute = path;
+  return {std::nullopt, absolute.lexically_normal()};
+}
+
+}  // namespace
+
+void check_output_path(const NamedPath& output) {
+  if (output.path.empty()) return;
+  struct stat st {};
+  if (::stat(output.path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;  // to be created (or its open names the reason)
+    throw Error(Error::Kind::io, "cannot check " + quoted(output) + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(Error::Kind::io,
+                quoted(output) + " is " + type_of(st.st_mode) + ", not a regular file: refusing to write there");
+  }
+}
+
+int open_output_file(const NamedPath& output, int access) {
+  check_output_path(output);  // the clear message for the common case, before open() touches it
+  const int fd = ::open(output.path.c_str(), access | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0) throw Error(Error::Kind::io, "cannot open " + quoted(output) + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const mode_t mode = st.st_mode;
+    ::close(fd);
+    throw Error(Error::Kind::io,
+                quoted(output) + " is " + type_of(mode) + ", not a regular file: refusing to write there");
+  }
+  // Regular files ignore O_NONBLOCK; cleared anyway so the descriptor is an ordinary one.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  std::vector<std::pair<const NamedPath*, FileIdentity>> seen;
+  for (const NamedPath& input : inputs) {
+    if (!input.path.empty()) seen.emplace_back(&input, identity_of(input.path));
+  }
+  const size_t input_count = seen.size();
+  for (const NamedPath& output : outputs) {
+    if (output.path.empty()) continue;
+    check_output_path(output);
+    const FileIdentity id = identity_of(output.path);
+    for (size_t i = 0; i < seen.size(); ++i) {
+      if (!(seen[i].second == id)) continue;
+      const bool is_input = i < input_count;
+      throw Error(Error::Kind::invalid_argument,
+                  quoted(output) + " is the same file as " + quoted(*seen[i].first) +
+                      (is_input ? ": refusing to overwrite an input" : ": each output needs a file of its own"));
+    }
+    seen.emplace_back(&output, id);
+  }
+}
+
+}  // namespace dts

@@ -1,0 +1,34 @@
+// Where a command may write: every output of `run`, `report` and `compare` goes through these
+// checks before anything is written, so an output never replaces a device, FIFO or socket, never
+// overwrites one of the command's inputs and never shares a file with another output of it.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dts {
+
+// A path as the user named it: the flag ("--csv", "-o", "the baseline") for the message, and
+// the path itself; an empty path is "not given" and is left out of every check.
+struct NamedPath {
+  std::string flag;
+  std::string path;
+};
+
+// Throws Error{io} when `path` exists (following symbolic links) and is not a regular file:
+// writing there would feed a device or FIFO, or rename a file over it.
+void check_output_path(const NamedPath& output);
+
+// open(2) of an output for `access` (O_WRONLY or O_RDWR), created 0644 before umask and truncated,
+// refusing what check_output_path refuses even when the path changed since the check: O_NONBLOCK
+// so a FIFO without a reader cannot hang the open, then fstat. Throws Error{io} naming the path
+// and the reason; returns the descriptor.
+int open_output_file(const NamedPath& output, int access);
+
+// The checks of one command, in one place: each output passes check_output_path, no output is
+// one of `inputs`, and no two outputs are the same file. "The same" is by identity: st_dev and
+// st_ino where the file exists, else the lexically normal absolute path (./x.csv is x.csv).
+// Throws Error{invalid_argument} with one line naming both flags and paths (Error{io} from
+// check_output_path).
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
+
+}  // namespace dts
