@@ -11,15 +11,17 @@
 
 namespace dts {
 
+std::string host_name() {
+  char host[kMaxNodeName + 1] = {};
+  return gethostname(host, kMaxNodeName) == 0 && host[0] ? host : "unknown";
+}
+
 std::string node_name(const std::string& name) {
   std::string chosen = name;
   if (chosen.empty()) {
     if (const char* env = std::getenv("DTS_NODE")) chosen = env;
   }
-  if (chosen.empty()) {
-    char host[kMaxNodeName + 1] = {};
-    chosen = gethostname(host, kMaxNodeName) == 0 && host[0] ? host : "unknown";
-  }
+  if (chosen.empty()) chosen = host_name();
   return chosen.substr(0, kMaxNodeName);
 }
 

@@ -13,6 +13,9 @@ namespace dts {
 // Longest node name kept (bytes); longer ones are cut, and a cut name is still a name.
 inline constexpr size_t kMaxNodeName = 255;
 
+// This machine's host name ("unknown" when the system gives none).
+std::string host_name();
+
 // This process's node: `name` when not empty, else $DTS_NODE when set and not empty, else the
 // host name ("unknown" when the system gives none).
 std::string node_name(const std::string& name = "");

@@ -2,7 +2,6 @@
 #include "harness/stack_info.h"
 
 #include <mpi.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -13,12 +12,6 @@
 #include "core/buffer.h"
 
 namespace dts {
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

@@ -27,7 +27,6 @@ StackInfo discover_stack(Communicator& tested, Communicator& control, const std:
 // of them on one node. `member` is indexed like `node_of_rank` (NodeMap).
 RunContext::Participants participants_of(const std::vector<int>& node_of_rank, const std::vector<int>& member);
 
-std::string host_name();
 std::string cpu_model();
 
 }  // namespace dts

@@ -22,15 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace dts::e2e;
 
-// The launcher command for 4 ranks on two nodes; each rank writes its pid to DIR/rank<R>.pid
-// before it becomes dtsuite (exec keeps the pid).
-std::string two_nodes(const std::string& extra_launcher_flags) {
-  const std::string dir = scratch_dir().string();
-  return std::string(DTS_MPIEXEC) + " -np 4 " + DTS_MPIEXEC_FLAGS + " " + extra_launcher_flags +
-         " sh -c 'R=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; echo $$ > " + dir +
-         "/rank$R.pid; DTS_NODE=n$((R / 2)) exec \"$@\"' sh " + DTS_BINARY;
-}
-
 const std::string kSweep = "run collectives --collective all_reduce -d f32 -o sum -b 8 -f 2 -n 3 -w 1";
 
 std::string timeout_line(const std::string& err) {
@@ -41,7 +32,7 @@ std::string timeout_line(const std::string& err) {
 TEST(Stall, AHungRankOnTheOtherNodeIsNamedWithItsNode) {
   const fs::path csv = scratch_dir() / "hung.csv";
   // -T 2: a healthy case here (sizes up to 4 MiB, 4 ranks on 2 cores) takes well under 0.1 s.
-  const RunResult r = run_shell(two_nodes("") + " " + kSweep + " -T 2 -e 4M --backend 'faulty(hang,mpi)' --fault-rank 3 " +
+  const RunResult r = run_shell(two_node_command() + " " + kSweep + " -T 2 -e 4M --backend 'faulty(hang,mpi)' --fault-rank 3 " +
                                 "--fault-after 20 --csv " + csv.string());
   EXPECT_EQ(r.exit_code, 3) << r.err;
   const std::string line = timeout_line(r.err);
@@ -68,7 +59,7 @@ TEST(Stall, ARankKilledOnTheOtherNodeIsNamedAndTheRowsKept) {
   const fs::path err = scratch_dir() / "killed.err";
   fs::remove(scratch_dir() / "rank3.pid");
   // -T 10: a healthy 64 MiB case (4 ranks on 2 cores, about 0.5 s a call) stays far below it.
-  const std::string command = two_nodes("--mca orte_abort_on_non_zero_status 0") + " " + kSweep +
+  const std::string command = two_node_command("--mca orte_abort_on_non_zero_status 0") + " " + kSweep +
                               " -T 10 -e 64M --csv " + csv.string() + " >/dev/null 2>" + err.string();
   const pid_t child = fork();
   ASSERT_GE(child, 0);

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include "results/record.h"
+
 namespace dts {
 
 namespace {
@@ -21,11 +23,6 @@ constexpr auto kPoll = std::chrono::milliseconds(10);
 // answer within a poll period unless the process is gone.
 constexpr auto kAnswerWait = std::chrono::seconds(3);
 
-std::string format_seconds(double seconds) {
-  std::ostringstream out;
-  out << seconds;
-  return out.str();
-}
 
 std::string join(const std::vector<int>& ranks) {
   std::string out;
@@ -156,8 +153,8 @@ void Watchdog::run_leader() {
           last_progress = std::chrono::steady_clock::now();
           continue;
         }
-        on_timeout_(diagnose("made no progress on any rank for " + format_seconds(timeout_seconds_) +
-                                 " s (-T; its budget is " + format_seconds(budget) + " s)",
+        on_timeout_(diagnose("made no progress on any rank for " + format_number(timeout_seconds_, "%g") +
+                                 " s (-T; its budget is " + format_number(budget, "%g") + " s)",
                              answers));
         return;
       } else {

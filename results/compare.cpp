@@ -74,12 +74,6 @@ void check_same_stack(const std::vector<Record>& baseline, const std::vector<Rec
   }
 }
 
-std::string format_number(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.4g", value);
-  return buffer;
-}
-
 std::string percent(double fraction) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.3g%%", fraction * 100);

@@ -69,7 +69,7 @@ std::string with_unit(std::string name, std::string_view unit) {
   return name;
 }
 
-std::string format_number(double value) {
+std::string exact_number(double value) {
   char buffer[32];  // the longest shortest form of a double is 24 chars
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, result.ptr);
@@ -546,7 +546,7 @@ void PrometheusSink::push_locked(const char* when) {
   }).detach();
   std::string reason;
   if (result.wait_for(outputs_.push_timeout) != std::future_status::ready) {
-    reason = "no answer within " + format_number(std::chrono::duration<double>(outputs_.push_timeout).count()) + " s";
+    reason = "no answer within " + exact_number(std::chrono::duration<double>(outputs_.push_timeout).count()) + " s";
   } else if (const int code = result.get(); code < 200 || code >= 300) {
     reason = push_failure_reason(code);
   }

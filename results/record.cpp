@@ -1,6 +1,8 @@
 // Record helpers: verdict names and order statistics.
 #include "results/record.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <charconv>
 #include <string_view>
@@ -97,6 +99,12 @@ std::string printable(std::string_view text, bool keep_line_breaks) {
     }
   }
   return out;
+}
+
+std::string format_number(double value, const char* format) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
 }
 
 }  // namespace dts

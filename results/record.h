@@ -57,6 +57,10 @@ std::optional<std::string> config_value(std::string_view config, std::string_vie
 // Newline and tab pass only when `keep_line_breaks`.
 std::string printable(std::string_view text, bool keep_line_breaks = false);
 
+// A number for details and labels, printf-style: "%.4g" gives enough digits to see why a value
+// missed a bound, no more ("1.5e+09"); "%g" for settings as a user wrote them ("0.02").
+std::string format_number(double value, const char* format = "%.4g");
+
 // The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
 // ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the
 // job's size in config as `job=N`. Without it (a whole-job row, or a file written before rows

@@ -292,11 +292,6 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
   return plots;
 }
 
-std::string number(double value, const char* format = "%.4g") {
-  char text[64];
-  std::snprintf(text, sizeof(text), format, value);
-  return text;
-}
 
 // A gnuplot single-quoted string: only the quote itself needs escaping (doubled).
 std::string gnuplot_quote(const std::string& text) {
@@ -320,7 +315,7 @@ std::string size_tics(double lo, double hi) {
     static const char* kSuffix[] = {"", "K", "M", "G", "T"};
     const int unit = std::min(e / 10, 4);
     const std::string label = std::to_string(int64_t{1} << (e - unit * 10)) + kSuffix[unit];
-    tics += (tics.empty() ? "" : ", ") + gnuplot_quote(label) + " " + number(std::ldexp(1.0, e), "%.17g");
+    tics += (tics.empty() ? "" : ", ") + gnuplot_quote(label) + " " + format_number(std::ldexp(1.0, e), "%.17g");
   }
   return tics;
 }
@@ -480,13 +475,13 @@ static std::string heatmap_script(const Plot& plot) {
      << "set xlabel " << gnuplot_quote(plot.x_label) << "\n"
      << "set ylabel " << gnuplot_quote(plot.y_label) << "\n"
      << "set xtics 1\nset ytics 1\nset tics nomirror\nset size ratio -1\n"
-     << "set xrange [" << number(x_lo - 0.5, "%.17g") << ":" << number(x_hi + 0.5, "%.17g") << "]\n"
-     << "set yrange [" << number(y_hi + 0.5, "%.17g") << ":" << number(y_lo - 0.5, "%.17g") << "]\n"
+     << "set xrange [" << format_number(x_lo - 0.5, "%.17g") << ":" << format_number(x_hi + 0.5, "%.17g") << "]\n"
+     << "set yrange [" << format_number(y_hi + 0.5, "%.17g") << ":" << format_number(y_lo - 0.5, "%.17g") << "]\n"
      << "set style fill solid 1.0 noborder\n"
      << "set palette defined (0 '#fff5eb', 1 '#fd8d3c', 2 '#7f2704')\nset cbtics format '%g'\n";
   gp << "$H << EOD\n";
   for (const HeatCell& c : plot.cells) {
-    gp << number(c.x, "%.17g") << " " << number(c.y, "%.17g") << " " << number(c.z / plot.y_scale, "%.17g") << "\n";
+    gp << format_number(c.x, "%.17g") << " " << format_number(c.y, "%.17g") << " " << format_number(c.z / plot.y_scale, "%.17g") << "\n";
   }
   gp << "EOD\n"
      << "plot $H using 1:2:(0.5):(0.5):3 with boxxyerror fc palette notitle, \\\n"
@@ -527,7 +522,7 @@ std::string gnuplot_script(const Plot& plot) {
   for (size_t i = 0; i < plot.series.size(); ++i) {
     gp << "$S" << i << " << EOD\n";
     for (const auto& p : plot.series[i].points) {
-      gp << number(p.x, "%.17g") << " " << number(p.y / plot.y_scale, "%.17g") << "\n";
+      gp << format_number(p.x, "%.17g") << " " << format_number(p.y / plot.y_scale, "%.17g") << "\n";
     }
     gp << "EOD\n";
   }
@@ -648,8 +643,8 @@ std::string render_html(const ReportData& data, const std::function<std::string(
       h << "<tr><td>" << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</td><td>"
         << escape_html(r.suite) << "</td><td>" << escape_html(r.case_id) << "</td><td>"
         << escape_html(r.labels.placement) << "</td><td>" << escape_html(r.metric) << "</td><td class=\"n\">"
-        << escape_html(number(r.value)) << "</td><td class=\"n\">"
-        << (std::isnan(r.threshold) ? "" : escape_html(number(r.threshold))) << "</td><td class=\""
+        << escape_html(format_number(r.value)) << "</td><td class=\"n\">"
+        << (std::isnan(r.threshold) ? "" : escape_html(format_number(r.threshold))) << "</td><td class=\""
         << name(r.verdict) << "\">" << name(r.verdict) << "</td><td class=\"detail\">" << escape_html(r.detail)
         << "</td></tr>\n";
     }

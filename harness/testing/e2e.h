@@ -51,6 +51,17 @@ inline RunResult run_shell(const std::string& command) {
   return r;
 }
 
+// The command that starts dtsuite as 4 ranks on two "nodes" of one machine: ranks 0-1 on n0, 2-3
+// on n1 (DTS_NODE, set per rank from the launcher's rank variable: Open MPI's, else PMI's). Each
+// rank writes its pid to <scratch>/rank<R>.pid before it becomes dtsuite (exec keeps the pid), so
+// a test can stop one. Append dtsuite's arguments.
+inline std::string two_node_command(const std::string& extra_launcher_flags = "") {
+  const std::string dir = scratch_dir().string();
+  return std::string(DTS_MPIEXEC) + " -np 4 " + DTS_MPIEXEC_FLAGS + " " + extra_launcher_flags +
+         " sh -c 'R=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; echo $$ > " + dir +
+         "/rank$R.pid; DTS_NODE=n$((R / 2)) exec \"$@\"' sh " + DTS_BINARY;
+}
+
 // Runs `dtsuite ARGS` under the launcher with `np` ranks (np == 0: without a launcher, as
 // compare and report run).
 inline RunResult run_dtsuite(int np, const std::string& args) {

@@ -107,14 +107,9 @@ class ConvergenceFlags final : public FlagGroup {
   std::string describe() const override {
     if (!sweep.empty()) return "convergence: sweep of " + std::to_string(sweep.size()) + " configurations on " + data;
     return "convergence: linear scaling rule at k=" + std::to_string(scale) + " on " + data + ", warm-up " +
-           format(warmup_epochs) + " epochs" + (scale_lr ? "" : ", lr NOT scaled (the rule broken on purpose)");
+           format_number(warmup_epochs, "%g") + " epochs" + (scale_lr ? "" : ", lr NOT scaled (the rule broken on purpose)");
   }
 
-  static std::string format(double value) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%g", value);
-    return text;
-  }
 
  private:
   static int integer_of(const std::string& text, const std::string& what, int minimum) {
@@ -261,7 +256,7 @@ ConvergenceData load_data(const std::string& data) {
 // "run=scaled-k8": what a row's series is called in the report and the CSV.
 std::string run_label(const PlannedRun& p) {
   if (p.role == Role::base) return "base";
-  if (p.role == Role::sweep) return "sweep-b" + std::to_string(p.config.batch) + "-lr" + ConvergenceFlags::format(p.config.lr);
+  if (p.role == Role::sweep) return "sweep-b" + std::to_string(p.config.batch) + "-lr" + format_number(p.config.lr, "%g");
   return (p.role == Role::control ? "control-k" : "scaled-k") + std::to_string(p.k);
 }
 
@@ -302,7 +297,7 @@ class ConvergenceSuite final : public Suite {
         run.batch = p.batch;
         run.lr = p.lr;
         run.keep_parameters = false;
-        run.name = "sweep B=" + std::to_string(p.batch) + " lr=" + ConvergenceFlags::format(p.lr);
+        run.name = "sweep B=" + std::to_string(p.batch) + " lr=" + format_number(p.lr, "%g");
         add(run, Role::sweep, 1);
       }
     } else {
@@ -425,7 +420,7 @@ class ConvergenceSuite final : public Suite {
                         const RunContext::Participants& who, int group_size, int groups, RunContext& ctx) {
     const RunOptions& common = ctx.options();
     const std::string job = ";job=" + std::to_string(common.world_size);
-    const std::string budget = ConvergenceFlags::format(the_case.time_budget_seconds);
+    const std::string budget = format_number(the_case.time_budget_seconds, "%g");
     const auto row = [&](const PlannedRun& p, const std::string& metric, const std::string& unit, double value) {
       Record r;
       r.suite = "convergence";
@@ -435,8 +430,8 @@ class ConvergenceSuite final : public Suite {
       r.labels.nodes = who.nodes;
       r.labels.ranks_per_node = who.ranks_per_node;
       r.labels.config = "run=" + run_label(p) + ";batch=" + std::to_string(p.config.batch) +
-                        ";lr=" + ConvergenceFlags::format(p.config.lr) +
-                        ";warmup_epochs=" + ConvergenceFlags::format(p.config.warmup_epochs) +
+                        ";lr=" + format_number(p.config.lr, "%g") +
+                        ";warmup_epochs=" + format_number(p.config.warmup_epochs, "%g") +
                         ";epochs=" + std::to_string(p.config.epochs) + ";dp=" + std::to_string(group_size) +
                         ";groups=" + std::to_string(groups) + job + ";budget=" + budget + "s";
       r.metric = metric;
@@ -462,18 +457,18 @@ class ConvergenceSuite final : public Suite {
           Record rec = row(p, metric, unit, value);
           rec.labels.config += ";epoch=" + std::to_string(e.epoch);
           rec.detail = std::string(metric == std::string("train_loss") ? "mean loss of the epoch's steps" : "held-out") +
-                       ", lr at the epoch's end " + ConvergenceFlags::format(e.lr_at_end);
+                       ", lr at the epoch's end " + format_number(e.lr_at_end, "%g");
           ctx.emit(rec);
         }
       }
       Record acc = row(p, "final_accuracy", "ratio", r.final_accuracy);
       acc.detail = "held-out accuracy after " + std::to_string(p.config.epochs) + " epochs, " +
                    std::to_string(r.held_out_samples) + " samples, standard error " +
-                   ConvergenceFlags::format(r.accuracy_stderr) + "; " + std::to_string(r.steps) + " steps in " +
-                   ConvergenceFlags::format(r.seconds) + " s";
+                   format_number(r.accuracy_stderr, "%g") + "; " + std::to_string(r.steps) + " steps in " +
+                   format_number(r.seconds, "%g") + " s";
       ctx.emit(acc);
       Record loss = row(p, "final_loss", "", r.final_loss);
-      loss.detail = "held-out loss, standard error " + ConvergenceFlags::format(r.loss_stderr);
+      loss.detail = "held-out loss, standard error " + format_number(r.loss_stderr, "%g");
       ctx.emit(loss);
 
       // The stack kept the run sound: replicas alike, losses as computed. Every run, every role.
@@ -490,8 +485,8 @@ class ConvergenceSuite final : public Suite {
       if (p.role == Role::judged) {
         verdict.verdict = rule.pass ? Verdict::pass : Verdict::fail;
         verdict.detail = "linear scaling rule at k=" + std::to_string(p.k) + " (batch " + std::to_string(p.config.batch) +
-                         ", lr " + ConvergenceFlags::format(p.config.lr) + ", warm-up " +
-                         ConvergenceFlags::format(p.config.warmup_epochs) + " epochs): " + rule.detail;
+                         ", lr " + format_number(p.config.lr, "%g") + ", warm-up " +
+                         format_number(p.config.warmup_epochs, "%g") + " epochs): " + rule.detail;
       } else if (p.role == Role::control) {
         // The control is expected to miss: that it does shows the rule (and warm-up) mattered at k.
         verdict.detail = std::string(rule.pass ? "the rule was not needed at this k (the control held too): "

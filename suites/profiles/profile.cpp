@@ -74,12 +74,6 @@ std::string type_name(const toml::node& node) {
   }
 }
 
-// "1.5e+09" for details: enough digits to see why a value missed a bound, no more.
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.4g", value);
-  return text;
-}
 
 // Exact text for a value handed to the command line.
 std::string exact_text(double value) {
@@ -398,7 +392,7 @@ class Loader {
     if (t.metric.empty()) fail(t.line, where + " has no metric");
     if (!t.min && !t.max) fail(t.line, where + " has no bound: set min, max or both");
     if (t.min && t.max && *t.min > *t.max) {
-      fail(t.line, where + ": min " + number_text(*t.min) + " > max " + number_text(*t.max) + ": nothing can pass");
+      fail(t.line, where + ": min " + format_number(*t.min) + " > max " + format_number(*t.max) + ": nothing can pass");
     }
     if (t.min_bytes >= 0 && t.max_bytes >= 0 && t.min_bytes > t.max_bytes) {
       fail(t.line, where + ": min_bytes " + std::to_string(t.min_bytes) + " > max_bytes " + std::to_string(t.max_bytes));
@@ -449,8 +443,8 @@ std::string describe(const Threshold& t) {
   }
   for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? " of " : ", ") + parts[i];
   if (t.statistic != "value") text += "; statistic " + t.statistic;
-  if (t.min) text += "; min " + number_text(*t.min);
-  if (t.max) text += "; max " + number_text(*t.max);
+  if (t.min) text += "; min " + format_number(*t.min);
+  if (t.max) text += "; max " + format_number(*t.max);
   return text;
 }
 
@@ -544,16 +538,16 @@ void ProfileJudge::apply(Record& record) {
     ++matched_[i];
     const std::string citation = profile_.file_name() + " [[threshold]] #" + std::to_string(t.index);
     const auto [judged, statistic] = judged_value(t, record);
-    const std::string value = record.metric + statistic + " " + number_text(judged) + unit;
+    const std::string value = record.metric + statistic + " " + format_number(judged) + unit;
     std::string text;
     double violated = kNaN;
     // NaN compares false both ways: an unmeasurable value fails rather than slipping through.
     if (t.min && !(judged >= *t.min)) {
       violated = *t.min;
-      text = value + " < " + number_text(*t.min) + " required by " + citation + ": " + t.source;
+      text = value + " < " + format_number(*t.min) + " required by " + citation + ": " + t.source;
     } else if (t.max && !(judged <= *t.max)) {
       violated = *t.max;
-      text = value + " > " + number_text(*t.max) + " allowed by " + citation + ": " + t.source;
+      text = value + " > " + format_number(*t.max) + " allowed by " + citation + ": " + t.source;
     }
     if (std::isnan(judged)) {
       text = record.metric + statistic + " nan (not measured) cannot meet " + citation + ": " + t.source;
@@ -567,9 +561,9 @@ void ProfileJudge::apply(Record& record) {
       if (!any_failed) bound = violated;
       any_failed = true;
     } else {
-      const std::string met = t.min && t.max   ? "within [" + number_text(*t.min) + ", " + number_text(*t.max) + "]"
-                              : t.min           ? ">= " + number_text(*t.min)
-                                                : "<= " + number_text(*t.max);
+      const std::string met = t.min && t.max   ? "within [" + format_number(*t.min) + ", " + format_number(*t.max) + "]"
+                              : t.min           ? ">= " + format_number(*t.min)
+                                                : "<= " + format_number(*t.max);
       text = value + " " + met + " (" + citation + ")";
       if (std::isnan(bound) && !any_failed) bound = t.min ? *t.min : *t.max;
     }

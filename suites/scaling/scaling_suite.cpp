@@ -7,10 +7,8 @@
 // machine as much as the stack, and the rows say how many cores the node has and whether its
 // ranks were oversubscribed.
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -121,9 +119,8 @@ class ScalingSuite final : public Suite {
     // The ranks on this host: their affinity masks together are the cores they share. By the host
     // name, not the run's node names: fixtures name several "nodes" on one host, whose ranks still
     // share its cores. (A hash collision would only merge two hosts' counts.)
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    const int host_color = static_cast<int>(fnv1a(host, std::strlen(host)) & 0x3fffffff);
+    const std::string host = host_name();
+    const int host_color = static_cast<int>(fnv1a(host.data(), host.size()) & 0x3fffffff);
     std::unique_ptr<Communicator> node = control.split(host_color, rank);
     const NodeCapacity capacity = node_capacity(*node);
     const std::string load = ";cores=" + std::to_string(capacity.cores) +

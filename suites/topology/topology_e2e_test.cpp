@@ -23,13 +23,8 @@ std::string config(const dts::Record& r, const std::string& key) {
   return dts::config_value(r.labels.config, key).value_or("");
 }
 
-// 4 ranks, ranks 0-1 on node "n0" and 2-3 on "n1": the node comes from DTS_NODE, set per rank
-// from the launcher's rank variable (Open MPI's, else PMI's).
-RunResult run_on_two_nodes(const std::string& args) {
-  const std::string wrapper =
-      "sh -c 'DTS_NODE=n$(( ${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}} / 2 )) exec \"$@\"' sh ";
-  return run_shell(std::string(DTS_MPIEXEC) + " -np 4 " + DTS_MPIEXEC_FLAGS + " " + wrapper + DTS_BINARY + " " + args);
-}
+// 4 ranks, ranks 0-1 on node "n0" and 2-3 on "n1" (harness/testing/e2e.h).
+RunResult run_on_two_nodes(const std::string& args) { return run_shell(two_node_command() + " " + args); }
 
 const std::string kSmall = "-n 3 -w 1 --p2p-bytes 64K --link-bytes 256K";
 

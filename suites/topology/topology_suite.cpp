@@ -316,8 +316,8 @@ class TopologySuite final : public Suite {
     }
     if (rank != 0) return;
     if (!(lo == hi && lo > 0)) {
-      throw Error(Error::Kind::mismatch, "link all_reduce: the ranks' results differ (" + number(lo) + " .. " +
-                                             number(hi) + ") where they must all be equal");
+      throw Error(Error::Kind::mismatch, "link all_reduce: the ranks' results differ (" + format_number(lo) + " .. " +
+                                             format_number(hi) + ") where they must all be equal");
     }
 
     const double per_call = seconds / common.iters;
@@ -331,28 +331,28 @@ class TopologySuite final : public Suite {
       wire_total += bytes;
       const std::string node = topo.nodes.names[static_cast<size_t>(r)];
       const std::string used = links[static_cast<size_t>(r)].empty() ? "none" : links[static_cast<size_t>(r)];
-      Record u = base_row(c, ctx, "node=" + node + ";link=" + used + ";rated_bits_per_second=" + number(speed));
+      Record u = base_row(c, ctx, "node=" + node + ";link=" + used + ";rated_bits_per_second=" + format_number(speed));
       u.metric = "link_utilization";
       u.unit = "ratio";
       // bytes/s the node put on its links over what they are rated to carry (bits -> bytes).
       u.value = speed > 0 ? bytes / seconds / (speed / 8) : NAN;
-      u.detail = number(bytes / common.iters) + " bytes per call left node " + node + " through " + used +
-                 (speed > 0 ? " in " + number(per_call) + " s, rated " + number(speed / 1e9) + " Gbit/s"
+      u.detail = format_number(bytes / common.iters) + " bytes per call left node " + node + " through " + used +
+                 (speed > 0 ? " in " + format_number(per_call) + " s, rated " + format_number(speed / 1e9) + " Gbit/s"
                             : "; no rated speed: give --link-speed") +
                  (bytes == 0 ? " (nothing crossed a network interface: shared memory inside one node)" : "");
       ctx.emit(u);
-      Record claimed = base_row(c, ctx, "node=" + node + ";rated_bits_per_second=" + number(speed));
+      Record claimed = base_row(c, ctx, "node=" + node + ";rated_bits_per_second=" + format_number(speed));
       claimed.metric = "busbw_utilization";
       claimed.unit = "ratio";
       claimed.value = speed > 0 ? busbw / (speed / 8) : NAN;
-      claimed.detail = "busbw " + number(busbw / 1e9) + " GB/s (what the library's timing claims) over the rated speed";
+      claimed.detail = "busbw " + format_number(busbw / 1e9) + " GB/s (what the library's timing claims) over the rated speed";
       ctx.emit(claimed);
       if (v[4] > 0) {  // a node with NVLink: what its GPUs' links carried, over their rated speed
-        Record nv = base_row(c, ctx, "node=" + node + ";link=nvlink;rated_bits_per_second=" + number(v[4]));
+        Record nv = base_row(c, ctx, "node=" + node + ";link=nvlink;rated_bits_per_second=" + format_number(v[4]));
         nv.metric = "link_utilization";
         nv.unit = "ratio";
         nv.value = v[3] / seconds / (v[4] / 8);
-        nv.detail = number(v[3] / common.iters) + " bytes per call over node " + node + "'s NVLinks";
+        nv.detail = format_number(v[3] / common.iters) + " bytes per call over node " + node + "'s NVLinks";
         ctx.emit(nv);
       }
     }
@@ -380,11 +380,6 @@ class TopologySuite final : public Suite {
     return r;
   }
 
-  static std::string number(double v) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.4g", v);
-    return text;
-  }
 };
 
 SuiteInfo topology_info() {
