@@ -89,8 +89,9 @@ struct CommOptions {
   // Upper bound for any single wait inside a backend (Work::wait, reference algorithms); 0: none.
   double timeout_seconds = 0;
   // Chunk size for the pipelined reference algorithms (ring): each step moves its segment in
-  // pieces of this size so the reduction of one chunk overlaps the transfer of the next.
-  size_t chunk_bytes = size_t{1} << 17;
+  // pieces of this size so the reduction of one chunk overlaps the transfer of the next. 0: the
+  // algorithm's own rule, from the message size and rank count (ring_chunk_bytes, ring.h).
+  size_t chunk_bytes = 0;
   // Rank that fault injection targets; -1: the last rank of the communicator.
   int fault_rank = -1;
   // Collectives that run clean before fault injection starts (a stack that breaks mid-run).

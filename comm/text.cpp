@@ -1,6 +1,8 @@
 // text_to_root: length, then bytes, point to point; agree: two all_reduces, then text_to_root.
 #include "comm/text.h"
 
+#include <mutex>
+
 namespace dts {
 
 std::string text_to_root(Communicator& comm, int from, const std::string& text) {
@@ -31,7 +33,30 @@ std::pair<int, std::string> agree(Communicator& comm, int status, const std::str
   return {worst, text};
 }
 
+namespace {
+std::mutex listener_mutex;
+FailureListener& failure_listener() {
+  static FailureListener listener;
+  return listener;
+}
+}  // namespace
+
+void set_failure_listener(FailureListener listener) {
+  std::lock_guard lock(listener_mutex);
+  failure_listener() = std::move(listener);
+}
+
+void notify_failure(const std::exception_ptr& failure) {
+  FailureListener listener;
+  {
+    std::lock_guard lock(listener_mutex);
+    listener = failure_listener();
+  }
+  if (failure && listener) listener(failure);
+}
+
 void leave_together(Communicator& comm, const std::exception_ptr& failure) {
+  notify_failure(failure);
   int kind = 0;  // 0 none, 1 unsupported, 2 anything else: the harness's own order
   std::string message;
   if (failure) {

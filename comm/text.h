@@ -2,6 +2,7 @@
 // communicator, for reports that rank 0 writes, and agreeing on a status with the first message.
 #pragma once
 #include <exception>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -22,5 +23,13 @@ std::pair<int, std::string> agree(Communicator& comm, int status, const std::str
 // SKIP on every rank), and rank 0's carries the first failing rank's message, which is the one
 // the harness reports. Nothing happens when no rank failed.
 void leave_together(Communicator& comm, const std::exception_ptr& failure);
+
+// The harness's listener for a failure that a rank is about to agree on (leave_together calls it
+// before its agreement): while the failed rank waits there, peers that wait inside a call it will
+// never make cannot agree, and the harness's watchdog must hear of the failure to end the case.
+// Process-wide; an empty function removes it.
+using FailureListener = std::function<void(const std::exception_ptr&)>;
+void set_failure_listener(FailureListener listener);
+void notify_failure(const std::exception_ptr& failure);  // calls the listener, if any
 
 }  // namespace dts

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -20,13 +21,22 @@ size_t size_of(DType dtype) {
     case DType::u8: return 1;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::u32: return 4;
+    case DType::u64: return 8;
+    case DType::f8e4m3: return 1;
+    case DType::f8e5m2: return 1;
   }
   return 0;
 }
 
 bool is_floating(DType dtype) {
-  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16 ||
+         !has_host_arithmetic(dtype);
 }
+
+bool is_unsigned(DType dtype) { return dtype == DType::u8 || dtype == DType::u32 || dtype == DType::u64; }
+
+bool has_host_arithmetic(DType dtype) { return dtype != DType::f8e4m3 && dtype != DType::f8e5m2; }
 
 std::string_view name(DType dtype) {
   switch (dtype) {
@@ -38,6 +48,10 @@ std::string_view name(DType dtype) {
     case DType::u8: return "u8";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::u32: return "u32";
+    case DType::u64: return "u64";
+    case DType::f8e4m3: return "f8e4m3";
+    case DType::f8e5m2: return "f8e5m2";
   }
   return "?";
 }
@@ -52,6 +66,10 @@ std::string_view nccl_name(DType dtype) {
     case DType::u8: return "uint8";
     case DType::i32: return "int32";
     case DType::i64: return "int64";
+    case DType::u32: return "uint32";
+    case DType::u64: return "uint64";
+    case DType::f8e4m3: return "f8e4m3";  // nccl-tests' spelling is dtsuite's
+    case DType::f8e5m2: return "f8e5m2";
   }
   return "?";
 }
@@ -109,15 +127,21 @@ std::vector<std::string> parse_list(const std::string& text) {
 }
 
 DType parse_dtype(std::string_view text) {
-  for (DType d : kAllDTypes) {
-    if (text == name(d) || text == nccl_name(d)) return d;
+  for (const auto& list : {std::span<const DType>(kAllDTypes), std::span<const DType>(kFp8DTypes)}) {
+    for (DType d : list) {
+      if (text == name(d) || text == nccl_name(d)) return d;
+    }
   }
   if (text == "float32") return DType::f32;
   if (text == "float64") return DType::f64;
   if (text == "float16") return DType::f16;
   if (text == "int") return DType::i32;
-  throw Error(Error::Kind::invalid_argument,
-              "unknown dtype '" + std::string(text) + "' (expected f32, f64, f16, bf16, i8, u8, i32, i64)");
+  // PyTorch's names of the OCP formats (e4m3 has no infinity: "fn", finite and NaN).
+  if (text == "float8_e4m3fn") return DType::f8e4m3;
+  if (text == "float8_e5m2") return DType::f8e5m2;
+  throw Error(Error::Kind::invalid_argument, "unknown dtype '" + std::string(text) +
+                                                 "' (expected f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64, "
+                                                 "f8e4m3, f8e5m2)");
 }
 
 ReduceOp parse_reduce_op(std::string_view text) {

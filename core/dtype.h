@@ -1,5 +1,7 @@
 // Element types and reduction operators: the shared vocabulary of every layer.
 // Names follow DESIGN.md (f32, bf16, ...); parsing also accepts nccl-tests' spellings.
+// The fp8 formats (OCP e4m3 and e5m2) are known by name and size only: no host backend carries
+// them and dtsuite has no host arithmetic for them (visit_dtype throws Error{unsupported}).
 #pragma once
 #include <array>
 #include <cstddef>
@@ -10,17 +12,25 @@
 
 namespace dts {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
+// New types go at the end: the values of the older ones stay what they were.
+enum class DType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64, u32, u64, f8e4m3, f8e5m2 };
 enum class ReduceOp : uint8_t { sum, prod, min, max, avg };
 enum class Memory : uint8_t { host, device };
 
-inline constexpr std::array<DType, 8> kAllDTypes{DType::f32, DType::f64, DType::f16, DType::bf16,
-                                                 DType::i8,  DType::u8,  DType::i32, DType::i64};
+// Every dtype with host arithmetic (core/reduce.h): what host backends carry and tests sweep.
+inline constexpr std::array<DType, 10> kAllDTypes{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,
+                                                  DType::u8,  DType::i32, DType::u32, DType::i64,  DType::u64};
+// nccl-tests' fp8 types (NCCL reduces them on sm_90 and newer): named, sized, and SKIP where
+// nothing carries them.
+inline constexpr std::array<DType, 2> kFp8DTypes{DType::f8e4m3, DType::f8e5m2};
 inline constexpr std::array<ReduceOp, 5> kAllReduceOps{ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
                                                        ReduceOp::max, ReduceOp::avg};
 
 size_t size_of(DType dtype);
-bool is_floating(DType dtype);
+bool is_floating(DType dtype);  // fp8 included
+bool is_unsigned(DType dtype);  // u8, u32, u64
+// False for the fp8 formats: no C++ type, reduction kernel or reference on the host.
+bool has_host_arithmetic(DType dtype);
 std::string_view name(DType dtype);
 std::string_view name(ReduceOp op);
 std::string_view name(Memory memory);

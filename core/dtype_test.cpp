@@ -19,12 +19,14 @@ TEST(DType, SizesNamesAndNcclNames) {
     const char* nccl_name;
     bool floating;
   };
-  // Names: DESIGN.md ("dtype: f32 f64 f16 bf16 i8 u8 i32 i64"); nccl-tests' type column.
+  // Names: DESIGN.md ("dtype: f32 f64 f16 bf16 i8 u8 i32 i64"), u32 and u64 alike; nccl-tests'
+  // type column.
   const Expected table[] = {
       {DType::f32, 4, "f32", "float", true},     {DType::f64, 8, "f64", "double", true},
       {DType::f16, 2, "f16", "half", true},      {DType::bf16, 2, "bf16", "bfloat16", true},
       {DType::i8, 1, "i8", "int8", false},       {DType::u8, 1, "u8", "uint8", false},
-      {DType::i32, 4, "i32", "int32", false},    {DType::i64, 8, "i64", "int64", false},
+      {DType::i32, 4, "i32", "int32", false},    {DType::u32, 4, "u32", "uint32", false},
+      {DType::i64, 8, "i64", "int64", false},    {DType::u64, 8, "u64", "uint64", false},
   };
   ASSERT_EQ(std::size(table), kAllDTypes.size());
   for (size_t i = 0; i < std::size(table); ++i) {
@@ -34,6 +36,19 @@ TEST(DType, SizesNamesAndNcclNames) {
     EXPECT_EQ(name(e.dtype), e.name);
     EXPECT_EQ(nccl_name(e.dtype), e.nccl_name);
     EXPECT_EQ(is_floating(e.dtype), e.floating) << e.name;
+    EXPECT_EQ(is_unsigned(e.dtype), e.name[0] == 'u') << e.name;
+    EXPECT_TRUE(has_host_arithmetic(e.dtype)) << e.name;
+  }
+  // fp8: nccl-tests' names are dtsuite's; one byte, floating, no host arithmetic.
+  ASSERT_EQ(kFp8DTypes.size(), 2u);
+  EXPECT_EQ(name(DType::f8e4m3), "f8e4m3");
+  EXPECT_EQ(name(DType::f8e5m2), "f8e5m2");
+  for (DType d : kFp8DTypes) {
+    EXPECT_EQ(nccl_name(d), name(d));
+    EXPECT_EQ(size_of(d), 1u);
+    EXPECT_TRUE(is_floating(d));
+    EXPECT_FALSE(is_unsigned(d));
+    EXPECT_FALSE(has_host_arithmetic(d));
   }
 }
 
@@ -46,6 +61,9 @@ TEST(DType, ParsesBothSpellingsAndAliases) {
   EXPECT_EQ(parse_dtype("float64"), DType::f64);
   EXPECT_EQ(parse_dtype("float16"), DType::f16);
   EXPECT_EQ(parse_dtype("int"), DType::i32);  // nccl-tests' -d int
+  for (DType d : kFp8DTypes) EXPECT_EQ(parse_dtype(name(d)), d);
+  EXPECT_EQ(parse_dtype("float8_e4m3fn"), DType::f8e4m3);  // PyTorch's names
+  EXPECT_EQ(parse_dtype("float8_e5m2"), DType::f8e5m2);
 }
 
 // Expects `parse` to throw Error{invalid_argument} whose message names the bad text.
@@ -62,7 +80,9 @@ void expect_invalid(F parse, const std::string& text) {
 
 TEST(DType, ParseErrors) {
   const auto parse = [](const std::string& t) { return parse_dtype(t); };
-  for (const char* bad : {"", "F32", "fp32", "float ", "int16", "uint64", "bf"}) expect_invalid(parse, bad);
+  for (const char* bad : {"", "F32", "fp32", "float ", "int16", "uint16", "bf", "fp8", "f8"}) {
+    expect_invalid(parse, bad);
+  }
 }
 
 TEST(ReduceOp, NamesAndParse) {

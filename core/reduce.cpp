@@ -76,8 +76,12 @@ void divide_by(DType dtype, void* data, size_t count, int n) {
   visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(data);
-    if constexpr (std::is_integral_v<T>) {
-      // Widen first: an i8/u8 n would not fit the element type.
+    if constexpr (std::is_unsigned_v<T>) {
+      // Widen first: n may not fit the element type (u8), and a u64 above 2^63 is no int64.
+      const auto divisor = static_cast<uint64_t>(n);
+      for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<uint64_t>(p[i]) / divisor);
+    } else if constexpr (std::is_integral_v<T>) {
+      // Widen first: an i8 n would not fit the element type.
       for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<int64_t>(p[i]) / int64_t{n});
     } else if constexpr (kIsNarrowFloat<T>) {
       // f32 has at least 2p+2 bits for p = 11 (f16) and 8 (bf16), so rounding the f32 quotient

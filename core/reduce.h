@@ -1,8 +1,11 @@
 // Element-wise reduction kernels on host memory, shared by backends that reduce on the host
 // (MPI user ops for f16/bf16, the reference ring algorithms, fault injection).
 // Semantics, fixed for every backend: f16/bf16 are combined in f32 and rounded to nearest even
-// once per combine; integers wrap (two's complement); avg is sum followed by division by n
-// (integer division truncates toward zero, as C does).
+// once per combine; integers wrap (modulo 2^bits, signed ones two's complement); floats follow
+// IEEE 754 (overflow to ±inf, inf - inf = NaN); min and max propagate NaN (a NaN in any input
+// gives NaN, as IEEE 754-2019 minimum/maximum); avg is sum followed by division by n (integer
+// division truncates toward zero, as C does; unsigned divide as unsigned). fp8 has no kernels
+// here (has_host_arithmetic): these functions throw Error{unsupported} for it.
 #pragma once
 #include <cstddef>
 

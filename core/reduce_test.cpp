@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/half.h"
 
 namespace dts {
@@ -81,6 +83,44 @@ TEST(ReduceInto, Int64) {
             (std::vector<int64_t>{max, min, 0, 2 * two32 + 1, -15}));
   EXPECT_EQ(reduced(DType::i64, ReduceOp::min, acc, in), (std::vector<int64_t>{1, min, two32, two32 + 1, -3}));
   EXPECT_EQ(reduced(DType::i64, ReduceOp::max, acc, in), (std::vector<int64_t>{max, -1, two32, two32 + 1, 5}));
+}
+
+// Unsigned 32 and 64 bits: wrap modulo 2^bits, and order as unsigned (values above the signed
+// maximum are the largest, not negative).
+TEST(ReduceInto, UInt32AndUInt64) {
+  const uint32_t max32 = Limits<uint32_t>::max(), top32 = uint32_t{1} << 31;
+  const std::vector<uint32_t> acc32{max32, top32, 65536, 65537, 5};
+  const std::vector<uint32_t> in32{1, top32, 65536, 65537, top32};
+  // max + 1 wraps to 0; 2^31 + 2^31 = 2^32 wraps to 0; 2^16 * 2^16 = 2^32 wraps to 0;
+  // (2^16 + 1)^2 = 2^32 + 2^17 + 1 wraps to 2^17 + 1; 5 * 2^31 = 2^33 + 2^31 wraps to 2^31.
+  EXPECT_EQ(reduced(DType::u32, ReduceOp::sum, acc32, in32), (std::vector<uint32_t>{0, 0, 131072, 131074, 5 + top32}));
+  EXPECT_EQ(reduced(DType::u32, ReduceOp::prod, acc32, in32), (std::vector<uint32_t>{max32, 0, 0, 131073, top32}));
+  EXPECT_EQ(reduced(DType::u32, ReduceOp::min, acc32, in32), (std::vector<uint32_t>{1, top32, 65536, 65537, 5}));
+  EXPECT_EQ(reduced(DType::u32, ReduceOp::max, acc32, in32), (std::vector<uint32_t>{max32, top32, 65536, 65537, top32}));
+
+  const uint64_t max64 = Limits<uint64_t>::max(), top64 = uint64_t{1} << 63, two32 = uint64_t{1} << 32;
+  const std::vector<uint64_t> acc64{max64, top64, two32, 3};
+  const std::vector<uint64_t> in64{2, top64, two32 + 1, top64};
+  // max + 2 wraps to 1; 2^63 * 2 (as 2^63 + 2^63) wraps to 0; 2^32 * (2^32 + 1) = 2^64 + 2^32
+  // wraps to 2^32; 3 * 2^63 = 2^64 + 2^63 wraps to 2^63.
+  EXPECT_EQ(reduced(DType::u64, ReduceOp::sum, acc64, in64), (std::vector<uint64_t>{1, 0, 2 * two32 + 1, top64 + 3}));
+  EXPECT_EQ(reduced(DType::u64, ReduceOp::prod, acc64, in64), (std::vector<uint64_t>{max64 - 1, 0, two32, top64}));
+  EXPECT_EQ(reduced(DType::u64, ReduceOp::min, acc64, in64), (std::vector<uint64_t>{2, top64, two32, 3}));
+  EXPECT_EQ(reduced(DType::u64, ReduceOp::max, acc64, in64), (std::vector<uint64_t>{max64, top64, two32 + 1, top64}));
+}
+
+// fp8 has no host arithmetic: the kernels say so (a SKIP) instead of computing something.
+TEST(ReduceInto, Fp8IsUnsupported) {
+  for (DType dtype : kFp8DTypes) {
+    uint8_t acc = 0x38, in = 0x38;
+    try {
+      reduce_into(dtype, ReduceOp::sum, &acc, &in, 1);
+      ADD_FAILURE() << name(dtype) << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name(dtype)), std::string::npos) << e.what();
+    }
+  }
 }
 
 // --- wide floats ----------------------------------------------------------------------------
@@ -251,6 +291,18 @@ TEST(DivideBy, IntegersTruncateTowardZero) {
   std::vector<int64_t> i64{-7, Limits<int64_t>::max()};
   divide_by(DType::i64, i64.data(), i64.size(), 2);
   EXPECT_EQ(i64, (std::vector<int64_t>{-3, Limits<int64_t>::max() / 2}));
+
+  // Unsigned values above the signed maximum divide as unsigned (through int64 a u64 of 2^63
+  // or more would turn negative).
+  std::vector<uint64_t> u64{Limits<uint64_t>::max(), uint64_t{1} << 63};
+  divide_by(DType::u64, u64.data(), u64.size(), 2);
+  EXPECT_EQ(u64, (std::vector<uint64_t>{Limits<uint64_t>::max() / 2, uint64_t{1} << 62}));
+  std::vector<uint32_t> u32{Limits<uint32_t>::max()};
+  divide_by(DType::u32, u32.data(), u32.size(), 3);
+  EXPECT_EQ(u32, (std::vector<uint32_t>{Limits<uint32_t>::max() / 3}));
+  std::vector<uint8_t> u8_big_n{255};
+  divide_by(DType::u8, u8_big_n.data(), u8_big_n.size(), 256);  // n does not fit in uint8
+  EXPECT_EQ(u8_big_n, (std::vector<uint8_t>{0}));
 }
 
 TEST(DivideBy, WideFloats) {

@@ -18,14 +18,18 @@ namespace dts {
 namespace {
 
 // A profile's [run] table: each entry fills the flag of that long name where the command line
-// left it out, through CLI11 itself so the flag's own checks apply.
+// left it out, through CLI11 itself so the flag's own checks apply. Where the command line gave
+// the flag, it wins, but the profile's value is still put through the same checks (then the
+// command line's value is restored): a profile with `iters = -5` is wrong whatever -n says.
 void apply_run_defaults(const Profile& profile, CLI::App& run) {
   for (const RunDefault& d : profile.run) {
     const std::string where = profile.path + ":" + std::to_string(d.line) + ": [run] " + d.flag;
     CLI::Option* option = run.get_option_no_throw(d.flag == "suites" ? d.flag : "--" + d.flag);
     if (!option) throw UsageError(where + " is not a run flag of this build");
-    if (option->count() > 0) continue;  // the command line wins
+    const bool given = option->count() > 0;
+    const CLI::results_t command_line = option->results();
     try {
+      option->clear();
       if (d.flag == "suites") {
         option->add_result(d.items);
       } else {
@@ -34,6 +38,11 @@ void apply_run_defaults(const Profile& profile, CLI::App& run) {
       option->run_callback();
     } catch (const CLI::Error& e) {
       throw UsageError(where + ": " + e.what());
+    }
+    if (given) {  // the command line wins
+      option->clear();
+      option->add_result(command_line);
+      option->run_callback();
     }
   }
 }
@@ -47,7 +56,7 @@ Command parse_command_line(int argc, char** argv) {
 
   Command cmd;
   RunOptions& o = cmd.run;
-  std::string chunk = "128K";
+  std::string chunk = "auto";
   int check = 1;
 
   CLI::App* run = app.add_subcommand("run", "run suites (default: collectives) on every rank of this job");
@@ -78,7 +87,8 @@ Command parse_command_line(int argc, char** argv) {
       ->check([](const std::string& v) { return v.empty() ? "an IPv4 or IPv6 address" : ""; })
       ->capture_default_str();
   run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
-  run->add_option("--chunk-bytes", chunk, "chunk size of the pipelined reference algorithms (ring)")
+  run->add_option("--chunk-bytes", chunk,
+                  "chunk size of the pipelined reference algorithms (ring); auto: chosen from the size and ranks")
       ->capture_default_str();
   run->add_option("--fault-rank", cmd.fault_rank, "rank that faulty(...) backends target; -1: the last")
       ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
@@ -151,8 +161,8 @@ Command parse_command_line(int argc, char** argv) {
       cmd.profile = load_profile(cmd.profile_path);
       apply_run_defaults(*cmd.profile, *run);
     }
-    cmd.chunk_bytes = static_cast<size_t>(parse_size(chunk));
-    if (cmd.chunk_bytes == 0) throw UsageError("--chunk-bytes must be positive");
+    cmd.chunk_bytes = chunk == "auto" ? 0 : static_cast<size_t>(parse_size(chunk));
+    if (chunk != "auto" && cmd.chunk_bytes == 0) throw UsageError("--chunk-bytes must be positive or auto");
     o.check = check != 0;
     if (o.quick) {
       o.iters = std::min(o.iters, 5);

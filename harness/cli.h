@@ -46,7 +46,7 @@ struct Command {
   std::optional<Profile> profile;  // loaded from profile_path, its [run] defaults already applied
   CompareOptions compare;
   ReportOptions report;
-  size_t chunk_bytes = size_t{1} << 17;
+  size_t chunk_bytes = 0;  // --chunk-bytes; 0 (auto): the ring's own rule
   int fault_rank = -1;
   int64_t fault_after = 0;
 };

@@ -87,7 +87,16 @@ TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
   // Header exactly as SCHEMA.md.
   std::string header;
   for (const auto& c : kColumns) header += (header.empty() ? "" : ",") + c;
-  EXPECT_EQ(first_line(csv), header + ",samples");  // schema 2 appended samples
+  EXPECT_EQ(first_line(csv), header + ",samples,seed");  // schema 2 appended samples, 3 the seed
+  // Every row says the seed its inputs came from (--seed, default 1): the last field.
+  {
+    std::ifstream in(csv);
+    std::string line;
+    std::getline(in, line);
+    for (int i = 0; i < 3 && std::getline(in, line); ++i) {
+      EXPECT_EQ(line.substr(line.rfind(',')), ",1") << line;
+    }
+  }
 
   const std::vector<Row> rows = read_csv(csv);
   std::set<std::string> cases, ops;
@@ -102,7 +111,7 @@ TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
     EXPECT_FALSE(row.at("host").empty());
     EXPECT_FALSE(row.at("device").empty());
     EXPECT_EQ(row.at("world_size"), std::to_string(np));
-    EXPECT_EQ(row.at("schema_version"), "2");
+    EXPECT_EQ(row.at("schema_version"), "3");
     EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
     if (row.at("metric") == "wrong") {
       EXPECT_EQ(row.at("value"), "0") << row.at("detail");
@@ -195,9 +204,9 @@ TEST(Hang, IsReportedWithinTheTimeoutNamingTheMissingRank) {
 TEST(Hang, RowsWrittenBeforeTheHangStay) {
   const fs::path csv = scratch_dir() / "hang_later.csv";
   // 2 ranks, all_reduce only, sizes 8 B..512 B plus extras: 7 cases of 2 placements x
-  // (1 warm-up + 3 timed + 2 checks) = 12 calls per case. Arming the hang after 40 calls lets the
-  // first 3 cases finish (36 calls) and hangs inside the 4th.
-  const RunResult r = run_dtsuite(2, "run collectives --backend 'faulty(hang,mpi)' --fault-after 40 -T 2 -b 8 -e 512 "
+  // (1 warm-up + 3 timed + 3 checks: exact, random, overflow) = 14 calls per case. Arming the hang
+  // after 46 calls lets the first 3 cases finish (42 calls) and hangs inside the 4th.
+  const RunResult r = run_dtsuite(2, "run collectives --backend 'faulty(hang,mpi)' --fault-after 46 -T 2 -b 8 -e 512 "
                                      "-f 4 -d f32 -o sum -n 3 -w 1 --collective all_reduce --csv " + csv.string());
   EXPECT_EQ(r.exit_code, 3) << r.err;
   const std::vector<Row> rows = read_csv(csv);
@@ -219,12 +228,7 @@ TEST(Durability, SigkillLeavesEveryFinishedRowReadable) {
     _exit(127);
   }
   // Wait for rows to appear, then kill without warning.
-  size_t lines = 0;
-  for (int i = 0; i < 600 && lines < 200; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const std::string text = read_file(csv);
-    lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-  }
+  const size_t lines = wait_for_lines(csv, 200, std::chrono::seconds(30));
   kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);

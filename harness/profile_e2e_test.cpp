@@ -198,6 +198,27 @@ source = "exact answers"
   EXPECT_EQ(sizes.count(4096), 0u);  // the profile's 4K, overridden
 }
 
+// A bad [run] value is refused even where the command line gives the flag (and so wins): the
+// profile is wrong whatever -n says. One line naming the file and line, exit 2, before MPI starts.
+TEST(Profile, ABadRunValueIsRefusedWhenTheCommandLineOverridesIt) {
+  const fs::path profile = write_profile("negative.toml", R"(
+[run]
+iters = -5
+
+[[threshold]]
+metric = "wrong"
+max = 0
+source = "exact answers"
+)");
+  const fs::path csv = scratch_dir() / "negative.csv";
+  const RunResult r = run_dtsuite(0, "run -n 3 --profile " + profile.string() + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = our_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("negative.toml:3: [run] iters"), std::string::npos) << lines[0];
+  EXPECT_FALSE(fs::exists(csv));
+}
+
 struct BadProfile {
   std::string name, text, message;
 };

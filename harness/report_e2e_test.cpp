@@ -41,7 +41,8 @@ class Report : public testing::Test {
     const std::string training = "--strategy ddp,zero1 --steps 2 --batch 16 --layers 2 --width 8 --input 5 --classes 3";
     for (const std::string backend : {"mpi", "ring(mpi)"}) {
       const fs::path csv = scratch_dir() / (backend == "mpi" ? "mpi.csv" : "ring.csv");
-      const RunResult r = run_dtsuite(2, "run collectives equivalence --quick --backend '" + backend + "' " + training +
+      // -o sum: Open MPI 4.1 drops NaN in max (README, overflow inputs); this test is about the report.
+      const RunResult r = run_dtsuite(2, "run collectives equivalence --quick -o sum --backend '" + backend + "' " + training +
                                              " --csv " + csv.string());
       ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
       csvs_.push_back(csv);

@@ -4,9 +4,15 @@
 // watchdog's: it writes the timeout record, closes the sinks and aborts the job with exit 3.
 #include "harness/runner.h"
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <poll.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -17,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -189,6 +196,7 @@ class HarnessContext final : public RunContext {
   void stamp(Record& record) const {
     record.run_id = run_id_;
     record.timestamp = utc_timestamp();
+    record.seed = std::to_string(options_.seed);
     Labels& l = record.labels;
     l.backend = stack_.backend;
     l.backend_version = stack_.backend_version;
@@ -212,6 +220,80 @@ class HarnessContext final : public RunContext {
   std::mutex case_mutex_;  // participants() on the main thread; label_unfinished() on the watchdog's too
   std::optional<Participants> case_participants_;
 };
+
+// SIGINT and SIGTERM: a handler (whichever thread the kernel picks: MPI's and BLAS's threads
+// have masks of their own) writes the signal's number to a pipe; a thread of ours reads it and
+// hands the first to `on_signal`, which ends the job.
+int g_signal_pipe[2] = {-1, -1};
+extern "C" void forward_stop_signal(int signal) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(signal);
+  [[maybe_unused]] const ssize_t written = ::write(g_signal_pipe[1], &byte, 1);  // async-signal-safe
+  errno = saved;
+}
+
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(std::function<void(int)> on_signal) {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;  // no pipe: the default action stays
+    struct sigaction action {};
+    action.sa_handler = forward_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &action, &previous_int_);
+    ::sigaction(SIGTERM, &action, &previous_term_);
+    installed_ = true;
+    thread_ = std::thread([this, on_signal = std::move(on_signal)] {
+      while (!stopping_.load()) {
+        pollfd fd{g_signal_pipe[0], POLLIN, 0};
+        if (::poll(&fd, 1, 100) <= 0) continue;  // 0.1 s: how soon stop() returns
+        unsigned char byte = 0;
+        if (::read(g_signal_pipe[0], &byte, 1) == 1) {
+          on_signal(byte);
+          return;
+        }
+      }
+    });
+  }
+  ~SignalWatcher() { stop(); }
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+  // From here on a signal has its previous action again (MPI_Finalize and exit are near).
+  void stop() {
+    stopping_.store(true);
+    if (thread_.joinable()) thread_.join();
+    if (installed_) {
+      ::sigaction(SIGINT, &previous_int_, nullptr);
+      ::sigaction(SIGTERM, &previous_term_, nullptr);
+      installed_ = false;
+    }
+  }
+
+ private:
+  std::atomic<bool> stopping_{false};
+  bool installed_ = false;
+  struct sigaction previous_int_ {}, previous_term_ {};
+  std::thread thread_;
+};
+
+// A case's outcome on one rank, agreed on as the largest: the row is a SKIP for unsupported on
+// every rank, a FAIL otherwise.
+constexpr int kStatusUnsupported = 1, kStatusFailed = 2, kStatusSetup = 3;
+
+// The status and text of a case's error (status 0 and no text for none).
+std::pair<int, std::string> classify(const std::exception_ptr& failure) {
+  if (!failure) return {0, {}};
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Error& e) {
+    const int status = e.kind() == Error::Kind::unsupported        ? kStatusUnsupported
+                       : e.kind() == Error::Kind::invalid_argument ? kStatusSetup
+                                                                   : kStatusFailed;
+    return {status, std::string(e.what()) + " (" + e.where() + ")"};
+  } catch (const std::exception& e) {
+    return {kStatusFailed, e.what()};
+  }
+}
 
 // Runs a set-up step on every rank and agrees on the outcome, so that when any rank fails all
 // ranks leave together. Returns the failure (its text on rank 0), or nothing.
@@ -245,8 +327,8 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
     const std::string line = group->second->describe();
     if (!line.empty()) std::printf("# %s\n", line.c_str());
   }
-  std::printf("# warmup iters: %d iters: %d validation: %d timeout: %g s\n", o.warmup, o.iters, o.check ? 1 : 0,
-              o.timeout_seconds);
+  std::printf("# warmup iters: %d iters: %d validation: %d timeout: %g s seed: %llu\n", o.warmup, o.iters,
+              o.check ? 1 : 0, o.timeout_seconds, static_cast<unsigned long long>(o.seed));
   if (cmd.profile) {
     std::printf("# profile %s: %zu thresholds\n", cmd.profile->path.c_str(), cmd.profile->thresholds.size());
   }
@@ -325,8 +407,13 @@ int run_with_mpi(Command& cmd) {
   std::string current_suite;
   const Case* current_case = nullptr;
   std::mutex current_mutex;
-  Watchdog watchdog(observer, control_observer, o.timeout_seconds, [&](const std::string& why) {
-    // Rank 0's watchdog thread: the main threads are stuck. Write what we know, then end the job.
+  // The last word of a job that ends while a case runs (rank 0, from the watchdog's or the
+  // signal thread): the case's row, then the sinks closed, one line on stderr, and the job ended
+  // with `exit_code`. Rows already written stay as they are.
+  std::mutex ending_mutex;  // one ending only: a signal during a timeout's write waits for it
+  auto end_job = [&](Verdict verdict, const std::string& detail, double threshold, const std::string& line,
+                     int exit_code) {
+    std::lock_guard ending(ending_mutex);
     Record r;
     {
       std::lock_guard lock(current_mutex);
@@ -336,25 +423,62 @@ int run_with_mpi(Command& cmd) {
         r.labels = current_case->labels;
       }
     }
-    context.label_unfinished(r.labels);
-    r.metric = "check";
-    r.value = 0;  // the check did not hold
-    r.verdict = Verdict::timeout;
-    {
-      std::lock_guard lock(current_mutex);
-      r.threshold = current_case && current_case->time_budget_seconds > 0 ? current_case->time_budget_seconds
-                                                                           : o.timeout_seconds;
+    if (!r.case_id.empty()) {  // between cases, or before the first, there is no case to speak of
+      context.label_unfinished(r.labels);
+      r.metric = "check";
+      r.value = 0;  // the check did not hold, or did not finish
+      r.verdict = verdict;
+      r.threshold = threshold;
+      r.detail = detail;
+      context.stamp(r);
+      results.write(r);
     }
-    r.detail = why;
-    context.stamp(r);
-    results.write(r);
     results.close();
-    std::fprintf(stderr, "dtsuite: timeout: %s\n", why.c_str());
+    std::fprintf(stderr, "dtsuite: %s\n", line.c_str());
     std::fflush(stdout);
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, kExitTimeout);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  };
+  Watchdog watchdog(observer, control_observer, o.timeout_seconds, [&](const std::string& why) {
+    // Rank 0's watchdog thread: the main threads are stuck. Write what we know, then end the job.
+    double threshold = o.timeout_seconds;
+    {
+      std::lock_guard lock(current_mutex);
+      if (current_case && current_case->time_budget_seconds > 0) threshold = current_case->time_budget_seconds;
+    }
+    end_job(Verdict::timeout, why, threshold, "timeout: " + why, kExitTimeout);
   });
 
+  // An error on some ranks while the others wait inside a call that the failed ranks will never
+  // make: the case can never agree, so rank 0's watchdog thread writes the case's fail row (the
+  // error, and where the others are) and ends the job: exit 2 for a set-up error, 1 otherwise.
+  watchdog.on_stuck_error([&](int status, const std::string& error, const std::string& where) {
+    std::string case_id;
+    {
+      std::lock_guard lock(current_mutex);
+      if (current_case) case_id = current_case->id;
+    }
+    end_job(Verdict::fail, error + "; the case cannot end (ranks still in it: " + where + "); the job stops here", 0,
+            "error in case " + case_id + ": " + error + "; the job stops (ranks still in the case: " + where + ")",
+            status == kStatusSetup ? kExitUsage : kExitFail);
+  });
+
+  // SIGINT or SIGTERM (Ctrl-C, scancel, a CI job's cancel): rank 0 writes the running case's row
+  // (skip: it did not finish), closes the sinks and ends the job with 128 + the signal's number.
+  // Another rank that gets one gives rank 0, which a launcher signals too, a moment to do so first.
+  SignalWatcher signals([&](int signal) {
+    const std::string what = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!leader) std::this_thread::sleep_for(std::chrono::seconds(3));
+    const int code = kExitSignalBase + signal;
+    end_job(Verdict::skip, "interrupted by " + what + " before the case finished", 0,
+            "interrupted by " + what + "; rows written so far are kept (exit " + std::to_string(code) + ")", code);
+  });
+
+  // A suite that catches an error and agrees on it itself (leave_together) says so here first.
+  set_failure_listener([&watchdog](const std::exception_ptr& failure) {
+    const auto [status, message] = classify(failure);
+    watchdog.report_error(status, message);
+  });
   watchdog.set_nodes(stack.topology.nodes.names);
   for (size_t i = 0; i < cases.size(); ++i) {
     auto& [suite, the_case] = cases[i];
@@ -365,17 +489,14 @@ int run_with_mpi(Command& cmd) {
     }
     watchdog.begin_case(static_cast<int64_t>(i), the_case.id, the_case.time_budget_seconds);
     progress.begin(i, suite->name(), the_case.id);
-    int status = 0;
-    std::string message;
+    std::exception_ptr failure;
     try {
       suite->run(the_case, context);
-    } catch (const Error& e) {
-      status = e.kind() == Error::Kind::unsupported ? 1 : 2;
-      message = std::string(e.what()) + " (" + e.where() + ")";
-    } catch (const std::exception& e) {
-      status = 2;
-      message = e.what();
+    } catch (const std::exception&) {
+      failure = std::current_exception();
     }
+    const auto [status, message] = classify(failure);
+    watchdog.body_done(status, message);
     auto [worst, text] = agree(*agreement, status, message);
     watchdog.end_case();
     if (worst != 0 && leader) {
@@ -386,7 +507,7 @@ int run_with_mpi(Command& cmd) {
       context.label_unfinished(r.labels);
       r.metric = "check";
       r.value = 0;  // not run (skip) or failed to run
-      r.verdict = worst == 1 ? Verdict::skip : Verdict::fail;
+      r.verdict = worst == kStatusUnsupported ? Verdict::skip : Verdict::fail;
       r.detail = text;
       context.emit(r);
     }
@@ -394,6 +515,7 @@ int run_with_mpi(Command& cmd) {
     progress.end(i);
   }
 
+  set_failure_listener(nullptr);
   int exit_code = kExitPass;
   if (leader) {
     for (Record& r : results.profile_summary()) context.emit(std::move(r));
@@ -402,6 +524,7 @@ int run_with_mpi(Command& cmd) {
     if (results.sink_failed() && exit_code == kExitPass) exit_code = kExitUsage;
   }
   agreement->broadcast(&exit_code, &exit_code, 1, DType::i32, 0);
+  signals.stop();
   watchdog.stop();
   return exit_code;
 }

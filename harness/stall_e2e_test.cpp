@@ -61,19 +61,10 @@ TEST(Stall, ARankKilledOnTheOtherNodeIsNamedAndTheRowsKept) {
   // -T 10: a healthy 64 MiB case (4 ranks on 2 cores, about 0.5 s a call) stays far below it.
   const std::string command = two_node_command("--mca orte_abort_on_non_zero_status 0") + " " + kSweep +
                               " -T 10 -e 64M --csv " + csv.string() + " >/dev/null 2>" + err.string();
-  const pid_t child = fork();
+  const pid_t child = start_shell(command);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   // Once rows are being written, kill rank 3 (node n1) without warning.
-  size_t lines = 0;
-  for (int i = 0; i < 1200 && lines < 40; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const std::string text = read_file(csv);
-    lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-  }
+  wait_for_lines(csv, 40);
   const std::string pid_text = read_file(scratch_dir() / "rank3.pid");
   ASSERT_FALSE(pid_text.empty());
   kill(static_cast<pid_t>(std::stol(pid_text)), SIGKILL);

@@ -6,6 +6,7 @@
 #include "harness/watchdog.h"
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <set>
 #include <sstream>
@@ -16,12 +17,17 @@
 namespace dts {
 
 namespace {
-constexpr int kQueryTag = 7101, kStateTag = 7102;
+constexpr int kQueryTag = 7101, kStateTag = 7102, kErrorTag = 7103;
 constexpr int64_t kStopQuery = -1;  // a query is its sequence number, 1, 2, ...
 constexpr auto kPoll = std::chrono::milliseconds(10);
 // How long rank 0 waits for the others' answers once a timeout fired: their watchdog threads
 // answer within a poll period unless the process is gone.
 constexpr auto kAnswerWait = std::chrono::seconds(3);
+// After a rank reports an error, how long rank 0 leaves the others to reach the agreement before
+// it looks, and then between looks: a rank is stuck when it sits inside a call and made no call in
+// the last look's interval, so a case ends about two of these after the error.
+constexpr auto kErrorGrace = std::chrono::seconds(1);
+constexpr size_t kErrorTextLimit = 1000;  // bytes of an error's text sent to rank 0
 
 
 std::string join(const std::vector<int>& ranks) {
@@ -55,15 +61,123 @@ void Watchdog::begin_case(int64_t index, const std::string& id, double budget_se
     case_budget_ = budget_seconds;
   }
   entered_at_case_start_.store(tested_ ? tested_->entered.load() : 0);
+  body_done_.store(false);
   case_index_.store(index);
   case_active_.store(true);
 }
 
 void Watchdog::end_case() { case_active_.store(false); }
 
+void Watchdog::body_done(int status, const std::string& message) {
+  body_done_.store(true);
+  if (status != 0) report_error(status, message);
+}
+
+void Watchdog::report_error(int status, const std::string& message) {
+  const std::string text = message.substr(0, kErrorTextLimit);
+  if (rank_ == 0) {
+    std::lock_guard lock(error_mutex_);
+    if (!error_ || error_->case_index < case_index_.load() || status > error_->status) {
+      error_ = ErrorReport{case_index_.load(), 0, status, text, std::chrono::steady_clock::now()};
+    }
+    return;
+  }
+  // [case index, status] and the text, in one message to rank 0's watchdog thread.
+  std::vector<char> packet(2 * sizeof(int64_t) + text.size());
+  const int64_t header[2] = {case_index_.load(), status};
+  std::memcpy(packet.data(), header, sizeof header);
+  std::memcpy(packet.data() + sizeof header, text.data(), text.size());
+  MPI_Send(packet.data(), static_cast<int>(packet.size()), MPI_BYTE, 0, kErrorTag, comm_);
+}
+
+void Watchdog::on_stuck_error(std::function<void(int, const std::string&, const std::string&)> callback) {
+  on_stuck_error_ = std::move(callback);
+}
+
+bool Watchdog::watch_errors() {
+  const auto now = std::chrono::steady_clock::now();
+  // Take in every report that arrived: the current case's worst status, its lowest rank first.
+  while (true) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kErrorTag, comm_, &flag, &status);
+    if (!flag) break;
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    std::vector<char> packet(static_cast<size_t>(std::max(bytes, 0)));
+    MPI_Recv(packet.data(), bytes, MPI_BYTE, status.MPI_SOURCE, kErrorTag, comm_, MPI_STATUS_IGNORE);
+    if (packet.size() < 2 * sizeof(int64_t)) continue;
+    int64_t header[2];
+    std::memcpy(header, packet.data(), sizeof header);
+    ErrorReport report{header[0], status.MPI_SOURCE, static_cast<int>(header[1]),
+                       std::string(packet.begin() + sizeof header, packet.end()), now};
+    std::lock_guard lock(error_mutex_);
+    if (!error_ || report.case_index > error_->case_index) {
+      error_ = report;
+    } else if (report.case_index == error_->case_index) {
+      const bool first = report.status > error_->status || (report.status == error_->status && report.rank < error_->rank);
+      report.seen = std::min(report.seen, error_->seen);
+      if (first) error_ = report;
+    }
+  }
+  if (!on_stuck_error_ || !case_active_.load()) return false;
+  std::optional<ErrorReport> error;
+  {
+    std::lock_guard lock(error_mutex_);
+    error = error_;
+  }
+  const int64_t current = case_index_.load();
+  if (!error || error->case_index != current || now - error->seen < kErrorGrace) {
+    calls_at_error_check_.clear();
+    return false;
+  }
+  const Answers answers = query_states();
+  // The ranks still in the case body: stuck when every one of them sits inside a call and made no
+  // call since the last look (a rank computing, or still calling, may yet reach the agreement).
+  bool anyone_in_body = false, all_stuck = !calls_at_error_check_.empty();
+  calls_at_error_check_.resize(static_cast<size_t>(size_), -1);
+  for (int r = 0; r < size_; ++r) {
+    const State& s = answers.states[static_cast<size_t>(r)];
+    if (!answers.answered[static_cast<size_t>(r)]) {
+      anyone_in_body = true;  // gone, or stuck outside MPI: it will not agree either
+      continue;
+    }
+    if (s[0] != current || s[6] != 0) continue;
+    anyone_in_body = true;
+    if (s[1] == 0 || s[3] != calls_at_error_check_[static_cast<size_t>(r)]) all_stuck = false;
+    calls_at_error_check_[static_cast<size_t>(r)] = s[3];
+  }
+  if (!anyone_in_body || !all_stuck) {
+    std::this_thread::sleep_for(kErrorGrace);  // the next look, one interval later
+    return false;
+  }
+  const std::string text = error->rank == 0 ? error->text : "rank " + std::to_string(error->rank) + ": " + error->text;
+  on_stuck_error_(error->status, text, describe_waiting(answers));
+  return true;
+}
+
+// "ranks 0,2 wait inside all_reduce (...), rank 3 not answering": the ranks that did not reach the
+// case's agreement, and where they are.
+std::string Watchdog::describe_waiting(const Answers& answers) const {
+  std::ostringstream out;
+  bool first = true;
+  for (int r = 0; r < size_; ++r) {
+    const State& s = answers.states[static_cast<size_t>(r)];
+    if (answers.answered[static_cast<size_t>(r)] && s[6] != 0) continue;
+    out << (first ? "" : ", ") << "rank " << r;
+    first = false;
+    if (!answers.answered[static_cast<size_t>(r)]) out << " not answering";
+    else if (s[4] >= kHarnessOp) out << " in the harness's " << name(observed_op_of(s[4] - kHarnessOp));
+    else if (s[4] > 0) out << " in " << name(observed_op_of(s[4]));
+    else out << " outside any call";
+  }
+  return out.str();
+}
+
 // [case index, calls in progress (stack under test or harness), calls into the stack this case,
 //  calls into the stack or the harness's communicators since the start, the call in progress
-//  (an ObservedOp of the stack, or kHarnessOp + one of the harness's), the stack's last completed]
+//  (an ObservedOp of the stack, or kHarnessOp + one of the harness's), the stack's last completed,
+//  1 once the case body is over (body_done)]
 Watchdog::State Watchdog::local_state() const {
   const int64_t inside = (tested_ ? tested_->inside.load() : 0) + (control_ ? control_->inside.load() : 0);
   const int64_t entered = tested_ ? tested_->entered.load() - entered_at_case_start_.load() : 0;
@@ -71,7 +185,7 @@ Watchdog::State Watchdog::local_state() const {
   int64_t op = tested_ ? tested_->current.load() : 0;
   if (op == 0 && control_ && control_->current.load() != 0) op = kHarnessOp + control_->current.load();
   const int64_t last = tested_ ? tested_->last_completed.load() : 0;
-  return {case_index_.load(), inside, entered, calls, op, last, 0};
+  return {case_index_.load(), inside, entered, calls, op, last, body_done_.load() ? 1 : 0, 0};
 }
 
 void Watchdog::set_nodes(std::vector<std::string> node_of_rank) {
@@ -115,6 +229,7 @@ void Watchdog::run_leader() {
   auto last_progress = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
     std::this_thread::sleep_for(kPoll);
+    if (watch_errors()) return;  // on_stuck_error ends the job
     if (timeout_seconds_ <= 0 || !case_active_.load()) continue;
     std::chrono::steady_clock::time_point start;
     double budget = 0;
@@ -164,6 +279,7 @@ void Watchdog::run_leader() {
     on_timeout_(diagnose(why.str(), query_states()));
     return;  // on_timeout ends the job; nothing more to watch
   }
+  watch_errors();  // take in reports of the last case, so none is left unreceived
   // Orderly stop: release every follower.
   std::vector<MPI_Request> requests(static_cast<size_t>(size_));
   const int64_t stop_query = kStopQuery;

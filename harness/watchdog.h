@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,20 @@ class Watchdog {
   // stack or the harness's communicators (a hang), whichever comes first. 0: timeout_seconds of age.
   void begin_case(int64_t index, const std::string& id, double budget_seconds = 0);
   void end_case();
+  // Main thread, every rank, when the case body is over and the rank goes to agree on its outcome:
+  // `status` 0 if the body returned, otherwise the harness's status of the error it threw (1
+  // unsupported, 2 failure, 3 set-up error) and the error's text. An error goes to rank 0's
+  // watchdog thread at once: if the other ranks then stay inside a call that the failed ranks will
+  // never make (so the agreement can never complete), `on_stuck_error` ends the job within about
+  // kErrorGrace * 2, instead of the job waiting for the timeout. Works with timeout_seconds == 0 too.
+  void body_done(int status, const std::string& message = {});
+  // Main thread, any rank: an error this rank will agree on inside the case (a suite's own
+  // agreement, comm/text.h leave_together), sent to rank 0 as body_done sends one.
+  void report_error(int status, const std::string& message);
+  // Set before the case loop (rank 0): called on rank 0's watchdog thread with the status and
+  // text of the first failed rank ("rank N: ...") and a description of where the others wait; it
+  // must end the job.
+  void on_stuck_error(std::function<void(int status, const std::string& error, const std::string& where)> callback);
   // The node of each rank (comm/topology.h), named in the diagnosis of ranks that did not arrive.
   void set_nodes(std::vector<std::string> node_of_rank);
   // Collective: every rank calls it before MPI_Finalize.
@@ -44,7 +59,7 @@ class Watchdog {
  private:
   void run_leader();
   void run_follower();
-  static constexpr int kStateSize = 7;  // local_state() and, last, the query it answers
+  static constexpr int kStateSize = 8;  // local_state() and, last, the query it answers
   static constexpr int64_t kHarnessOp = 1000;  // a call of the harness's communicators, not the stack's
   using State = std::array<int64_t, kStateSize>;
   struct Answers {
@@ -53,6 +68,17 @@ class Watchdog {
   };
   Answers query_states();
   std::string diagnose(const std::string& why, const Answers& answers);
+  // Rank 0's watchdog thread: takes in the errors other ranks reported (body_done), and ends the
+  // job when the ranks that did not fail are stuck inside a call. Returns true when it did.
+  bool watch_errors();
+  std::string describe_waiting(const Answers& answers) const;
+  struct ErrorReport {
+    int64_t case_index = -1;
+    int rank = -1;
+    int status = 0;
+    std::string text;
+    std::chrono::steady_clock::time_point seen;
+  };
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -64,6 +90,11 @@ class Watchdog {
   std::function<void(const std::string&)> on_timeout_;
   std::atomic<int64_t> case_index_{-1};
   std::atomic<bool> case_active_{false};
+  std::atomic<bool> body_done_{false};
+  std::mutex error_mutex_;
+  std::optional<ErrorReport> error_;  // the current case's first reported error (rank 0)
+  std::function<void(int, const std::string&, const std::string&)> on_stuck_error_;
+  std::vector<int64_t> calls_at_error_check_;  // leader thread only
   std::atomic<bool> stopping_{false};
   std::mutex case_mutex_;
   std::string case_id_;

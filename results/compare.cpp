@@ -223,9 +223,31 @@ double mann_whitney_p_greater(const std::vector<double>& worse_in, const std::ve
   return 0.5 * std::erfc(z / std::sqrt(2.0));
 }
 
+namespace {
+
+// A run measures each thing once: two rows with the same join key in one file (runs pasted
+// together, a hand edit) would be joined with the other file's rows in an arbitrary pairing, so the
+// file is refused, naming the row.
+void refuse_repeated_rows(const std::vector<Record>& rows, const std::string& which) {
+  std::set<std::string> keys;
+  for (const Record& r : rows) {
+    if (keys.insert(join_key(r)).second) continue;
+    std::string what = r.suite + " " + r.case_id + " " + r.metric;
+    if (!r.labels.placement.empty()) what += " " + r.labels.placement;
+    if (!r.labels.config.empty()) what += " [" + r.labels.config + "]";
+    throw Error(Error::Kind::invalid_argument, which + " has the row " + what +
+                                                   " more than once; a results file holds each measurement once "
+                                                   "(runs pasted together?)");
+  }
+}
+
+}  // namespace
+
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
                         const CompareSettings& settings) {
   check_same_stack(baseline, current);
+  refuse_repeated_rows(baseline, "the baseline");
+  refuse_repeated_rows(current, "the current run");
 
   std::set<std::string> current_cases, baseline_cases, baseline_failed_cases;
   for (const Record& r : current) current_cases.insert(case_key(r));

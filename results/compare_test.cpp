@@ -113,6 +113,27 @@ TEST(Compare, IdenticalRunsHaveNoRegressions) {
   EXPECT_EQ(c.only_in_current, 0u);
 }
 
+// A file with a measurement twice (the same case listed twice by a run, or runs pasted
+// together) is refused, naming the row, in either position: pairing its rows with the other
+// file's would be arbitrary (once, each of 420 such rows was reported as a regression).
+TEST(Compare, AFileWithARowTwiceIsRefused) {
+  std::vector<Record> twice = run();
+  twice.push_back(twice[1]);  // a copy of the first case's second row
+  for (const bool in_baseline : {true, false}) {
+    try {
+      if (in_baseline) compare_runs(twice, run(), {});
+      else compare_runs(run(), twice, {});
+      ADD_FAILURE() << "accepted a file with a repeated row";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      const std::string text = e.what();
+      EXPECT_NE(text.find(in_baseline ? "the baseline has the row " : "the current run has the row "), std::string::npos)
+          << text;
+      EXPECT_NE(text.find(twice[1].case_id + " " + twice[1].metric), std::string::npos) << text;
+    }
+  }
+}
+
 TEST(Compare, TwentyPercentSlowerTimesAreCaught) {
   // 1.2x: past the 5% tolerance, and the current p05 (1.2 * 0.982 = 1.178) is above the baseline
   // p95 (1.018): outside the noise. Bandwidths fall to 1/1.2 = 83%: caught too.

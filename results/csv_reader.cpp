@@ -29,9 +29,9 @@ namespace dts {
 
 namespace {
 
-// Columns of schema version 1 (the first 31 of csv_columns()); version 2 added `samples`.
+// Columns of schema version 1 (the first 31 of csv_columns()); version 2 added `samples`, 3 `seed`.
 constexpr size_t kVersion1Columns = 31;
-constexpr size_t kColumns = 32;  // csv_columns().size() of this build; the parser's template arity
+constexpr size_t kColumns = 33;  // csv_columns().size() of this build; the parser's template arity
 
 class RowError : public std::exception {
  public:
@@ -50,8 +50,7 @@ class RowError : public std::exception {
 const std::string kUtf8Bom = "\xEF\xBB\xBF";
 
 // The header, split by hand: the parser ignores unknown columns silently, and we want their names.
-std::vector<std::string> header_names(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+std::vector<std::string> header_names(std::istream& in, const std::string& path) {
   std::string line;
   if (!std::getline(in, line)) {
     if (in.bad()) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "'");
@@ -164,16 +163,16 @@ Record to_record(const std::vector<std::string>& f) {
   r.threshold = f[29].empty() ? std::numeric_limits<double>::quiet_NaN() : parse_number(c[29], f[29]);
   r.detail = f[30];
   r.samples = parse_samples(f[31]);
+  if (f[32].find_first_not_of("0123456789") != std::string::npos || f[32].size() > 20) {
+    throw RowError("column 'seed': not a seed '" + f[32] + "'");
+  }
+  r.seed = f[32];
   return r;
 }
 
 }  // namespace
 
 std::vector<Record> read_results_csv(const std::string& path) {
-  const std::vector<std::string>& columns = csv_columns();
-  static_assert(kColumns == 32, "the parser's arity below lists 32 columns");
-  if (columns.size() != kColumns) throw Error(Error::Kind::invalid_argument, "csv_reader: column list out of date");
-
   // Readable and a file: fopen() inside the parser would accept a directory and read nothing.
   {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -183,8 +182,16 @@ std::vector<Record> read_results_csv(const std::string& path) {
     ::close(fd);
     if (is_directory) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "': it is a directory");
   }
+  std::ifstream file(path, std::ios::binary);
+  return read_results_csv(file, path);
+}
 
-  const std::vector<std::string> header = header_names(path);
+std::vector<Record> read_results_csv(std::istream& file, const std::string& path) {
+  const std::vector<std::string>& columns = csv_columns();
+  static_assert(kColumns == 33, "the parser's arity below lists 33 columns");
+  if (columns.size() != kColumns) throw Error(Error::Kind::invalid_argument, "csv_reader: column list out of date");
+
+  const std::vector<std::string> header = header_names(file, path);
   std::set<std::string> seen;
   std::vector<std::string> unknown;
   for (const std::string& h : header) {
@@ -199,7 +206,8 @@ std::vector<Record> read_results_csv(const std::string& path) {
   unsigned line = 1;
   try {
     // No trimming: a detail's leading spaces are data. Double quotes as RFC 4180.
-    std::ifstream file(path, std::ios::binary);
+    file.clear();
+    file.seekg(0);
     char bom[3] = {};
     file.read(bom, 3);
     if (file.gcount() != 3 || std::string(bom, 3) != kUtf8Bom) {
@@ -211,14 +219,16 @@ std::vector<Record> read_results_csv(const std::string& path) {
                    columns[3], columns[4], columns[5], columns[6], columns[7], columns[8], columns[9], columns[10],
                    columns[11], columns[12], columns[13], columns[14], columns[15], columns[16], columns[17],
                    columns[18], columns[19], columns[20], columns[21], columns[22], columns[23], columns[24],
-                   columns[25], columns[26], columns[27], columns[28], columns[29], columns[30], columns[31]);
+                   columns[25], columns[26], columns[27], columns[28], columns[29], columns[30], columns[31],
+                   columns[32]);
     std::vector<std::string> f(kColumns);
     for (;;) {
       f[31].clear();  // absent in version 1 files: the parser leaves a missing column untouched
+      f[32].clear();  // absent before version 3
       line = in.get_file_line() + 1;
       if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14],
                        f[15], f[16], f[17], f[18], f[19], f[20], f[21], f[22], f[23], f[24], f[25], f[26], f[27],
-                       f[28], f[29], f[30], f[31])) {
+                       f[28], f[29], f[30], f[31], f[32])) {
         break;
       }
       line = in.get_file_line();

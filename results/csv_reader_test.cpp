@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -199,7 +200,7 @@ TEST_F(CsvReaderTest, ColumnsAreFoundByNameInAnyOrder) {
   std::string header;
   for (const auto& c : columns) header += (header.empty() ? "" : ",") + c;
   const std::string row =
-      "2,r,t,THE_CASE,THE_SUITE,mpi,,,cpu,h,1,1,1,,,,,,,check,1,,,,,,,,pass,,,\n";
+      "2,r,t,THE_CASE,THE_SUITE,mpi,,,cpu,h,1,1,1,,,,,,,check,1,,,,,,,,pass,,,,\n";
   const fs::path path = write_text("reordered.csv", header + "\n" + row);
   const std::vector<Record> read = read_results_csv(path.string());
   ASSERT_EQ(read.size(), 1u);
@@ -207,15 +208,15 @@ TEST_F(CsvReaderTest, ColumnsAreFoundByNameInAnyOrder) {
   EXPECT_EQ(read[0].case_id, "THE_CASE");
 }
 
-// A valid version 2 header and row; each malformed case changes one thing.
+// A valid version 3 header and row; each malformed case changes one thing.
 std::string header_line() {
   std::string header;
   for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
   return header + "\n";
 }
 const std::string kGoodRow =
-    "2,r,t,collectives,all_reduce/f32/sum/8,mpi,,,cpu,h,2,1,2,all_reduce,f32,8,in_place,,,time,2e-06,seconds,"
-    "3,1e-06,1e-06,2e-06,3e-06,3e-06,info,,,1e-06;2e-06;3e-06\n";
+    "3,r,t,collectives,all_reduce/f32/sum/8,mpi,,,cpu,h,2,1,2,all_reduce,f32,8,in_place,,,time,2e-06,seconds,"
+    "3,1e-06,1e-06,2e-06,3e-06,3e-06,info,,,1e-06;2e-06;3e-06,7\n";
 
 std::string replace_field(std::string row, size_t index, const std::string& value) {
   // Fields of kGoodRow hold no quotes, so commas split it.
@@ -253,7 +254,7 @@ TEST_P(CsvReaderMalformed, NamesFileAndLine) {
 std::vector<Malformed> malformed_cases() {
   const std::string h = header_line();
   const std::string ok = kGoodRow;
-  const std::string newer = replace_field(ok, 0, "3");
+  const std::string newer = replace_field(ok, 0, "4");
   const std::string newer_with_extra = newer.substr(0, newer.size() - 1) + ",x\n";
   // Line numbers: the header is line 1, kGoodRow line 2, the bad row line 3.
   return {
@@ -268,9 +269,10 @@ std::vector<Malformed> malformed_cases() {
       {"bad_bytes", h + ok + replace_field(ok, 15, "8K"), 3, "column 'bytes': bad integer '8K'"},
       {"bad_stat", h + ok + replace_field(ok, 26, "1e-6x"), 3, "column 'p95': bad number"},
       {"unknown_verdict", h + ok + replace_field(ok, 28, "maybe"), 3, "unknown verdict 'maybe'"},
-      {"newer_schema", h + ok + replace_field(ok, 0, "3"), 3, "schema_version 3 is newer"},
+      {"newer_schema", h + ok + replace_field(ok, 0, "4"), 3, "schema_version 4 is newer"},
       {"newer_schema_with_new_column", h.substr(0, h.size() - 1) + ",flavour\n" + newer_with_extra,
-       2, "schema_version 3 is newer"},
+       2, "schema_version 4 is newer"},
+      {"bad_seed", h + ok + replace_field(ok, 32, "-1"), 3, "column 'seed': not a seed '-1'"},
       {"zero_schema", h + replace_field(ok, 0, "0"), 2, "not a version"},
       {"too_few_fields", h + ok + "2,r,t\n", 3, "too few fields"},
       {"too_many_fields", h + ok + ok.substr(0, ok.size() - 1) + ",extra\n", 3, "too many fields"},
@@ -298,6 +300,31 @@ TEST_F(CsvReaderTest, UnreadableFileIsAnIoError) {
 TEST_F(CsvReaderTest, HeaderOnlyIsNoRecords) {
   const fs::path path = write_text("header.csv", header_line());
   EXPECT_TRUE(read_results_csv(path.string()).empty());
+}
+
+TEST_F(CsvReaderTest, AStreamReadsAsTheFileDoes) {
+  // The stream entry point (the fuzz target's): the same records as from a file, and the same
+  // errors, with the name given where the path would be.
+  const std::string text = "\xEF\xBB\xBF" + header_line() + kGoodRow + replace_field(kGoodRow, 20, "inf");
+  std::istringstream in(text);
+  const std::vector<Record> read = read_results_csv(in, "in-memory");
+  const std::vector<Record> from_file = read_results_csv(write_text("good.csv", text).string());
+  ASSERT_EQ(read.size(), 2u);  // both rows of `text`
+  ASSERT_EQ(from_file.size(), read.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    EXPECT_EQ(read[i].case_id, from_file[i].case_id);
+    EXPECT_EQ(read[i].value, from_file[i].value);
+    EXPECT_EQ(read[i].samples, from_file[i].samples);
+  }
+  for (const Malformed& m : malformed_cases()) {
+    std::istringstream bad(m.text);
+    try {
+      read_results_csv(bad, "in-memory");
+      ADD_FAILURE() << "no error for " << m.name;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("in-memory:" + std::to_string(m.line) + ": ", 0), 0u) << e.what();
+    }
+  }
 }
 
 }  // namespace

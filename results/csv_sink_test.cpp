@@ -35,8 +35,8 @@ namespace fs = std::filesystem;
 constexpr const char* kExpectedHeader =
     "schema_version,run_id,timestamp,suite,case,backend,backend_version,mpi_version,device,host,"
     "world_size,nodes,ranks_per_node,op,dtype,bytes,placement,strategy,config,metric,value,unit,"
-    "n,min,p05,median,p95,max,verdict,threshold,detail,samples";
-constexpr size_t kColumnCount = 32;  // the names in kExpectedHeader (schema 2 added samples)
+    "n,min,p05,median,p95,max,verdict,threshold,detail,samples,seed";
+constexpr size_t kColumnCount = 33;  // the names in kExpectedHeader (schema 2 added samples, 3 seed)
 
 using Row = std::vector<std::string>;
 
@@ -141,6 +141,7 @@ Record sample_record() {
   r.threshold = 2.0 / 3.0;
   r.detail = "say \"hi\", then\nnew line\r\nand CRLF";
   r.samples = {0.25, 1e-07, 1.0 / 3.0};  // %.9g: "0.25", "1e-07", "0.333333333"
+  r.seed = "18446744073709551615";        // the largest --seed: 2^64 - 1, written in full
   return r;
 }
 
@@ -239,6 +240,7 @@ TEST_F(CsvSinkTest, RowRoundTrip) {
   // Quotes and commas survive; each line break becomes one space, so a row is one line.
   EXPECT_EQ(column("detail"), "say \"hi\", then new line and CRLF");
   EXPECT_EQ(column("samples"), "0.25;1e-07;0.333333333");
+  EXPECT_EQ(column("seed"), "18446744073709551615");
 }
 
 TEST_F(CsvSinkTest, NotApplicableFieldsAreEmpty) {

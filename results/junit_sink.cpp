@@ -243,7 +243,7 @@ void JunitSink::write(const Record& record) {
   }
   const auto now = std::chrono::steady_clock::now();
   if (!open_) {
-    open_.emplace();
+    open_.emplace(OpenCase{});  // not emplace(): clang checks OpenCase{} before JunitSink is complete
     open_->suite = record.suite;
     open_->case_id = record.case_id;
     // Suite as the package, the stack as the class: CI pages group by both.

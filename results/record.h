@@ -11,8 +11,8 @@
 
 namespace dts {
 
-// 2 added the `samples` column (results/SCHEMA.md); readers accept 1 and 2.
-inline constexpr int kSchemaVersion = 2;
+// 2 added the `samples` column, 3 the `seed` column (results/SCHEMA.md); readers accept 1 to 3.
+inline constexpr int kSchemaVersion = 3;
 
 enum class Verdict : uint8_t { pass, fail, skip, info, timeout };
 std::string_view name(Verdict verdict);
@@ -47,6 +47,7 @@ struct Record {
   // Per-iteration values behind `stats` (timed metrics), for `dtsuite compare --samples`;
   // empty when not kept.
   std::vector<double> samples;
+  std::string seed;  // the run's --seed (decimal), filled by the harness; empty: not recorded
 };
 
 // The value of `key` in a config ("key=value;key=value"), or nothing when the key is absent.

@@ -42,6 +42,14 @@ const std::vector<std::string> kVerdicts{"pass", "fail", "timeout", "skip", "inf
 constexpr double kLogAxisSpread = 100;
 // At most this many failing records are listed; the rest are counted.
 constexpr size_t kMaxFailuresListed = 500;
+// gnuplot takes a number of magnitude DBL_MAX/2 (about 9e307) or more for undefined, and fails a
+// plot whose every point is undefined ("all points y value undefined"); a tenth of that leaves
+// room for its axis arithmetic.
+constexpr double kLargestDrawable = 9e306;
+
+// A value gnuplot can draw, after the plot's scaling; the note on those left out.
+bool drawable(double value) { return std::isfinite(value) && std::fabs(value) <= kLargestDrawable; }
+const std::string kUndrawable = "without a finite value gnuplot can draw (|value| at most 9e306) are not drawn";
 
 bool measured(const Record& r) { return r.verdict != Verdict::skip && r.verdict != Verdict::timeout; }
 
@@ -147,7 +155,7 @@ bool x_of(const PlotSpec& spec, const Record& r, double& x) {
       } catch (const std::exception&) {
         return false;
       }
-      return std::isfinite(x);
+      return drawable(x);
     }
   }
   return false;
@@ -189,7 +197,7 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
             ++no_xy;
             continue;
           }
-          if (!std::isfinite(r.value)) {
+          if (!drawable(r.value / spec.y_scale)) {
             ++not_finite;
             continue;
           }
@@ -205,7 +213,7 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
         p.y_scale = spec.y_scale;
         for (const auto& [xy, values] : cells) p.cells.push_back({xy.first, xy.second, median_of(values)});
         append_note(p.note, count_note(no_xy, "without " + spec.x_key + " and " + spec.y_key + " are not drawn"));
-        append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
+        append_note(p.note, count_note(not_finite, kUndrawable));
         plots.push_back(std::move(p));
       }
     }
@@ -228,7 +236,7 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
           ++zero_bytes;
           continue;
         }
-        if (!std::isfinite(r.value)) {
+        if (!drawable(r.value / spec.y_scale)) {
           ++not_finite;
           continue;
         }
@@ -237,7 +245,7 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
           ++non_positive;
           continue;
         }
-        if (std::isfinite(r.threshold) && (!spec.log_y || r.threshold > 0)) bounds_at[x].insert(r.threshold);
+        if (drawable(r.threshold / spec.y_scale) && (!spec.log_y || r.threshold > 0)) bounds_at[x].insert(r.threshold);
         else unbounded = true;
         std::string variant;
         for (const std::string& key : spec.series) {
@@ -285,7 +293,7 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
     append_note(p.note, count_note(zero_bytes, "of 0 bytes cannot be drawn on the log size axis"));
     append_note(p.note, count_note(non_positive, by_bytes ? "with a value of 0 are not drawn"
                                                           : "equal to 0 (exact) cannot be drawn on the log axis"));
-    append_note(p.note, count_note(not_finite, "without a finite value are not drawn"));
+    append_note(p.note, count_note(not_finite, kUndrawable));
     append_note(p.note, count_note(no_x, "without the x value (" + spec.x_label + ") are not drawn"));
     plots.push_back(std::move(p));
   }
@@ -376,6 +384,68 @@ class TempDir {
   fs::path path_;
 };
 
+// Verdicts a case's outcome can take, least to most severe; info records are not judged.
+int severity(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::pass: return 0;
+    case Verdict::skip: return 1;
+    case Verdict::fail: return 2;
+    case Verdict::timeout: return 3;
+    case Verdict::info: return -1;
+  }
+  return -1;
+}
+
+// The cross-stack table: each case's outcome per stack, and the cases whose outcomes differ.
+void find_cross_stack_differences(const std::vector<ResultsFile>& files, const StackIndex& stack_of, ReportData& data) {
+  if (data.stacks.size() < 2) return;
+  struct Worst {
+    int severity = -1;
+    CaseOutcome outcome;
+  };
+  std::vector<std::pair<std::string, std::string>> order;  // (suite, case) as first seen
+  std::map<std::pair<std::string, std::string>, std::map<int, Worst>> outcomes;
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const Record& r : files[f].records) {
+      const int level = severity(r.verdict);
+      if (level < 0) continue;
+      const auto key = std::make_pair(r.suite, r.case_id);
+      auto [at, added] = outcomes.try_emplace(key);
+      if (added) order.push_back(key);
+      Worst& worst = at->second[stack_of.at({f, stack_identity(r)})];
+      if (level <= worst.severity) continue;
+      worst.severity = level;
+      worst.outcome.verdict = std::string(name(r.verdict));
+      worst.outcome.detail = r.metric + (r.labels.placement.empty() ? "" : " " + r.labels.placement) +
+                             (r.detail.empty() ? "" : ": " + r.detail);
+    }
+  }
+  std::set<int> columns;
+  std::vector<std::pair<std::pair<std::string, std::string>, std::map<int, Worst>*>> differing;
+  for (const auto& key : order) {
+    auto& by_stack = outcomes[key];
+    if (by_stack.size() < 2) continue;  // a case one stack ran is compared with nothing
+    const CaseOutcome& first = by_stack.begin()->second.outcome;
+    bool differs = false;
+    for (const auto& [stack, worst] : by_stack) {
+      const bool judged_alike = worst.outcome.verdict == first.verdict;
+      differs = differs || !judged_alike || (first.verdict != "pass" && worst.outcome.detail != first.detail);
+    }
+    if (!differs) continue;
+    for (const auto& [stack, worst] : by_stack) columns.insert(stack);
+    differing.emplace_back(key, &by_stack);
+  }
+  data.cross_stacks.assign(columns.begin(), columns.end());
+  for (const auto& [key, by_stack] : differing) {
+    CrossStackRow row{key.first, key.second, {}};
+    for (int stack : data.cross_stacks) {
+      const auto it = by_stack->find(stack);
+      row.outcomes.push_back(it == by_stack->end() ? CaseOutcome{} : it->second.outcome);
+    }
+    data.cross_stack.push_back(std::move(row));
+  }
+}
+
 }  // namespace
 
 std::string escape_html(const std::string& text) {
@@ -439,6 +509,7 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
     }
   }
   for (auto& [key, c] : counts) data.verdicts.push_back(std::move(c));
+  find_cross_stack_differences(files, stack_of, data);
 
   // Each suite's sections, as it declares them (results/catalog.h), in page order.
   std::vector<std::pair<SectionSpec, std::string>> specs;  // (section, suite)
@@ -585,6 +656,42 @@ std::string run_gnuplot(const std::string& script, const std::string& id_prefix)
   return prefix_ids(svg.substr(start), id_prefix);
 }
 
+namespace {
+
+// The cross-stack table: one column per stack that differs somewhere, a row per differing case.
+void render_cross_stack(const ReportData& data, std::ostringstream& h) {
+  h << "<h2 id=\"cross-stack\">Differences between stacks</h2>\n"
+    << "<p>Cases that more than one stack ran and whose outcome differs between them: by verdict, or by the "
+    << "detail of a fail, skip or timeout. Each cell holds the case's worst verdict on that stack and the detail "
+    << "of its first record with it; an empty cell: the stack did not run the case.</p>\n";
+  if (data.cross_stack.empty()) {
+    h << "<p>No case differs between the stacks.</p>\n";
+    return;
+  }
+  h << "<table><tr><th>suite</th><th>case</th>";
+  for (int stack : data.cross_stacks) h << "<th>" << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</th>";
+  h << "</tr>\n";
+  for (size_t i = 0; i < data.cross_stack.size() && i < kMaxFailuresListed; ++i) {
+    const CrossStackRow& row = data.cross_stack[i];
+    h << "<tr><td>" << escape_html(row.suite) << "</td><td>" << escape_html(row.case_id) << "</td>";
+    for (const CaseOutcome& outcome : row.outcomes) {
+      if (outcome.verdict.empty()) {
+        h << "<td></td>";
+        continue;
+      }
+      h << "<td class=\"" << escape_html(outcome.verdict) << "\">" << escape_html(outcome.verdict)
+        << "<div class=\"detail\">" << escape_html(outcome.detail) << "</div></td>";
+    }
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+  if (data.cross_stack.size() > kMaxFailuresListed) {
+    h << "<p>... and " << data.cross_stack.size() - kMaxFailuresListed << " more (see the CSVs).</p>\n";
+  }
+}
+
+}  // namespace
+
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render) {
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -653,6 +760,8 @@ std::string render_html(const ReportData& data, const std::function<std::string(
       h << "<p>... and " << data.failures.size() - kMaxFailuresListed << " more (see the CSV).</p>\n";
     }
   }
+
+  if (data.stacks.size() >= 2) render_cross_stack(data, h);
 
   for (const ReportSection& section : data.sections) {
     h << "<h2 id=\"" << escape_html(section.id) << "\">" << escape_html(section.title) << "</h2>\n<p>"

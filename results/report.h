@@ -67,12 +67,32 @@ struct VerdictCounts {
   std::map<std::string, int64_t> by_verdict;  // "pass" -> 12, ...
 };
 
+// A case's outcome on one stack: the worst verdict of its judged records (timeout, fail, skip,
+// pass; info records are not judged) and the detail of the first record with it, after its
+// metric and placement ("wrong out_of_place: exact inputs: ...").
+struct CaseOutcome {
+  std::string verdict;  // empty where the stack did not run the case
+  std::string detail;
+};
+
+// A case that more than one stack ran and whose outcome differs between them: by verdict, or by
+// the detail of a fail, skip or timeout (a passing record's detail holds measured numbers, which
+// differ between any two runs).
+struct CrossStackRow {
+  std::string suite, case_id;
+  std::vector<CaseOutcome> outcomes;  // one per ReportData::cross_stacks entry, in its order
+};
+
 struct ReportData {
   std::vector<std::string> inputs;
   std::vector<ReportStack> stacks;
   std::vector<ReportSection> sections;
   std::vector<VerdictCounts> verdicts;
   std::vector<std::pair<int, Record>> failures;  // (stack, record) with verdict fail or timeout
+  // The cross-stack table (empty with fewer than two stacks): its columns, the stacks (indices
+  // into `stacks`) that appear in any row, and its rows in the order the cases first appear.
+  std::vector<int> cross_stacks;
+  std::vector<CrossStackRow> cross_stack;
 };
 
 // Groups records into plots: one section per section a registered suite declares
@@ -80,8 +100,10 @@ struct ReportData {
 // section with no rows says why (empty_note). Where several records share an x (reduction ops,
 // roots) their median is drawn; the y axis of a size plot turns logarithmic when the values span
 // more than 100x. Sizes of 0 bytes and non-positive values on a log axis cannot be drawn and are
-// counted in the plot's note. Records with verdict skip or timeout carry no measurement and are
-// not drawn.
+// counted in the plot's note, and so are values gnuplot cannot draw (not finite, or past about
+// 9e306 after the plot's scaling). Records with verdict skip or timeout carry no measurement and
+// are not drawn. With two stacks or more it also finds the cases whose outcome differs between
+// them (ReportData::cross_stack).
 ReportData group_results(const std::vector<ResultsFile>& files);
 
 // "a<b" -> "a&lt;b": every piece of text from a CSV goes through this before it is in the page.

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <tuple>
@@ -16,6 +19,8 @@
 
 namespace dts {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Where the collectives suite's latency plots stop, as its catalog entry declares it.
 int64_t latency_max_bytes() {
@@ -386,6 +391,80 @@ TEST(Grouping, VerdictsAreCountedPerStackAndSuiteAndFailuresListed) {
   EXPECT_EQ(data.failures[0].second.detail, "3 wrong <elements>");
 }
 
+// A judged record of the collectives suite: `wrong` with a verdict and a detail.
+Record judged(const std::string& backend, const std::string& case_op, Verdict verdict, const std::string& detail,
+              const std::string& placement = "out_of_place") {
+  Record r = collective(backend, "wrong", case_op, "f32", 8, verdict == Verdict::pass ? 0 : 1, "max", placement);
+  r.verdict = verdict;
+  r.detail = detail;
+  return r;
+}
+
+TEST(CrossStack, CasesWhoseVerdictOrFailureDiffersAreListedPerStack) {
+  ResultsFile mpi{"mpi.csv", {}}, ring{"ring.csv", {}};
+  // all_reduce: fails on mpi (its worst record), passes on ring: listed.
+  mpi.records.push_back(judged("mpi", "all_reduce", Verdict::pass, "0 wrong", "in_place"));
+  mpi.records.push_back(judged("mpi", "all_reduce", Verdict::fail, "NaN dropped by max: 4"));
+  ring.records.push_back(judged("ring(mpi)", "all_reduce", Verdict::pass, "0 wrong"));
+  // reduce: passes on both with other numbers in the detail: not a difference.
+  mpi.records.push_back(judged("mpi", "reduce", Verdict::pass, "max_ulp 0.5"));
+  ring.records.push_back(judged("ring(mpi)", "reduce", Verdict::pass, "max_ulp 0.25"));
+  // broadcast: fails on both for different reasons: listed; all_gather: alike on both: not.
+  mpi.records.push_back(judged("mpi", "broadcast", Verdict::fail, "saturates at 127: 2"));
+  ring.records.push_back(judged("ring(mpi)", "broadcast", Verdict::fail, "wrong value: 2"));
+  mpi.records.push_back(judged("mpi", "all_gather", Verdict::fail, "wrong value: 1"));
+  ring.records.push_back(judged("ring(mpi)", "all_gather", Verdict::fail, "wrong value: 1"));
+  // send_recv: skipped on one (its one check record), passing on the other: listed.
+  Record skipped = stamped("mpi", 2);
+  skipped.suite = "collectives";
+  skipped.case_id = collective("mpi", "wrong", "send_recv", "f32", 8, 0, "max").case_id;
+  skipped.metric = "check";
+  skipped.verdict = Verdict::skip;
+  skipped.detail = "backend mpi has no f8e4m3";
+  mpi.records.push_back(skipped);
+  ring.records.push_back(judged("ring(mpi)", "send_recv", Verdict::pass, "0 wrong"));
+  // all_to_all: run on one stack only: compared with nothing.
+  mpi.records.push_back(judged("mpi", "all_to_all", Verdict::fail, "wrong value: 9"));
+  // info records (timings) are not outcomes.
+  mpi.records.push_back(collective("mpi", "busbw", "reduce_scatter", "f32", 8, 1, "max"));
+  ring.records.push_back(collective("ring(mpi)", "busbw", "reduce_scatter", "f32", 8, 2, "max"));
+
+  const ReportData data = group_results({mpi, ring});
+  ASSERT_EQ(data.cross_stacks, (std::vector<int>{0, 1}));
+  ASSERT_EQ(data.cross_stack.size(), 3u);
+  const CrossStackRow& all_reduce = data.cross_stack[0];
+  EXPECT_EQ(all_reduce.suite, "collectives");
+  EXPECT_EQ(all_reduce.case_id, "all_reduce/f32/max/8");
+  EXPECT_EQ(all_reduce.outcomes[0].verdict, "fail");
+  EXPECT_EQ(all_reduce.outcomes[0].detail, "wrong out_of_place: NaN dropped by max: 4");
+  EXPECT_EQ(all_reduce.outcomes[1].verdict, "pass");
+  EXPECT_EQ(data.cross_stack[1].case_id, "broadcast/f32/max/8");
+  EXPECT_EQ(data.cross_stack[1].outcomes[1].detail, "wrong out_of_place: wrong value: 2");
+  EXPECT_EQ(data.cross_stack[2].case_id, "send_recv/f32/max/8");
+  EXPECT_EQ(data.cross_stack[2].outcomes[0].verdict, "skip");
+  EXPECT_EQ(data.cross_stack[2].outcomes[0].detail, "check: backend mpi has no f8e4m3");
+
+  const std::string html = render_html(data, [](const Plot&) { return std::string("<svg></svg>"); });
+  const size_t table = html.find("<h2 id=\"cross-stack\">");
+  ASSERT_NE(table, std::string::npos);
+  EXPECT_NE(html.find("<td class=\"fail\">fail<div class=\"detail\">wrong out_of_place: NaN dropped by max: 4</div>",
+                      table),
+            std::string::npos);
+  EXPECT_NE(html.find("<th>ring(mpi) | cpu:Test CPU | 2 ranks</th>", table), std::string::npos);
+}
+
+TEST(CrossStack, OneStackHasNoTableAndAlikeStacksSaySo) {
+  ResultsFile one{"one.csv", {judged("mpi", "all_reduce", Verdict::fail, "x")}};
+  const ReportData alone = group_results({one});
+  EXPECT_TRUE(alone.cross_stack.empty());
+  const auto stub = [](const Plot&) { return std::string(); };
+  EXPECT_EQ(render_html(alone, stub).find("cross-stack"), std::string::npos);
+  ResultsFile other{"other.csv", {judged("ring(mpi)", "all_reduce", Verdict::fail, "x")}};
+  const ReportData alike = group_results({one, other});
+  EXPECT_TRUE(alike.cross_stack.empty());
+  EXPECT_NE(render_html(alike, stub).find("No case differs between the stacks."), std::string::npos);
+}
+
 TEST(Html, EveryTextFromTheCsvIsEscaped) {
   EXPECT_EQ(escape_html("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
   // Control bytes (an escape sequence, a NUL) and bytes that are not UTF-8 become U+FFFD; valid
@@ -447,6 +526,31 @@ TEST(Gnuplot, SvgIsInlineReadyWithIdsUniqueToEachPlot) {
   EXPECT_NE(one.find("id='p0-gpPt0'"), std::string::npos);
   EXPECT_NE(two.find("id='p1-gpPt0'"), std::string::npos);
   EXPECT_EQ(one.find("'#gpPt"), std::string::npos);  // references follow their ids
+}
+
+// gnuplot takes |y| >= DBL_MAX/2 for undefined and fails a plot with no defined point: such
+// values are left out (and counted) so that the report is still drawn.
+TEST(Gnuplot, HugeValuesAreLeftOutAndTheReportIsDrawn) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  ResultsFile huge{"huge.csv", {}};
+  for (int64_t bytes : {8, 64, 512}) {
+    huge.records.push_back(collective("mpi", "busbw", "all_reduce", "f32", bytes, 1e308));
+    huge.records.push_back(collective("mpi", "time", "all_reduce", "f32", bytes, 1e308));
+    huge.records.push_back(equivalence("mpi", "ddp", "f32", static_cast<int>(bytes / 8), 1e308, 1e308));
+  }
+  // Time is drawn in microseconds: 1e308 s is past every double there, 2e-6 s is 2 us.
+  huge.records.push_back(collective("mpi", "time", "all_gather", "f32", 8, 1e308));
+  huge.records.push_back(collective("mpi", "time", "all_gather", "f32", 64, 2e-6));
+  const fs::path page = fs::temp_directory_path() / ("dtsuite_report_huge_" + std::to_string(getpid()) + ".html");
+  EXPECT_NO_THROW(write_report({huge}, page.string()));
+  fs::remove(page);
+  // The drawable point stays; the huge one is counted in the note.
+  const ReportData data = group_results({huge});
+  const Plot* gather = find_plot(data, "latency-all_gather");
+  ASSERT_NE(gather, nullptr);
+  ASSERT_EQ(gather->series.size(), 1u);
+  EXPECT_EQ(gather->series[0].points.size(), 1u);
+  EXPECT_NE(gather->note.find("1 record without a finite value gnuplot can draw"), std::string::npos) << gather->note;
 }
 
 TEST(Gnuplot, FailureIsAnIoErrorWithGnuplotsMessage) {

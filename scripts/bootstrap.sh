@@ -1,21 +1,43 @@
 #!/usr/bin/env bash
 # dtsuite set-up on Debian 12: installs the Debian packages that are missing, configures and
 # builds, then either runs the default suite on local ranks (`run`, the default) or every test
-# (`test`). Used by README's two commands and by CI (.ci/run).
-#   bash scripts/bootstrap.sh [run|test] [extra dtsuite run flags...]
-# Environment: BUILD_DIR (default build), NP (ranks for `run`, default 4), CI=true (warnings
-# become errors), DTS_CMAKE_FLAGS (extra configure flags).
+# (`test`). Used by README's two commands and by CI (.ci/run), which adds the two checking
+# builds: `sanitize` (ASan + UBSan build in build-asan, its unit and MPI tests) and `fuzz` (clang
+# build in build-fuzz, each libFuzzer target of fuzz/ for FUZZ_SECONDS).
+#   bash scripts/bootstrap.sh [run|test|sanitize|fuzz] [extra dtsuite run flags...]
+# Environment: BUILD_DIR (default build, build-asan, build-fuzz by mode), NP (ranks for `run`,
+# default 4), CI=true (warnings become errors), DTS_CMAKE_FLAGS (extra configure flags),
+# FUZZ_SECONDS (fuzz: seconds per target, default 60).
 set -euo pipefail
 mode=${1:-run}
 shift || true
 cd "$(dirname "$0")/.."
-build_dir=${BUILD_DIR:-build}
 np=${NP:-4}
+# Per mode: build directory, configure flags, what to build. The checking builds leave CUDA out:
+# its runtime and ASan's shadow memory do not mix, and the GPU tests skip here anyway.
+mode_flags=()
+build_target=all
+case "$mode" in
+  sanitize)
+    build_dir=${BUILD_DIR:-build-asan}
+    mode_flags=(-DDTS_SANITIZE=address,undefined -DDTS_WITH_CUDA=OFF -DDTS_WITH_NCCL=OFF)
+    ;;
+  fuzz)
+    build_dir=${BUILD_DIR:-build-fuzz}
+    mode_flags=(-DCMAKE_CXX_COMPILER=clang++-16 -DDTS_FUZZ=ON -DDTS_FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+                -DDTS_WITH_CUDA=OFF -DDTS_WITH_NCCL=OFF)
+    build_target=fuzz_targets
+    ;;
+  *)
+    build_dir=${BUILD_DIR:-build}
+    ;;
+esac
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-dev libgtest-dev libgmock-dev
           libbenchmark-dev libfccp-dev libexpat1-dev zlib1g-dev libopenblas-dev prometheus-cpp-dev libtomlplusplus-dev gnuplot-nox chromium
           prometheus prometheus-pushgateway curl python3
-          iproute2 slurm-wlm)  # the two-node fixture (scripts/cluster), a single-node Slurm (scripts/slurm)
+          iproute2 slurm-wlm   # the two-node fixture (scripts/cluster), a single-node Slurm (scripts/slurm)
+          clang-16 libclang-rt-16-dev)  # fuzz/: clang 16 (14 lacks std::source_location), libFuzzer, sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,11 +53,11 @@ fi
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
 echo "== configuring ($build_dir, warnings as errors: $werror)"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DDTS_WERROR=$werror ${DTS_CMAKE_FLAGS:-} >"$build_dir.configure.log" 2>&1 \
-  || { cat "$build_dir.configure.log"; exit 1; }
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DDTS_WERROR=$werror "${mode_flags[@]}" ${DTS_CMAKE_FLAGS:-} \
+  >"$build_dir.configure.log" 2>&1 || { cat "$build_dir.configure.log"; exit 1; }
 grep -E "^-- dtsuite" "$build_dir.configure.log" || true
-echo "== building"
-cmake --build "$build_dir" -j"$(nproc)"
+echo "== building ($build_target)"
+cmake --build "$build_dir" -j"$(nproc)" --target "$build_target"
 
 # Open MPI refuses to run as root unless told; ranks may outnumber cores on small machines.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -49,8 +71,18 @@ case "$mode" in
     echo "== ctest"
     exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --timeout 900
     ;;
+  sanitize)
+    # Unit and MPI tests (the seed corpora's replays among them); the end-to-end tests drive the
+    # same code through the binary and would take several times their usual half hour.
+    echo "== ctest under ASan + UBSan (labels unit, mpi; not e2e)"
+    exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --timeout 1800 -L 'unit|mpi' -LE e2e
+    ;;
+  fuzz)
+    echo "== fuzzing each target for ${FUZZ_SECONDS:-60} s (crash reproducers: $build_dir/fuzz/*.work/artifacts)"
+    exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" -L fuzz
+    ;;
   *)
-    echo "usage: scripts/bootstrap.sh [run|test]" >&2
+    echo "usage: scripts/bootstrap.sh [run|test|sanitize|fuzz]" >&2
     exit 2
     ;;
 esac

@@ -25,7 +25,11 @@ Mlp<T>::Mlp(const ModelSpec& spec, MlpCompute compute)
 template <class T>
 void round_for(MlpCompute compute, T* values, int64_t n) {
   if (compute != MlpCompute::bf16) return;
-  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<T>(float_from_bf16_bits(bf16_bits_from_double(values[i])));
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::round_to_bf16(values, n);  // the same rounding, on the bits, vectorized
+  } else {
+    for (int64_t i = 0; i < n; ++i) values[i] = static_cast<T>(float_from_bf16_bits(bf16_bits_from_double(values[i])));
+  }
 }
 
 template <class T>
@@ -58,23 +62,29 @@ double Mlp<T>::forward(const T* params, const Batch& batch) {
   for (int l = 0; l < layers; ++l) {
     const auto ul = static_cast<size_t>(l);
     const int64_t in = dims_[ul], out = dims_[ul + 1];
+    const auto size = static_cast<size_t>(rows * out);
     const T* w = params + layout_[2 * ul].offset;
     const T* b = params + layout_[2 * ul + 1].offset;
-    std::vector<T> z(static_cast<size_t>(rows * out));
+    // Every buffer is a member that keeps its capacity across steps: a fresh vector per layer
+    // costs a memset and, past malloc's mmap threshold, page faults on every step.
+    scratch_.resize(size);
     // z = a W^T (W is out x in, row-major)
-    cpu::gemm<T>({false, true, rows, out, in, in, in, out}, T(1), activations_[ul].data(), w, T(0), z.data());
+    cpu::gemm<T>({false, true, rows, out, in, in, in, out}, T(1), activations_[ul].data(), w, T(0), scratch_.data());
     std::vector<T>& pre = pre_[ul];
-    pre.resize(z.size());
+    pre.resize(size);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < out; ++c) pre[static_cast<size_t>(r * out + c)] = z[static_cast<size_t>(r * out + c)] + b[c];
+      const T* z = scratch_.data() + r * out;
+      T* pre_row = pre.data() + r * out;
+      for (int64_t c = 0; c < out; ++c) pre_row[c] = z[c] + b[c];
     }
     round(pre);  // the matmul's one rounding, after its bias epilogue
     if (l + 1 < layers) {
       std::vector<T>& next = activations_[ul + 1];
-      next.resize(z.size());
-      // z + b is already in pre; the kernel adds a zero bias and applies GeLU.
-      const std::vector<T> no_bias(static_cast<size_t>(out), T(0));
-      cpu::bias_gelu_forward<T>(pre.data(), no_bias.data(), z.data(), next.data(), rows, out);
+      next.resize(size);
+      // z + b is already in pre; the kernel adds a zero bias (so the values are the ones
+      // tensor/parallel_mlp.cpp computes, bit for bit) and applies GeLU.
+      if (zeros_.size() < static_cast<size_t>(out)) zeros_.assign(static_cast<size_t>(out), T(0));
+      cpu::bias_gelu_forward<T>(pre.data(), zeros_.data(), scratch_.data(), next.data(), rows, out);
       round(next);
       activation_bytes_ += static_cast<int64_t>(next.size() * sizeof(T));
     }
@@ -97,18 +107,22 @@ double Mlp<T>::forward_backward(const T* params, T* grads, const Batch& batch, d
   if (compute_ == MlpCompute::bf16) params = rounded_params_.data();
   const int64_t rows = batch.size;
   const int layers = spec_.layers;
-  std::vector<T> g = dlogits_;
-  if (loss_scale != 1.0) {
-    for (T& v : g) v = static_cast<T>(v * static_cast<T>(loss_scale));
-  }
-  round(g);
+  // backprop_[l] is g_l, written in place: the last layer's from dlogits, each earlier one by the
+  // GeLU backward of the layer after it.
   backprop_.resize(static_cast<size_t>(layers));
+  std::vector<T>& g_last = backprop_.back();
+  g_last.assign(dlogits_.begin(), dlogits_.end());
+  if (loss_scale != 1.0) {
+    for (T& v : g_last) v = static_cast<T>(v * static_cast<T>(loss_scale));
+  }
+  round(g_last);
   const auto ready = [&](size_t index) {
     if (on_ready) on_ready(index);
   };
   for (int l = layers - 1; l >= 0; --l) {
     const auto ul = static_cast<size_t>(l);
     const int64_t in = dims_[ul], out = dims_[ul + 1];
+    const std::vector<T>& g = backprop_[ul];
     T* dw = grads + layout_[2 * ul].offset;
     T* db = grads + layout_[2 * ul + 1].offset;
     const T* w = params + layout_[2 * ul].offset;
@@ -125,18 +139,16 @@ double Mlp<T>::forward_backward(const T* params, T* grads, const Batch& batch, d
     cpu::gemm<T>({true, false, out, in, rows, out, in, in}, T(1), g.data(), activations_[ul].data(), T(0), dw);
     round(dw, out * in);
     ready(2 * ul);
-    if (l == 0) {
-      backprop_[ul].swap(g);
-      break;
-    }
+    if (l == 0) break;
     // da = g W (rows x in), then back through the previous layer's GeLU, which also yields that
     // layer's bias gradient.
-    std::vector<T> da(static_cast<size_t>(rows * in));
-    cpu::gemm<T>({false, false, rows, in, out, out, in, in}, T(1), g.data(), w, T(0), da.data());
-    round(da);
-    std::vector<T> dz(da.size());
+    scratch_.resize(static_cast<size_t>(rows * in));
+    cpu::gemm<T>({false, false, rows, in, out, out, in, in}, T(1), g.data(), w, T(0), scratch_.data());
+    round(scratch_);
+    std::vector<T>& dz = backprop_[ul - 1];
+    dz.resize(scratch_.size());
     T* db_prev = grads + layout_[2 * (ul - 1) + 1].offset;
-    cpu::bias_gelu_backward<T>(pre_[ul - 1].data(), da.data(), dz.data(), db_prev, rows, in);
+    cpu::bias_gelu_backward<T>(pre_[ul - 1].data(), scratch_.data(), dz.data(), db_prev, rows, in);
     if (compute_ == MlpCompute::bf16) {
       // The bias gradient sums the bf16 dz that leaves the GeLU backward, then rounds once.
       round(dz);
@@ -147,8 +159,6 @@ double Mlp<T>::forward_backward(const T* params, T* grads, const Batch& batch, d
       round(db_prev, in);
     }
     ready(2 * (ul - 1) + 1);
-    backprop_[ul].swap(g);
-    g.swap(dz);
   }
   return mean_loss;
 }

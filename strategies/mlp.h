@@ -63,6 +63,8 @@ class Mlp {
   int64_t activation_bytes_ = 0;
   std::vector<std::vector<T>> activations_, pre_;  // a_l (rows x dims[l]), z_l (rows x dims[l+1])
   std::vector<T> dlogits_;
+  std::vector<T> scratch_;                          // z of a forward layer; da of a backward one
+  std::vector<T> zeros_;                            // a zero bias, as wide as the widest layer
   std::vector<T> rounded_params_;                   // bf16 mode: the weights as used
   std::vector<std::vector<T>> backprop_;            // g_l (rows x dims[l+1]) of the last backward
 };

@@ -43,57 +43,71 @@ TEST_F(RingTest, AllReduceMatchesReferenceAndMpi) {
   }
 }
 
+// reduce_scatter of case `c` on `ring`: the reference and mpi's bits; out of place the input
+// untouched; nothing written past the output (or, in place, past the buffer).
+void expect_reduce_scatter_matches(Communicator& ring, Communicator& mpi, const Case& c) {
+  const int n = ring.size();
+  const int rank = ring.rank();
+  const size_t out_count = c.count;
+  const size_t width = size_of(c.dtype);
+  const size_t total = out_count * static_cast<size_t>(n);
+  const size_t own = static_cast<size_t>(rank) * out_count;
+  const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n, c.stream, rank, total);
+  const std::vector<char> want = kInputs.reference_reduced(c.dtype, c.op, n, c.stream, own, out_count);
+
+  std::vector<char> got;
+  const char* result = nullptr;
+  std::vector<char> buffer;
+  if (c.in_place) {
+    buffer = input;
+    buffer.resize(buffer.size() + kGuardBytes, kGuardByte);
+    ring.reduce_scatter(buffer.data(), buffer.data() + own * width, out_count, c.dtype, c.op);
+    result = buffer.data() + own * width;
+    EXPECT_TRUE(guard_intact(buffer, total * width)) << "wrote past the buffer";
+  } else {
+    const std::vector<char> before = input;
+    got.assign(out_count * width + kGuardBytes, kGuardByte);
+    ring.reduce_scatter(input.data(), got.data(), out_count, c.dtype, c.op);
+    result = got.data();
+    EXPECT_EQ(input, before) << "out of place must not write the input";
+    EXPECT_TRUE(guard_intact(got, out_count * width)) << "wrote past the output";
+  }
+  std::vector<char> by_mpi(out_count * width);
+  mpi.reduce_scatter(input.data(), by_mpi.data(), out_count, c.dtype, c.op);
+
+  EXPECT_EQ(differences(c.dtype, result, want.data(), out_count), "") << "vs reference";
+  EXPECT_EQ(differences(c.dtype, result, by_mpi.data(), out_count), "") << "vs mpi";
+}
+
+// all_gather of case `c` on `ring`: the reference and mpi's bits; nothing written past the output.
+void expect_all_gather_matches(Communicator& ring, Communicator& mpi, const Case& c) {
+  const int n = ring.size();
+  const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n, c.stream, ring.rank(), c.count);
+  const std::vector<char> want = kInputs.reference_gathered(c.dtype, c.op, n, c.stream, c.count);
+  const size_t total = c.count * static_cast<size_t>(n);  // elements, every rank's block
+
+  std::vector<char> got(want.size() + kGuardBytes, kGuardByte);
+  all_gather_into(ring, input, c, got);
+  std::vector<char> by_mpi(want.size());
+  mpi.all_gather(input.data(), by_mpi.data(), c.count, c.dtype);
+
+  EXPECT_EQ(differences(c.dtype, got.data(), want.data(), total), "") << "vs reference";
+  EXPECT_EQ(differences(c.dtype, got.data(), by_mpi.data(), total), "") << "vs mpi";
+  EXPECT_TRUE(guard_intact(got, want.size())) << "wrote past the output";
+}
+
 TEST_F(RingTest, ReduceScatterMatchesReferenceAndMpi) {
   // Streams from 1000: apart from the other tests' streams, for variety only.
   for (const Case& c : reduction_cases(kCounts, 1000)) {
     SCOPED_TRACE(case_name("reduce_scatter", c));
-    const size_t out_count = c.count;
-    const size_t width = size_of(c.dtype);
-    const size_t total = out_count * static_cast<size_t>(n_);
-    const size_t own = static_cast<size_t>(rank_) * out_count;
-    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, total);
-    const std::vector<char> want = kInputs.reference_reduced(c.dtype, c.op, n_, c.stream, own, out_count);
-
-    std::vector<char> got;
-    const char* result = nullptr;
-    std::vector<char> buffer;
-    if (c.in_place) {
-      buffer = input;
-      buffer.resize(buffer.size() + kGuardBytes, kGuardByte);
-      comm_->reduce_scatter(buffer.data(), buffer.data() + own * width, out_count, c.dtype, c.op);
-      result = buffer.data() + own * width;
-      EXPECT_TRUE(guard_intact(buffer, total * width)) << "wrote past the buffer";
-    } else {
-      const std::vector<char> before = input;
-      got.assign(out_count * width + kGuardBytes, kGuardByte);
-      comm_->reduce_scatter(input.data(), got.data(), out_count, c.dtype, c.op);
-      result = got.data();
-      EXPECT_EQ(input, before) << "out of place must not write the input";
-      EXPECT_TRUE(guard_intact(got, out_count * width)) << "wrote past the output";
-    }
-    std::vector<char> by_mpi(out_count * width);
-    mpi_->reduce_scatter(input.data(), by_mpi.data(), out_count, c.dtype, c.op);
-
-    EXPECT_EQ(differences(c.dtype, result, want.data(), out_count), "") << "vs reference";
-    EXPECT_EQ(differences(c.dtype, result, by_mpi.data(), out_count), "") << "vs mpi";
+    expect_reduce_scatter_matches(*comm_, *mpi_, c);
   }
 }
 
 TEST_F(RingTest, AllGatherMatchesReferenceAndMpi) {
   for (const Case& c : data_cases(kCounts, 2000)) {
     SCOPED_TRACE(case_name("all_gather", c));
-    const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
-    const std::vector<char> want = kInputs.reference_gathered(c.dtype, c.op, n_, c.stream, c.count);
-    const size_t total = c.count * static_cast<size_t>(n_);  // elements, every rank's block
-
-    std::vector<char> got(want.size() + kGuardBytes, kGuardByte);
-    all_gather_into(*comm_, input, c, got);
-    std::vector<char> by_mpi(want.size());
-    mpi_->all_gather(input.data(), by_mpi.data(), c.count, c.dtype);
-
-    EXPECT_EQ(differences(c.dtype, got.data(), want.data(), total), "") << "vs reference";
-    EXPECT_EQ(differences(c.dtype, got.data(), by_mpi.data(), total), "") << "vs mpi";
-    EXPECT_TRUE(guard_intact(got, want.size())) << "wrote past the output";
+    expect_all_gather_matches(*comm_, *mpi_, c);
   }
 }
 
@@ -111,10 +125,10 @@ TEST_F(RingTest, AllReduceGivesEveryRankTheSameBits) {
   }
 }
 
-// Chunk sizes below one element (0, 1 byte) still move one element per chunk; the default
-// (128 KiB) moves each segment whole. Both must give the reference.
+// Chunk sizes below one element (1 and 3 bytes) still move one element per chunk; the rule (0,
+// the default) moves these short segments whole. Both must give the reference.
 TEST_F(RingTest, ChunkSizeEdgesGiveTheReference) {
-  for (size_t chunk_bytes : {size_t{0}, size_t{1}, size_t{3}, CommOptions{}.chunk_bytes}) {
+  for (size_t chunk_bytes : {size_t{0}, size_t{1}, size_t{3}}) {
     auto ring = make_communicator("ring(mpi)", test_options(chunk_bytes));
     for (DType dtype : {DType::f32, DType::i8, DType::bf16}) {
       for (size_t count : {size_t{7}, size_t{64}}) {
@@ -126,21 +140,30 @@ TEST_F(RingTest, ChunkSizeEdgesGiveTheReference) {
   }
 }
 
-// The default 128 KiB chunks are far above Open MPI's eager limit, so every send completes only
-// once matched (see kLargeCount). kLargeCount f32 gives each rank a segment of about 1 MiB / N,
-// i.e. several full chunks and a short one per step.
+// The rule's chunks (CommOptions' default) are far above Open MPI's eager limit, so every send
+// completes only once matched (see kLargeCount). kLargeCount gives each rank a segment of about
+// 4 MiB / N of f32 and 8 MiB / N of i64, every one above 1 MiB: two chunks per step at NP 2-4
+// (ring_chunk_elements); out of place and in place.
 TEST_F(RingTest, LargeBuffersWithDefaultChunks) {
   auto ring = make_communicator("ring(mpi)", test_options());
   for (const Case& c : large_cases({DType::f32, DType::i64})) {
     SCOPED_TRACE(std::string(name(c.dtype)) + "/" + std::string(name(c.op)));
     const std::vector<char> input = kInputs.make_input(c.dtype, c.op, n_, c.stream, rank_, c.count);
-    expect_all_reduce_like(*ring, *mpi_, input, c);
+    const std::vector<char> by_mpi = expect_all_reduce_like(*ring, *mpi_, input, c);
+    std::vector<char> in_place = input;
+    ring->all_reduce(in_place.data(), in_place.data(), c.count, c.dtype, c.op);
+    EXPECT_EQ(differences(c.dtype, in_place.data(), by_mpi.data(), c.count), "") << "all_reduce in place vs mpi";
 
     const size_t block = c.count / static_cast<size_t>(n_);
-    std::vector<char> scattered(block * size_of(c.dtype)), scattered_by_mpi(scattered.size());
+    const size_t block_bytes = block * size_of(c.dtype);
+    std::vector<char> scattered(block_bytes), scattered_by_mpi(scattered.size());
     ring->reduce_scatter(input.data(), scattered.data(), block, c.dtype, c.op);
     mpi_->reduce_scatter(input.data(), scattered_by_mpi.data(), block, c.dtype, c.op);
     EXPECT_EQ(differences(c.dtype, scattered.data(), scattered_by_mpi.data(), block), "") << "reduce_scatter vs mpi";
+    in_place = input;
+    char* own = in_place.data() + static_cast<size_t>(rank_) * block_bytes;
+    ring->reduce_scatter(in_place.data(), own, block, c.dtype, c.op);
+    EXPECT_EQ(differences(c.dtype, own, scattered_by_mpi.data(), block), "") << "reduce_scatter in place vs mpi";
 
     std::vector<char> gathered(block * size_of(c.dtype) * static_cast<size_t>(n_)), gathered_by_mpi(gathered.size());
     ring->all_gather(input.data(), gathered.data(), block, c.dtype);
@@ -187,7 +210,7 @@ size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 // splits C elements into segments of L_s = C/N (+1 for s < C%N); every step sends one segment
 // in ceil(L_s/c) non-empty chunks. Over the 2(N-1) steps rank r sends every segment twice
 // except segment r (only in the gather phase) and segment r+1 (only in the reduce phase), and
-// receives every segment twice except r-1 and r.
+// receives every segment twice except r-1 and r; in place or not.
 TEST_F(RingTest, PipelineSendsThePredictedNumberOfChunks) {
   constexpr size_t kChunkBytes = 64;  // 16 f32 per chunk
   constexpr size_t kChunkElements = kChunkBytes / 4;
@@ -195,8 +218,10 @@ TEST_F(RingTest, PipelineSendsThePredictedNumberOfChunks) {
   CountingCommunicator& inner = *counting;
   RingCommunicator ring(std::move(counting), test_options(kChunkBytes));
   EXPECT_EQ(ring.backend(), "ring(mpi)");
-  EXPECT_EQ(ring.chunk_elements(DType::f32), kChunkElements);
-  EXPECT_EQ(ring.chunk_elements(DType::f64), kChunkBytes / 8);
+  // A chunk_bytes that is set holds whatever the segment.
+  EXPECT_EQ(ring.chunk_elements(DType::f32, 1000), kChunkElements);
+  EXPECT_EQ(ring.chunk_elements(DType::f32, 1), kChunkElements);
+  EXPECT_EQ(ring.chunk_elements(DType::f64, size_t{1} << 30), kChunkBytes / 8);
 
   const auto n = static_cast<size_t>(n_);
   const auto r = static_cast<size_t>(rank_);
@@ -210,13 +235,16 @@ TEST_F(RingTest, PipelineSendsThePredictedNumberOfChunks) {
     const size_t want_isends = n == 1 ? 0 : 2 * all_segments - chunks_of(r) - chunks_of((r + 1) % n);
     const size_t want_irecvs = n == 1 ? 0 : 2 * all_segments - chunks_of((r + n - 1) % n) - chunks_of(r);
 
-    std::vector<float> data(count, 1.0f);
-    inner.isends = inner.irecvs = 0;
-    ring.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
-    EXPECT_EQ(static_cast<size_t>(inner.isends), want_isends);
-    EXPECT_EQ(static_cast<size_t>(inner.irecvs), want_irecvs);
-    // All ones: the sum is N everywhere.
-    for (size_t i = 0; i < count; ++i) ASSERT_EQ(data[i], static_cast<float>(n)) << i;
+    for (bool in_place : {true, false}) {
+      std::vector<float> data(count, 1.0f), out(count);
+      inner.isends = inner.irecvs = 0;
+      ring.all_reduce(data.data(), in_place ? data.data() : out.data(), count, DType::f32, ReduceOp::sum);
+      EXPECT_EQ(static_cast<size_t>(inner.isends), want_isends) << "in place " << in_place;
+      EXPECT_EQ(static_cast<size_t>(inner.irecvs), want_irecvs) << "in place " << in_place;
+      // All ones: the sum is N everywhere.
+      const std::vector<float>& result = in_place ? data : out;
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(result[i], static_cast<float>(n)) << i;
+    }
     if (n > 1 && count >= 1000) {
       // More than one chunk per step: the pipeline is exercised, not one send per segment.
       EXPECT_GT(static_cast<size_t>(inner.isends), 2 * (n - 1));
@@ -242,6 +270,31 @@ TEST_F(RingTest, PipelineSendsThePredictedNumberOfChunks) {
 
   EXPECT_EQ(inner.delegated, 0) << "the ring must not hand its collectives to the inner backend";
   EXPECT_EQ(inner.wrong_peer, 0) << "a ring talks only to rank+1 and rank-1";
+}
+
+// The chunk rule (ring.cpp says why): a segment up to 1 MiB moves whole, one chunk per step;
+// from there to 8 MiB in two chunks (the reduction of one overlaps the transfer of the other);
+// beyond, in chunks of 4 MiB. Segments at the edges and between them, odd ones included, in
+// elements of 1, 4 and 8 bytes; a dtype's chunks are whole elements.
+TEST(RingChunkRule, ChunksPerStepFollowTheSegment) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  for (size_t width : {size_t{1}, size_t{4}, size_t{8}}) {
+    SCOPED_TRACE("element of " + std::to_string(width) + " B");
+    const size_t mib = kMiB / width;  // elements in 1 MiB
+    auto chunks_per_step = [&](size_t segment) { return ceil_div(segment, ring_chunk_elements(segment, width)); };
+    for (size_t segment : {size_t{1}, size_t{7}, mib - 1, mib}) EXPECT_EQ(chunks_per_step(segment), 1u) << segment;
+    for (size_t segment : {mib + 1, 3 * mib + 7, 8 * mib}) EXPECT_EQ(chunks_per_step(segment), 2u) << segment;
+    for (size_t segment : {8 * mib + 1, 32 * mib, 1024 * mib + 5}) {
+      EXPECT_EQ(ring_chunk_elements(segment, width) * width, 4 * kMiB) << segment;
+      EXPECT_EQ(chunks_per_step(segment), ceil_div(segment, 4 * mib)) << segment;
+    }
+  }
+  // The rule is what an unset chunk_bytes (the default) gives.
+  EXPECT_EQ(CommOptions{}.chunk_bytes, 0u);
+  RingCommunicator ring(make_communicator("mpi", test_options()), test_options());
+  for (size_t segment : {size_t{1}, size_t{3} << 20, size_t{100} << 20}) {
+    EXPECT_EQ(ring.chunk_elements(DType::bf16, segment), ring_chunk_elements(segment, 2)) << segment;
+  }
 }
 
 TEST_F(RingTest, SplitWrapsTheInnerSplit) {

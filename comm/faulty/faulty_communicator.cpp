@@ -26,6 +26,21 @@
 //            exit code 3), not hang CI forever.
 //   delay    a straggler (a slow node, OS noise): the victim sleeps before each collective and
 //            point-to-point call (50 ms, or delay(MS)). Results stay correct; timings must show it.
+//   error    a stack that reports an error on one rank (a failed device call, a lost connection):
+//            the victim's call throws Error{backend} before it enters INNER, and its peers wait
+//            inside INNER for it. The harness must end the case at once with a fail row naming
+//            the error, not wait for the watchdog's timeout. error(all): every rank's call throws.
+//   saturate a reduction whose arithmetic clamps instead of following the stated semantics: the
+//            victim's result of all_reduce, reduce_scatter and reduce (the root's, for reduce)
+//            is its inputs combined in rank order with integer sums and products that stop at
+//            the dtype's maximum or minimum, and float results that overflow from finite
+//            operands clamped at the largest finite value. The overflow inputs must fail it
+//            ("saturates at 127").
+//   dropnan  the same reductions on the victim, with min and max ignoring a NaN operand (as C's
+//            fmin/fmax and NCCL's float min/max do) instead of propagating it: the overflow
+//            inputs must fail it ("NaN dropped by max"). saturate and dropnan change no data
+//            movement and no point-to-point call: a ring over them does its own arithmetic and
+//            passes. all_reduce_async is not faulted by them.
 // send_recv is a collective here (the suite's op, called by every rank): faulted and counted as one.
 // barrier passes through: it carries no data, and a hang in it would not say which op hung.
 //
@@ -46,19 +61,24 @@
 #include <atomic>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "core/buffer.h"
+#include "core/element.h"
 #include "core/reduce.h"
 
 namespace dts {
 
 namespace {
 
-constexpr std::string_view kKindList = "bitflip, drop, stale, hang, delay, delay(MS)";
+constexpr std::string_view kKindList =
+    "bitflip, drop, stale, hang, delay, delay(MS), error, error(all), saturate, dropnan";
 // A straggler long enough to stand out of MPI's microsecond latencies, short enough for tests.
 constexpr std::chrono::milliseconds kDefaultDelay{50};
 // An hour: past any watchdog; a longer "delay" is a typo for something else.
@@ -134,7 +154,45 @@ class FaultyWork final : public Work {
 };
 
 bool touches_data(FaultKind kind) {
-  return kind == FaultKind::bitflip || kind == FaultKind::drop || kind == FaultKind::stale;
+  return kind == FaultKind::bitflip || kind == FaultKind::drop || kind == FaultKind::stale ||
+         kind == FaultKind::saturate || kind == FaultKind::dropnan;
+}
+
+bool changes_arithmetic(FaultKind kind) { return kind == FaultKind::saturate || kind == FaultKind::dropnan; }
+
+// a OP b with saturate's or dropnan's arithmetic: the stated result (core/reduce.h), then what
+// the fault changes about it.
+template <class T>
+T misbehaving_combine(FaultKind kind, DType dtype, ReduceOp op, T a, T b) {
+  T result = a;
+  reduce_into(dtype, op, &result, &b, 1);
+  const bool arithmetic = op == ReduceOp::sum || op == ReduceOp::avg || op == ReduceOp::prod;
+  if constexpr (std::is_integral_v<T>) {
+    T unused;
+    const bool overflows = op == ReduceOp::prod ? __builtin_mul_overflow(a, b, &unused)
+                                                : __builtin_add_overflow(a, b, &unused);
+    if (kind == FaultKind::saturate && arithmetic && overflows) {
+      // The true result's sign: a sum's is b's (it overflowed past b's side), a product's the signs'.
+      const bool negative = op == ReduceOp::prod ? (a < 0) != (b < 0) : b < 0;
+      result = negative ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    }
+  } else {
+    const auto value = [](T v) { return static_cast<double>(v); };
+    if (kind == FaultKind::saturate && arithmetic && std::isinf(value(result)) && std::isfinite(value(a)) &&
+        std::isfinite(value(b))) {
+      T largest = std::numeric_limits<T>::max();
+      if constexpr (kIsNarrowFloat<T>) {
+        largest = T(std::numeric_limits<double>::infinity());
+        --largest.bits;  // the encoding just below +inf is the largest finite value
+      }
+      result = value(result) > 0 ? largest : T(-value(largest));
+    }
+    if (kind == FaultKind::dropnan && (op == ReduceOp::min || op == ReduceOp::max)) {
+      if (std::isnan(value(a))) result = b;
+      else if (std::isnan(value(b))) result = a;
+    }
+  }
+  return result;
 }
 
 }  // namespace
@@ -149,6 +207,10 @@ FaultSpec parse_fault_spec(std::string_view text) {
   if (text == "stale") return {FaultKind::stale, kDefaultDelay};
   if (text == "hang") return {FaultKind::hang, kDefaultDelay};
   if (text == "delay") return {FaultKind::delay, kDefaultDelay};
+  if (text == "error") return {FaultKind::error, kDefaultDelay};
+  if (text == "error(all)") return {FaultKind::error, kDefaultDelay, true};
+  if (text == "saturate") return {FaultKind::saturate, kDefaultDelay};
+  if (text == "dropnan") return {FaultKind::dropnan, kDefaultDelay};
   constexpr std::string_view kDelayOpen = "delay(";
   if (text.starts_with(kDelayOpen) && text.ends_with(')')) {
     const std::string_view digits = text.substr(kDelayOpen.size(), text.size() - kDelayOpen.size() - 1);
@@ -173,6 +235,9 @@ std::string to_string(const FaultSpec& fault) {
     case FaultKind::hang: return "hang";
     case FaultKind::delay:
       return fault.delay == kDefaultDelay ? "delay" : "delay(" + std::to_string(fault.delay.count()) + ")";
+    case FaultKind::error: return fault.every_rank ? "error(all)" : "error";
+    case FaultKind::saturate: return "saturate";
+    case FaultKind::dropnan: return "dropnan";
   }
   return "?";
 }
@@ -260,6 +325,9 @@ void FaultyCommunicator::stall() const {
     state.hanging.fetch_add(1);
     while (state.release_generation.load() == entered) std::this_thread::sleep_for(kHangPoll);
     state.hanging.fetch_sub(1);
+  } else if (fault_.kind == FaultKind::error) {
+    throw Error(Error::Kind::backend, "faulty(" + to_string(fault_) + "): the stack reported an error on rank " +
+                                          std::to_string(rank()));
   }
 }
 
@@ -279,6 +347,32 @@ std::function<void()> FaultyCommunicator::output_fault(Op op, void* out, size_t 
   return nullptr;
 }
 
+std::vector<std::byte> FaultyCommunicator::gather_inputs(const void* in, size_t in_count, DType dtype) {
+  // Decided alike on every rank: the kind, the group's victim, the call count and the dtype.
+  if (!changes_arithmetic(fault_.kind) || victim_ < 0 || !armed() || !has_host_arithmetic(dtype)) return {};
+  std::vector<std::byte> gathered(in_count * static_cast<size_t>(size()) * size_of(dtype));
+  inner_->all_gather(in, gathered.data(), in_count, dtype);
+  return gathered;
+}
+
+void FaultyCommunicator::misreduce(const std::vector<std::byte>& gathered, void* out, size_t out_count,
+                                   size_t offset, DType dtype, ReduceOp op, int corrupt_rank) const {
+  if (gathered.empty() || corrupt_rank < 0 || rank() != corrupt_rank) return;
+  const size_t n = static_cast<size_t>(size());
+  const size_t in_count = gathered.size() / size_of(dtype) / n;
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto* inputs = reinterpret_cast<const T*>(gathered.data());
+    T* result = static_cast<T*>(out);
+    for (size_t i = 0; i < out_count; ++i) {
+      T acc = inputs[offset + i];
+      for (size_t r = 1; r < n; ++r) acc = misbehaving_combine(fault_.kind, dtype, op, acc, inputs[r * in_count + offset + i]);
+      result[i] = acc;
+    }
+  });
+  if (op == ReduceOp::avg) divide_by(dtype, out, out_count, size());
+}
+
 void FaultyCommunicator::after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank) {
   if (auto fault = output_fault(op, out, out_count, dtype, corrupt_rank, armed())) fault();
 }
@@ -293,8 +387,10 @@ void FaultyCommunicator::all_reduce(const void* in, void* out, size_t count, DTy
     inner_->all_reduce(identity.data(), out, count, dtype, op);
     return;
   }
+  const auto inputs = gather_inputs(in, count, dtype);
   inner_->all_reduce(in, out, count, dtype, op);
   after_collective(Op::all_reduce, out, count, dtype, victim_);
+  misreduce(inputs, out, count, 0, dtype, op, victim_);
 }
 
 void FaultyCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
@@ -307,8 +403,10 @@ void FaultyCommunicator::reduce_scatter(const void* in, void* out, size_t out_co
     inner_->reduce_scatter(identity.data(), out, out_count, dtype, op);
     return;
   }
+  const auto inputs = gather_inputs(in, out_count * static_cast<size_t>(size()), dtype);
   inner_->reduce_scatter(in, out, out_count, dtype, op);
   after_collective(Op::reduce_scatter, out, out_count, dtype, victim_);
+  misreduce(inputs, out, out_count, static_cast<size_t>(rank()) * out_count, dtype, op, victim_);
 }
 
 void FaultyCommunicator::all_gather(const void* in, void* out, size_t in_count, DType dtype) {
@@ -350,10 +448,12 @@ void FaultyCommunicator::reduce(const void* in, void* out, size_t count, DType d
     inner_->reduce(identity.data(), out, count, dtype, op, root);
     return;
   }
+  const auto inputs = gather_inputs(in, count, dtype);
   inner_->reduce(in, out, count, dtype, op, root);
   // Only the root's output is defined: corrupting another rank's would be invisible. A group
   // without the victim stays clean.
   after_collective(Op::reduce, out, count, dtype, victim_ >= 0 ? root : -1);
+  misreduce(inputs, out, count, 0, dtype, op, victim_ >= 0 ? root : -1);
 }
 
 void FaultyCommunicator::all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) {
@@ -451,7 +551,7 @@ std::unique_ptr<Communicator> make_faulty(const BackendSpec& spec, const CommOpt
 }  // namespace
 
 DTS_REGISTER_BACKEND("faulty", "faulty(KIND,INNER)",
-                     "INNER with one fault injected on one rank; KIND: bitflip, drop, stale, hang, delay(MS)",
+                     "INNER with one fault injected on one rank; KIND: " + std::string(kKindList),
                      make_faulty);
 
 }  // namespace dts

@@ -21,16 +21,18 @@
 
 namespace dts {
 
-enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay };
+enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay, error, saturate, dropnan };
 
 struct FaultSpec {
   FaultKind kind = FaultKind::bitflip;
   // How long the victim sleeps before each operation it faults (delay only): "delay" or "delay(MS)".
   std::chrono::milliseconds delay{50};
+  // error(all): every rank throws, not only the victim.
+  bool every_rank = false;
 };
 
-// "bitflip", "drop", "stale", "hang", "delay", "delay(20)"; anything else: Error{invalid_argument}
-// listing the kinds.
+// "bitflip", "drop", "stale", "hang", "delay", "delay(20)", "error", "error(all)", "saturate",
+// "dropnan"; anything else: Error{invalid_argument} listing the kinds.
 FaultSpec parse_fault_spec(std::string_view text);
 // The spelling parse_fault_spec accepts ("delay(20)" for a 20 ms delay).
 std::string to_string(const FaultSpec& fault);
@@ -104,7 +106,7 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   // bitflip, drop and stale need host memory: refused when the communicator is made.
   void require_injectable() const;
 
-  bool on_victim() const { return victim_ >= 0 && rank() == victim_; }
+  bool on_victim() const { return fault_.every_rank || (victim_ >= 0 && rank() == victim_); }
   // The collectives' fault starts after options.fault_after_calls collectives (counted on every rank).
   bool armed() const { return calls_ > options_.fault_after_calls; }
   bool is_victim() const { return on_victim() && armed(); }
@@ -120,6 +122,14 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   // an asynchronous one when it completes.
   std::function<void()> output_fault(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank,
                                      bool armed) const;
+  // saturate and dropnan (armed, over a dtype with host arithmetic): every rank gathers every
+  // rank's `in_count` input elements through INNER, before an in-place call overwrites them.
+  // Empty when the fault does not apply; the same on every rank.
+  std::vector<std::byte> gather_inputs(const void* in, size_t in_count, DType dtype);
+  // On `corrupt_rank`, `out` becomes the reduction of the gathered inputs with the fault's
+  // arithmetic: out[i] combines, in rank order, element `offset + i` of every rank's input.
+  void misreduce(const std::vector<std::byte>& gathered, void* out, size_t out_count, size_t offset, DType dtype,
+                 ReduceOp op, int corrupt_rank) const;
   void after_collective(Op op, void* out, size_t out_count, DType dtype, int corrupt_rank);
   // Kinds that read or write the user's buffers need host memory.
   void require_host(std::string_view op) const;

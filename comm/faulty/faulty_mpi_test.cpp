@@ -12,6 +12,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -240,7 +241,7 @@ TEST(FaultySpec, BadDelayAndBadInnerAreInvalid) {
 TEST(FaultySpec, NameRoundTripsAndPropertiesComeFromInner) {
   auto plain = make_communicator("mpi");
   for (const char* spec : {"faulty(bitflip,mpi)", "faulty(drop,mpi)", "faulty(stale,mpi)", "faulty(hang,mpi)",
-                           "faulty(delay,mpi)", "faulty(delay(5),mpi)"}) {
+                           "faulty(delay,mpi)", "faulty(delay(5),mpi)", "faulty(saturate,mpi)", "faulty(dropnan,mpi)"}) {
     auto faulty = make_communicator(spec);
     EXPECT_EQ(faulty->backend(), spec);
     EXPECT_EQ(faulty->version(), plain->version());
@@ -500,8 +501,85 @@ TEST(FaultyDelay, VictimIsLateAndResultsAreRight) {
 
 TEST(FaultyBarrier, PassesThroughEvenForHang) {
   // A barrier carries no data, and the hang kind leaves it alone: every rank gets through.
-  for (const char* kind : {"bitflip", "drop", "stale", "hang", "delay(0)"}) {
+  for (const char* kind : {"bitflip", "drop", "stale", "hang", "delay(0)", "saturate", "dropnan"}) {
     make_faulty(kind)->barrier();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// saturate and dropnan: the victim's reductions follow other arithmetic; its data does not change.
+
+// What 100 from every rank sums to in i8 under the stated semantics: 100n modulo 256.
+int8_t wrapped_i8_sum(int n) { return static_cast<int8_t>(static_cast<uint8_t>(100 * n)); }
+
+TEST(FaultySaturate, TheVictimsSumsAndProductsClampWhereTheyOverflow) {
+  auto faulty = make_faulty("saturate");
+  const int rank = faulty->rank(), n = faulty->size();
+  const bool clamps = rank == n - 1 && n > 1;  // the victim, when 2 ranks or more overflow
+  const int8_t hundred = 100;  // 2 ranks' 200 is past i8's 127
+  for (const bool in_place : {false, true}) {
+    int8_t out = in_place ? hundred : 0;
+    faulty->all_reduce(in_place ? &out : &hundred, &out, 1, DType::i8, ReduceOp::sum);
+    EXPECT_EQ(out, clamps ? 127 : wrapped_i8_sum(n)) << (in_place ? "in place" : "out of place");
+  }
+  // 2^16 from every rank: the product 2^(16n) wraps to 0 in i32 from 2 ranks on.
+  const int32_t two16 = 1 << 16;
+  int32_t product = 0;
+  faulty->all_reduce(&two16, &product, 1, DType::i32, ReduceOp::prod);
+  EXPECT_EQ(product, clamps ? std::numeric_limits<int32_t>::max() : (n == 1 ? two16 : 0));
+  // Half the largest f32 from every rank: 3 ranks overflow to +inf, which the victim clamps.
+  const float half = std::numeric_limits<float>::max() / 2;
+  float sum = 0;
+  faulty->all_reduce(&half, &sum, 1, DType::f32, ReduceOp::sum);
+  if (n >= 3) {
+    EXPECT_EQ(sum, clamps ? std::numeric_limits<float>::max() : std::numeric_limits<float>::infinity());
+  }
+  // reduce_scatter: each rank's own block; reduce: the root's result.
+  const std::vector<int8_t> blocks(static_cast<size_t>(n), hundred);
+  int8_t block = 0;
+  faulty->reduce_scatter(blocks.data(), &block, 1, DType::i8, ReduceOp::sum);
+  EXPECT_EQ(block, clamps ? 127 : wrapped_i8_sum(n));
+  int8_t reduced = 0;
+  faulty->reduce(&hundred, &reduced, 1, DType::i8, ReduceOp::sum, 0);
+  if (rank == 0) {
+    EXPECT_EQ(reduced, n > 1 ? 127 : 100);
+  }
+}
+
+TEST(FaultyDropnan, TheVictimsMinAndMaxIgnoreNaN) {
+  auto faulty = make_faulty("dropnan");
+  const int rank = faulty->rank(), n = faulty->size();
+  const bool victim = rank == n - 1;
+  // Rank 0 holds NaN, rank r > 0 holds 1 + r: without the NaN, max is n and min 2.
+  const float in = rank == 0 ? std::numeric_limits<float>::quiet_NaN() : 1.0f + static_cast<float>(rank);
+  float max = 0, min = 0, sum = 0;
+  faulty->all_reduce(&in, &max, 1, DType::f32, ReduceOp::max);
+  faulty->all_reduce(&in, &min, 1, DType::f32, ReduceOp::min);
+  faulty->all_reduce(&in, &sum, 1, DType::f32, ReduceOp::sum);
+  if (!victim) return;  // the others get what INNER gives
+  if (n == 1) {
+    EXPECT_TRUE(std::isnan(max));  // the NaN alone: nothing to drop it for
+  } else {
+    EXPECT_EQ(max, static_cast<float>(n));
+    EXPECT_EQ(min, 2.0f);
+  }
+  EXPECT_TRUE(std::isnan(sum));  // sums keep the stated arithmetic
+}
+
+// Neither kind touches data movement or point-to-point calls: a ring over them does its own
+// arithmetic (core/reduce.h) and gives the stated result everywhere.
+TEST(FaultySemantics, DataMovementAndRingsOverThemAreUntouched) {
+  for (const std::string kind : {"saturate", "dropnan"}) {
+    auto faulty = make_faulty(kind);
+    const int n = faulty->size();
+    const int8_t hundred = 100;
+    std::vector<int8_t> gathered(static_cast<size_t>(n));
+    faulty->all_gather(&hundred, gathered.data(), 1, DType::i8);
+    EXPECT_EQ(gathered, std::vector<int8_t>(static_cast<size_t>(n), hundred)) << kind;
+    auto ring = make_communicator("ring(faulty(" + kind + ",mpi))");
+    int8_t sum = 0;
+    ring->all_reduce(&hundred, &sum, 1, DType::i8, ReduceOp::sum);
+    EXPECT_EQ(sum, wrapped_i8_sum(n)) << kind;
   }
 }
 

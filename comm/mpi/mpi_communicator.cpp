@@ -1,6 +1,8 @@
 // MPI backend. MPI has no f16/bf16 and no avg: narrow floats travel as 2-byte types reduced by
 // user-defined ops (core/reduce.h semantics); avg is MPI_SUM followed by a local divide, as NCCL
-// defines it. Every MPI return code is translated here, with MPI's own message and file:line.
+// defines it. MPI has no 8-bit float either, and dtsuite no fp8 arithmetic to lend it: fp8 is
+// refused (Error{unsupported}, a SKIP) by every operation, before any MPI call, on every rank
+// alike. Every MPI return code is translated here, with MPI's own message and file:line.
 #include "comm/mpi/mpi_communicator.h"
 
 #include <climits>
@@ -80,6 +82,12 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::u8: return MPI_UINT8_T;
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
+    case DType::u32: return MPI_UINT32_T;
+    case DType::u64: return MPI_UINT64_T;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      throw Error(Error::Kind::unsupported,
+                  "backend mpi has no " + std::string(name(dtype)) + ": MPI defines no 8-bit floating-point type");
   }
   return MPI_DATATYPE_NULL;
 }
@@ -240,12 +248,13 @@ void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DTy
 }
 
 void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
+  const MPI_Datatype type = mpi_type(dtype);  // first: a refused dtype is refused at 0 elements too
   const ObservedCall observed(observer_.get(), ObservedOp::broadcast);
   count_opaque(observer_.get());
   if (rank_ == root && in != out && count > 0) std::memcpy(out, in, count * size_of(dtype));
   for (size_t done = 0; done < count;) {
     const size_t piece = std::min(count - done, kMaxPiece);
-    DTS_MPI_CHECK(MPI_Bcast(byte_offset(out, done, dtype), static_cast<int>(piece), mpi_type(dtype), root, comm_));
+    DTS_MPI_CHECK(MPI_Bcast(byte_offset(out, done, dtype), static_cast<int>(piece), type, root, comm_));
     done += piece;
   }
 }

@@ -283,5 +283,38 @@ TEST_F(MpiBackendTest, CountsPastIntMaxAreUnsupported) {
   expect_unsupported("isend", [&] { comm_->isend(nullptr, too_many, DType::u8, 0); });
 }
 
+// MPI has no 8-bit float: every operation refuses fp8 (a SKIP naming the backend and the dtype)
+// before any MPI call, at 0 elements too, so every rank throws alike and none waits for another.
+TEST_F(MpiBackendTest, Fp8IsRefusedByEveryOperation) {
+  for (DType dtype : kFp8DTypes) {
+    for (size_t count : {size_t{0}, size_t{1}}) {
+      SCOPED_TRACE(std::string(name(dtype)) + " count " + std::to_string(count));
+      std::vector<char> in(count * static_cast<size_t>(n_) + 1), out(in.size());
+      const auto refused = [&](const char* what, auto call) {
+        try {
+          call();
+          ADD_FAILURE() << what << ": no error";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), Error::Kind::unsupported) << what;
+          EXPECT_NE(std::string(e.what()).find("backend mpi has no " + std::string(name(dtype))), std::string::npos)
+              << what << ": " << e.what();
+        }
+      };
+      refused("all_reduce", [&] { comm_->all_reduce(in.data(), out.data(), count, dtype, ReduceOp::sum); });
+      refused("reduce_scatter", [&] { comm_->reduce_scatter(in.data(), out.data(), count, dtype, ReduceOp::max); });
+      refused("all_gather", [&] { comm_->all_gather(in.data(), out.data(), count, dtype); });
+      refused("broadcast", [&] { comm_->broadcast(in.data(), out.data(), count, dtype, 0); });
+      refused("reduce", [&] { comm_->reduce(in.data(), out.data(), count, dtype, ReduceOp::min, 0); });
+      refused("all_to_all", [&] { comm_->all_to_all(in.data(), out.data(), count, dtype); });
+      refused("send_recv", [&] {
+        comm_->send_recv(in.data(), (rank_ + 1) % n_, out.data(), (rank_ - 1 + n_) % n_, count, dtype);
+      });
+      refused("isend", [&] { comm_->isend(in.data(), count, dtype, rank_); });
+      refused("all_reduce_async", [&] { comm_->all_reduce_async(in.data(), out.data(), count, dtype, ReduceOp::avg); });
+    }
+  }
+  comm_->barrier();  // every rank got here: no operation was entered
+}
+
 }  // namespace
 }  // namespace dts

@@ -47,11 +47,11 @@ inline std::vector<int> all_ranks(int n) {
 struct Inputs {
   uint64_t seed;
 
-  // Element `index` of rank `rank`'s input number `stream`: a small integer (u8: non-negative).
+  // Element `index` of rank `rank`'s input number `stream`: a small integer (unsigned: non-negative).
   double input_value(DType dtype, ReduceOp op, int n, uint64_t stream, int rank, size_t index) const {
     const auto m = static_cast<uint64_t>(max_abs_input(op, n));
     const uint64_t bits = philox_bits(seed, (stream << 32) | static_cast<uint64_t>(rank), index);
-    if (dtype == DType::u8) return static_cast<double>(bits % (m + 1));
+    if (is_unsigned(dtype)) return static_cast<double>(bits % (m + 1));
     return static_cast<double>(static_cast<int64_t>(bits % (2 * m + 1)) - static_cast<int64_t>(m));
   }
 

@@ -5,11 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dts::e2e {
@@ -60,6 +63,30 @@ inline std::string two_node_command(const std::string& extra_launcher_flags = ""
   return std::string(DTS_MPIEXEC) + " -np 4 " + DTS_MPIEXEC_FLAGS + " " + extra_launcher_flags +
          " sh -c 'R=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; echo $$ > " + dir +
          "/rank$R.pid; DTS_NODE=n$((R / 2)) exec \"$@\"' sh " + DTS_BINARY;
+}
+
+// Starts `command` under /bin/sh in the background (to be signalled or killed while it runs);
+// the caller waitpid()s the pid it returns (-1 when fork failed).
+inline pid_t start_shell(const std::string& command) {
+  const pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
+}
+
+// Waits until `path` has at least `lines` lines, or `limit` has passed; returns the count seen.
+inline size_t wait_for_lines(const fs::path& path, size_t lines,
+                             std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  size_t seen = 0;
+  while (seen < lines && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string text = read_file(path);
+    seen = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  return seen;
 }
 
 // Runs `dtsuite ARGS` under the launcher with `np` ranks (np == 0: without a launcher, as

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <random>
@@ -200,7 +202,8 @@ TYPED_TEST(BiasGeluTest, ForwardAtKnownPoints) {
   const double g1 = 0.8413447460685429, gm1 = -0.15865525393145707;
   const double expected[] = {0, g1, gm1, g1, gm1, g1};
   // Relative error: erfc's condition number at z = 1/sqrt 2 is 1.5, erfc itself is within a few
-  // ulp, and there are ~4 more roundings: < 8 u; 16 u matches the grid test's bound.
+  // ulp, and there are ~4 more roundings: < 8 u (double); float's budget for |x| <= 3 is 12.4 u
+  // (ForwardMatchesErfFormulaOnGrid); 16 u is the grid test's bound.
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(static_cast<double>(pre[i]), expected_pre[i]) << i;
     EXPECT_NEAR(static_cast<double>(y[i]), expected[i], 16 * kUnitRoundoff<T> * std::abs(expected[i])) << i;
@@ -209,10 +212,13 @@ TYPED_TEST(BiasGeluTest, ForwardAtKnownPoints) {
 
 TYPED_TEST(BiasGeluTest, ForwardMatchesErfFormulaOnGrid) {
   using T = TypeParam;
-  // x = j / 16 over [-3, 3]: exact in both types. Error of x Phi(x): Phi = 0.5 erfc(-x/sqrt 2)
-  // with condition number |z erfc'(z) / erfc(z)| <= 10 for z <= 2.13 (x >= -3), plus ~4
-  // roundings and erfc's own few ulp: < 16 u relative. The long double reference is exact to
-  // ~1e-16 relative on this range (1 + erf(-2.13) = 2.7e-3 loses 3 of its 19 digits).
+  // x = j / 16 over [-3, 3]: exact in both types. Error of x Phi(x) in double: Phi = 0.5
+  // erfc(-x/sqrt 2) with condition number |z erfc'(z) / erfc(z)| <= 10 for z <= 2.13 (x >= -3),
+  // plus ~4 roundings and erfc's own few ulp: < 16 u relative. In float, the budget of
+  // FloatForwardWithinBudgetOverItsRange restricted to |x| <= 3, where the tail's q <= 0 (its
+  // sensitivity 0.8 instead of 2, Horner 2.4 u instead of 3.2): 12.4 u < 16 u. The long double
+  // reference is exact to ~1e-16 relative on this range (1 + erf(-2.13) = 2.7e-3 loses 3 of its
+  // 19 digits).
   const int64_t count = 97;
   const auto size = static_cast<size_t>(count);
   std::vector<T> x(size), bias = {T(0)}, pre(size), y(size);
@@ -271,8 +277,10 @@ TEST(BiasGelu, BackwardMatchesFiniteDifferencesInDouble) {
 TEST(BiasGelu, FloatBackwardMatchesDouble) {
   // Same pre (exact in float) through both instantiations. gelu' = Phi + x phi cancels near
   // x = -0.75 (a zero of gelu'), so the bound is on the terms, not the result:
-  // |err| <= 24 u_f |dy| (Phi(x) + |x| phi(x)): on [-4, 4] erfc's condition number is <= 17 (at
-  // x = -4) plus 3 roundings -> 20 u on Phi; exp(-x^2/2) inherits x^2/2 u <= 8 u plus 2 -> 10 u on phi.
+  // |err| <= 18 u_f |dy| (Phi(x) + |x| phi(x)) from the float budget (FloatForwardWithinBudget-
+  // OverItsRange): Phi within 16 u (17 u less the product by x); x phi = x (e / sqrt(2 pi)) within
+  // 2.7 u (e) + 1 (the constant) + 2 (two products); the sum and the product by dy 1 u each. The
+  // double side is within 20 u_d (erfc's condition number <= 17 at x = -4, plus 3 roundings).
   const int64_t rows = 33, cols = 5;  // odd, and 33 rows so dbias sums more than a handful
   std::mt19937 rng(kSeed);
   const auto pre_f = random_values<float>(size_t(rows * cols), rng, -4, 4);
@@ -288,7 +296,7 @@ TEST(BiasGelu, FloatBackwardMatchesDouble) {
     const double x = pre_d[i];
     const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
     const double terms = 0.5 * std::erfc(-x / std::numbers::sqrt2) + std::abs(x) * phi;
-    const double bound = 24 * u * std::abs(dy_d[i]) * terms;
+    const double bound = 18 * u * std::abs(dy_d[i]) * terms + 20 * kUnitRoundoff<double> * std::abs(dx_d[i]);
     EXPECT_NEAR(static_cast<double>(dx_f[i]), dx_d[i], bound) << "pre = " << x;
     column_bound[i % size_t(cols)] += bound + u * std::abs(dx_d[i]);
   }
@@ -297,6 +305,103 @@ TEST(BiasGelu, FloatBackwardMatchesDouble) {
     double magnitude = 0;
     for (int64_t r = 0; r < rows; ++r) magnitude += std::abs(dx_d[size_t(r) * size_t(cols) + c]);
     EXPECT_NEAR(static_cast<double>(dbias_f[c]), dbias_d[c], column_bound[c] + double(rows) * u * magnitude);
+  }
+}
+
+// The float GeLU's own erf (kernels/cpu/cpu_kernels.cpp) against the library's, in long double:
+// Phi = 0.5 erfc(-x / sqrt 2), erf's complement, which keeps its digits in the lower tail where
+// 1 + erf cancels (at x = -9 the erf form would keep none of a long double's).
+long double normal_cdf_reference(long double x) { return 0.5L * std::erfc(-x / std::sqrt(2.0L)); }
+long double normal_pdf_reference(long double x) {
+  return std::exp(-0.5L * x * x) / std::sqrt(2.0L * std::numbers::pi_v<long double>);
+}
+
+TEST(BiasGelu, FloatForwardWithinBudgetOverItsRange) {
+  // Every 1021st float (a prime stride: every exponent, varied mantissas) in [0, 12.75] and its
+  // negative: 2.1 M points through forward (gelu) and backward (gelu', dy = 1). Budget of the
+  // relative error of x Phi(x), u = 2^-24:
+  //   |x| <= 0.75: C's fit 0.6 + Horner 1.3 + the product x C 1, so x C within 3 u; 1/2 + x C
+  //     rounds once and cancels by at most 0.5 / Phi(-0.75) = 2.2: 0.273 * 3 / 0.2266 + 1 = 4.6 u;
+  //   |x| > 0.75: Phi(-|x|) = e (1 - q) G(q): G's fit 0.8 + Horner 3.2; q's three roundings (3 u)
+  //     times the sensitivity of (1 - q) G to q, at most 2.0: 6 u; (1 - q), its product with G and
+  //     with e: 3 u; e = exp(-x^2/2) with x^2 split exactly: reduction 0.7 + fit 0.3 + roundings
+  //     1.7 = 2.7 u; 1 - Phi(-x) for x > 0 only shrinks it (Phi(-x) <= 0.23). Sum 15.7 u;
+  //   the product x Phi: 1 u. Bound 17 u; a result below FLT_MIN also rounds absolutely, by at
+  //   most half of 2^-149.
+  // gelu' = Phi + x phi: 18 u (Phi + |x| phi), derived in FloatBackwardMatchesDouble.
+  const uint32_t last = std::bit_cast<uint32_t>(12.75f);
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits <= last; bits += 1021) {
+    x.push_back(std::bit_cast<float>(bits));
+    x.push_back(-std::bit_cast<float>(bits));
+  }
+  const auto n = static_cast<int64_t>(x.size());
+  const std::vector<float> zero_bias = {0.0f}, dy(x.size(), 1.0f);
+  std::vector<float> pre(x.size()), y(x.size()), dx(x.size()), dbias(1);
+  bias_gelu_forward<float>(x.data(), zero_bias.data(), pre.data(), y.data(), n, 1);
+  bias_gelu_backward<float>(x.data(), dy.data(), dx.data(), dbias.data(), n, 1);
+  const long double u = kUnitRoundoff<float>, half_subnormal = std::ldexp(1.0L, -150);
+  long double worst_forward = 0, worst_backward = 0;  // in u, for the record
+  for (size_t i = 0; i < x.size(); ++i) {
+    const long double xi = x[i], cdf = normal_cdf_reference(xi), pdf = normal_pdf_reference(xi);
+    const long double gelu = xi * cdf, derivative = cdf + xi * pdf, terms = cdf + std::fabs(xi) * pdf;
+    const long double forward_error = std::fabs(y[i] - gelu), backward_error = std::fabs(dx[i] - derivative);
+    ASSERT_LE(forward_error, 17 * u * std::fabs(gelu) + half_subnormal) << "gelu at x = " << x[i];
+    ASSERT_LE(backward_error, 18 * u * terms) << "gelu' at x = " << x[i];
+    if (std::fabs(gelu) >= std::numeric_limits<float>::min()) {
+      worst_forward = std::max(worst_forward, forward_error / (u * std::fabs(gelu)));
+    }
+    worst_backward = std::max(worst_backward, backward_error / (u * terms));
+  }
+  RecordProperty("max_forward_error_u", std::to_string(static_cast<double>(worst_forward)));
+  RecordProperty("max_backward_error_u", std::to_string(static_cast<double>(worst_backward)));
+}
+
+TEST(BiasGelu, FloatBeyondItsRangeIsIdentityOrZero) {
+  // Past |x| = 12.75 the float GeLU returns x (x > 0) or 0 (x < 0), and gelu' 1 or 0: the true
+  // values differ from those by at most 12.75 Phi(-12.75) = 2.0e-36 (gelu) and 12.75 phi(12.75)
+  // = 2.6e-35 (gelu'). Infinities: gelu(inf) = inf; -inf times Phi = 0 is NaN, as x times the
+  // erfc-based Phi always gave. NaN stays NaN in both passes.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {std::nextafter(12.75f, inf), 13.0f, 100.0f, 3e38f, inf,
+                                std::nextafter(-12.75f, -inf), -13.0f, -100.0f, -3e38f, -inf, nan};
+  const auto n = static_cast<int64_t>(x.size());
+  const std::vector<float> zero_bias = {0.0f}, dy(x.size(), 1.0f);
+  std::vector<float> pre(x.size()), y(x.size()), dx(x.size()), dbias(1);
+  bias_gelu_forward<float>(x.data(), zero_bias.data(), pre.data(), y.data(), n, 1);
+  bias_gelu_backward<float>(x.data(), dy.data(), dx.data(), dbias.data(), n, 1);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(y[i], x[i]) << x[i];
+    EXPECT_EQ(dx[i], 1.0f) << x[i];
+  }
+  EXPECT_EQ(y[4], inf);
+  for (size_t i = 5; i < 9; ++i) {
+    EXPECT_EQ(y[i], 0.0f) << x[i];
+    EXPECT_EQ(dx[i], 0.0f) << x[i];
+  }
+  EXPECT_TRUE(std::isnan(y[9]));
+  EXPECT_TRUE(std::isnan(y[10]));
+  EXPECT_TRUE(std::isnan(dx[10]));
+}
+
+TEST(BiasGelu, FloatValueDoesNotDependOnItsPosition) {
+  // A vectorized loop runs most elements in its vector body and the last few in a remainder; both
+  // must compute the same function, or a strategy that splits the batch (or the row) differently
+  // from the reference sees other bits (the equivalence suite's bit_exact checks). 67 values (odd,
+  // past every vector width) through one call, and each one alone in a call of its own.
+  std::mt19937 rng(kSeed);
+  const auto x = random_values<float>(67, rng, -14, 14);
+  const auto dy = random_values<float>(67, rng, -1, 1);
+  const std::vector<float> zero_bias(67, 0.0f);
+  std::vector<float> pre(67), y(67), dx(67), dbias(67);
+  bias_gelu_forward<float>(x.data(), zero_bias.data(), pre.data(), y.data(), 1, 67);
+  bias_gelu_backward<float>(x.data(), dy.data(), dx.data(), dbias.data(), 1, 67);
+  for (size_t i = 0; i < 67; ++i) {
+    float pre1 = 0, y1 = 0, dx1 = 0, dbias1 = 0;
+    bias_gelu_forward<float>(&x[i], zero_bias.data(), &pre1, &y1, 1, 1);
+    bias_gelu_backward<float>(&x[i], &dy[i], &dx1, &dbias1, 1, 1);
+    EXPECT_EQ(std::bit_cast<uint32_t>(y1), std::bit_cast<uint32_t>(y[i])) << "x = " << x[i];
+    EXPECT_EQ(std::bit_cast<uint32_t>(dx1), std::bit_cast<uint32_t>(dx[i])) << "x = " << x[i];
   }
 }
 
@@ -396,6 +501,59 @@ TEST(Softmax, GradientMatchesFiniteDifferencesInDouble) {
   }
 }
 
+TEST(Softmax, FloatMatchesLongDouble) {
+  // Float's exp is the kernels' own (cpu_kernels.cpp): reduction 0.7 u + fit 0.3 u + roundings
+  // 1.7 u, within 3 u relative, flushed to 0 below exp(-87). Logits on a 1/16 grid in [-120, 8]
+  // make every l - max exact (so only exp's error enters) and put some l - max below -87, where
+  // the true p < e^-87 = 1.7e-38 becomes 0. Then each e within 3 u, their double sum within 3 u
+  // (relative: all terms positive), p = e / sum within 6 u plus the double roundings and the cast
+  // to float (1 u); for the label (p - 1) is formed in double: |dlogit - ref| <= (7 u p + u |p -
+  // [c == y]|) / rows + 1.7e-38 / rows <= 8 u (p + [c == y]) / rows + 1.7e-38 / rows. The loss
+  // is (max - l_y) + log(sum) in double: log(sum)'s error is the sum's relative error, 3 u.
+  const int64_t rows = 7, classes = 37;  // odd row length: a vector body and a remainder per row
+  std::mt19937 rng(kSeed);
+  std::uniform_int_distribution<int> grid(-120 * 16, 8 * 16);
+  std::vector<float> logits(size_t(rows * classes));
+  for (auto& l : logits) l = static_cast<float>(grid(rng)) / 16;
+  const std::vector<int32_t> labels = {0, 36, 5, 17, 5, 20, 1};
+  std::vector<float> dlogits(logits.size());
+  const double loss = softmax_cross_entropy<float>(logits.data(), labels.data(), dlogits.data(), rows, classes);
+  const long double u = kUnitRoundoff<float>, flushed = 1.7e-38L;
+  long double loss_ref = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * classes;
+    const long double max = *std::max_element(row, row + classes);
+    long double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<long double>(row[c]) - max);
+    const int32_t y = labels[size_t(r)];
+    loss_ref += (max - row[y] + std::log(sum)) / rows;
+    for (int64_t c = 0; c < classes; ++c) {
+      const long double p = std::exp(static_cast<long double>(row[c]) - max) / sum, hot = c == y ? 1 : 0;
+      const long double ref = (p - hot) / rows;
+      EXPECT_LE(std::fabs(dlogits[size_t(r * classes + c)] - ref), (8 * u * (p + hot) + flushed) / rows)
+          << "row " << r << " class " << c;
+    }
+  }
+  EXPECT_LE(std::fabs(loss - loss_ref), 4 * u);  // 3 u from log(sum), and the double mean's few ulp
+}
+
+TYPED_TEST(SoftmaxTest, NanLogitMakesItsRowNan) {
+  using T = TypeParam;
+  // A NaN anywhere in a row (first, where it becomes the max, or later) makes the row's loss and
+  // every gradient of the row NaN, so a corrupted logit cannot pass for a number; the other row
+  // stays finite. (Float's own exp must also keep NaN away from its float-to-int conversion.)
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> logits = {nan, 1, 2, 1, nan, 2, 1, 2, 3};
+  const std::vector<int32_t> labels = {0, 1, 2};
+  std::vector<T> dlogits(logits.size());
+  const double loss = softmax_cross_entropy<T>(logits.data(), labels.data(), dlogits.data(), 2, 3);
+  EXPECT_TRUE(std::isnan(loss));
+  for (size_t i = 0; i < 6; ++i) EXPECT_TRUE(std::isnan(static_cast<double>(dlogits[i]))) << i;
+  const double finite = softmax_cross_entropy<T>(logits.data() + 6, labels.data() + 2, dlogits.data() + 6, 1, 3);
+  EXPECT_TRUE(std::isfinite(finite));
+  for (size_t i = 6; i < 9; ++i) EXPECT_TRUE(std::isfinite(static_cast<double>(dlogits[i]))) << i;
+}
+
 TEST(Softmax, BadLabelThrowsAndLeavesOutputAlone) {
   const std::vector<float> logits = {1, 2, 3, 4};
   const std::vector<int32_t> labels = {0, 2};  // 2 is not in [0, 2)
@@ -479,6 +637,31 @@ TYPED_TEST(OptimizerTest, AdamWThreeStepsMatchHandComputation) {
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(static_cast<double>(p[i]), static_cast<double>(p_ref[i]), bound[i]) << i;
 }
 
+TYPED_TEST(OptimizerTest, ElementsDoNotDependOnTheirPosition) {
+  using T = TypeParam;
+  // The optimizer loops are vectorized (a vector body and a remainder, built per x86-64 width):
+  // one call over 67 elements (odd, past every vector width) must give each element the bits
+  // that a call over that element alone gives, or shards of different sizes (ZeRO) would update
+  // replicated values differently.
+  std::mt19937 rng(kSeed);
+  const auto p0 = random_values<T>(67, rng), grad = random_values<T>(67, rng), state0 = random_values<T>(67, rng, 0, 1);
+  const SgdMomentum sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4};
+  const AdamW adamw;
+  std::vector<T> p_sgd = p0, velocity = state0, p_adamw = p0, m = state0, v = state0;
+  sgd_momentum_step<T>(p_sgd.data(), grad.data(), velocity.data(), 67, sgd);
+  adamw_step<T>(p_adamw.data(), grad.data(), m.data(), v.data(), 67, adamw, 3);
+  for (size_t i = 0; i < 67; ++i) {
+    T p1 = p0[i], velocity1 = state0[i], p2 = p0[i], m1 = state0[i], v1 = state0[i];
+    sgd_momentum_step<T>(&p1, &grad[i], &velocity1, 1, sgd);
+    adamw_step<T>(&p2, &grad[i], &m1, &v1, 1, adamw, 3);
+    EXPECT_EQ(std::memcmp(&p1, &p_sgd[i], sizeof(T)), 0) << i;
+    EXPECT_EQ(std::memcmp(&velocity1, &velocity[i], sizeof(T)), 0) << i;
+    EXPECT_EQ(std::memcmp(&p2, &p_adamw[i], sizeof(T)), 0) << i;
+    EXPECT_EQ(std::memcmp(&m1, &m[i], sizeof(T)), 0) << i;
+    EXPECT_EQ(std::memcmp(&v1, &v[i], sizeof(T)), 0) << i;
+  }
+}
+
 TEST(Optimizer, AdamWRejectsStepZero) {
   std::vector<float> p(1), g(1), m(1), v(1);
   EXPECT_THROW(adamw_step<float>(p.data(), g.data(), m.data(), v.data(), 1, AdamW{}, 0), Error);
@@ -560,6 +743,56 @@ TEST(Casts, RandomFloatBitsAgreeWithCoreHalf) {
     ASSERT_EQ(bf16[i], bf16_bits_from_double(in[i])) << i;
     ASSERT_EQ(f16[i], f16_bits_from_double(in[i])) << i;
   }
+}
+
+TEST(Casts, EveryFloatWithLowByteZeroAgreesWithCoreHalf) {
+  // All 2^24 floats whose low 8 bits are 0: every sign, exponent and top-16 mantissa pattern, so
+  // every bf16 and f16 rounding case (ties: bit 15 or bit 12 set with nothing below it), f16's
+  // subnormal and overflow boundaries, infinities and NaNs, against core/half's rounding of the
+  // exact value. round_to_bf16 must equal the two casts, bit for bit.
+  const size_t count = size_t{1} << 24;
+  std::vector<float> in(count);
+  for (size_t i = 0; i < count; ++i) in[i] = std::bit_cast<float>(static_cast<uint32_t>(i << 8));
+  std::vector<uint16_t> bf16(count), f16(count);
+  cast_f32_to_bf16(in.data(), bf16.data(), int64_t(count));
+  cast_f32_to_f16(in.data(), f16.data(), int64_t(count));
+  std::vector<float> rounded = in;
+  round_to_bf16(rounded.data(), int64_t(count));
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(bf16[i], bf16_bits_from_double(in[i])) << "bits " << std::hex << (i << 8);
+    ASSERT_EQ(f16[i], f16_bits_from_double(in[i])) << "bits " << std::hex << (i << 8);
+    ASSERT_EQ(std::bit_cast<uint32_t>(rounded[i]), uint32_t{bf16[i]} << 16) << "bits " << std::hex << (i << 8);
+  }
+}
+
+TEST(Casts, RoundToBf16IsBothCastsOnRandomBits) {
+  // Random 32-bit patterns reach the low 16 bits the test above keeps at zero (sticky bits of a
+  // rounding): rounding in place equals cast_f32_to_bf16 then cast_bf16_to_f32, NaNs included.
+  std::mt19937 rng(kSeed);
+  std::vector<float> in(1 << 16);
+  for (auto& x : in) x = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+  std::vector<uint16_t> narrow(in.size());
+  std::vector<float> widened(in.size()), rounded = in;
+  cast_f32_to_bf16(in.data(), narrow.data(), int64_t(in.size()));
+  cast_bf16_to_f32(narrow.data(), widened.data(), int64_t(in.size()));
+  round_to_bf16(rounded.data(), int64_t(in.size()));
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(rounded[i]), std::bit_cast<uint32_t>(widened[i])) << i;
+  }
+  EXPECT_THROW(round_to_bf16(nullptr, -1), Error);
+  EXPECT_NO_THROW(round_to_bf16(nullptr, 0));  // nothing to round, nothing read
+}
+
+TEST(Casts, F16WideningKeepsNanPayload) {
+  // A NaN widens to a NaN with the same top payload bits (as F16C's vcvtph2ps, minus the quiet
+  // bit it would set): 0x7c01 (signalling, payload 1) -> 0x7f802000; 0xfe00 -> 0xffc00000.
+  const std::vector<uint16_t> in = {0x7c01, 0xfe00, 0x7c00, 0xfc00};
+  std::vector<float> out(in.size());
+  cast_f16_to_f32(in.data(), out.data(), int64_t(in.size()));
+  EXPECT_EQ(std::bit_cast<uint32_t>(out[0]), 0x7f802000u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(out[1]), 0xffc00000u);
+  EXPECT_EQ(out[2], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[3], -std::numeric_limits<float>::infinity());
 }
 
 TEST(Casts, NegativeCountThrows) {

@@ -73,7 +73,8 @@ assert_gone() {
 # would be for a background command of a non-interactive shell (test 2 sends one).
 set -m
 started=$SECONDS
-"$fixture" --rate 1gbit --ranks-per-node 2 -- "$dtsuite" run collectives --quick --csv "$work/quick.csv" \
+# -o sum here and below: Open MPI 4.1 drops NaN in min/max (README, overflow inputs), which this test is not about.
+"$fixture" --rate 1gbit --ranks-per-node 2 -- "$dtsuite" run collectives --quick -o sum --csv "$work/quick.csv" \
   >"$work/quick.out" 2>"$work/quick.err" &
 fixture_pid=$!
 rc=0
@@ -100,7 +101,7 @@ echo "ok: clean run in $((SECONDS - started)) s, nothing of fixture $pid left"
 # --- 1b. the reference algorithms across the nodes: exact checks of every collective ----------
 for backend in 'hier(mpi)' 'tree(mpi)'; do
   rc=0
-  "$fixture" --rate 1gbit -- "$dtsuite" run collectives --quick --backend "$backend" --csv "$work/algorithm.csv" \
+  "$fixture" --rate 1gbit -- "$dtsuite" run collectives --quick -o sum --backend "$backend" --csv "$work/algorithm.csv" \
     >"$work/algorithm.out" 2>"$work/algorithm.err" || rc=$?
   [ "$rc" -eq 0 ] || fail "two-node.sh -- dtsuite run collectives --quick --backend $backend exited $rc"
   grep -q '^# Failed cases : 0' "$work/algorithm.out" || fail "$backend: failed cases across the nodes"

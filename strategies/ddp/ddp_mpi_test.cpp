@@ -93,6 +93,26 @@ TEST(Ddp, BucketsTileTheGradientInReverseOrder) {
   EXPECT_EQ(one.buckets().size(), 1u);
 }
 
+TEST(Ddp, FirstBucketIsCappedAtOneMebibyteAsInPyTorch) {
+  // Gradients in ready order: layer2.bias (10), layer2.weight (6000), layer1.bias (600),
+  // layer1.weight (360000 elements, 1.44 MB in f32), then layer0 (600 + 360000). The first bucket
+  // closes at the first parameter that takes it to 1 MiB (layer1.weight, in f32 and f64 alike);
+  // the rest (layer0, under 25 MiB) is the second. Without the cap the model would be one bucket
+  // that starts only when backward ends.
+  const ModelSpec spec{.layers = 3, .width = 600, .input = 600, .classes = 10};
+  auto comm = make_communicator("mpi");
+  const std::vector<ParameterInfo> layout = parameter_layout(spec);
+  const int64_t total = parameter_count(spec), layer1_weight = layout[2].offset, layer0_end = layout[2].offset;
+  const std::vector<std::pair<int64_t, int64_t>> want = {{layer1_weight, total}, {0, layer0_end}};
+  EXPECT_EQ(DdpStrategy<float>(spec, ParallelConfig{}, *comm).buckets(), want);
+  EXPECT_EQ(DdpStrategy<double>(spec, ParallelConfig{}, *comm).buckets(), want);
+  // A bucket_bytes below 1 MiB is the cap of every bucket, the first included: 300 KB buckets
+  // hold one large weight each (360000 f32 elements pass 300 KB alone).
+  ParallelConfig small;
+  small.bucket_bytes = 300000;
+  EXPECT_EQ(DdpStrategy<float>(spec, small, *comm).buckets().size(), 2u);
+}
+
 TEST(Ddp, ReportsAccountForTimeBytesAndMemory) {
   ParallelConfig config;
   config.bucket_bytes = 200;

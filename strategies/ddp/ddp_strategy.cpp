@@ -27,10 +27,17 @@ DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config,
   state1_.assign(params_.size(), T(0));
   if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(params_.size(), T(0));
   // Buckets in gradient-ready order (reverse layout); each is a contiguous range because
-  // neighbours in reverse order are neighbours in the buffer.
+  // neighbours in reverse order are neighbours in the buffer. As in PyTorch, the first bucket is
+  // capped at 1 MiB (its _DEFAULT_FIRST_BUCKET_BYTES): the last layers' gradients are ready first,
+  // and a small first bucket starts communication early in backward instead of after it (at the
+  // 25 MiB default, a model of up to 25 MiB would otherwise be one bucket that starts when
+  // backward ends, leaving all of its all_reduce exposed).
   const auto& layout = mlp_.layout();
   bucket_of_.resize(layout.size());
-  const auto bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(config.bucket_bytes / sizeof(T)));
+  constexpr size_t kFirstBucketBytes = size_t{1} << 20;
+  const auto elements = [](size_t bytes) { return std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(T))); };
+  const int64_t first_bucket_elements = elements(std::min(config.bucket_bytes, kFirstBucketBytes));
+  const int64_t bucket_elements = elements(config.bucket_bytes);
   int64_t end = static_cast<int64_t>(params_.size()), filled = 0;
   for (size_t i = layout.size(); i-- > 0;) {
     if (filled == 0) {
@@ -41,7 +48,7 @@ DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config,
     ++parameters_in_bucket_.back();
     bucket_of_[i] = buckets_.size() - 1;
     filled += layout[i].size();
-    if (filled >= bucket_elements) {
+    if (filled >= (buckets_.size() == 1 ? first_bucket_elements : bucket_elements)) {
       end = layout[i].offset;
       filled = 0;
     }
@@ -54,16 +61,22 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   const auto step_start = std::chrono::steady_clock::now();
   const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.microbatches;
   StepReport report;
-  std::fill(grads_.begin(), grads_.end(), T(0));
   std::vector<std::unique_ptr<Work>> in_flight(buckets_.size());
   std::vector<int> missing = parameters_in_bucket_;
   std::chrono::steady_clock::time_point first_launch;
   bool launched = false;
   const auto& layout = mlp_.layout();
 
+  // The first micro-batch's gradient is written straight into grads_ and each later one added to
+  // it (the last one parameter by parameter, as backward finishes each): the order of
+  // SingleTrainer::step_accumulated, with no pass to zero grads_ first.
   const auto on_ready = [&](size_t index) {
-    const ParameterInfo& p = layout[index];
-    for (int64_t e = p.offset; e < p.offset + p.size(); ++e) grads_[static_cast<size_t>(e)] += micro_grads_[static_cast<size_t>(e)];
+    if (k_steps > 1) {
+      const ParameterInfo& p = layout[index];
+      for (int64_t e = p.offset; e < p.offset + p.size(); ++e) {
+        grads_[static_cast<size_t>(e)] += micro_grads_[static_cast<size_t>(e)];
+      }
+    }
     const size_t b = bucket_of_[index];
     if (--missing[b] == 0) {
       if (!launched) first_launch = std::chrono::steady_clock::now();
@@ -88,9 +101,10 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
     const bool last = k == k_steps - 1;
     const double scale = static_cast<double>(local_rows) / static_cast<double>(batch.size);
     const auto compute_start = std::chrono::steady_clock::now();
-    const double loss = mlp_.forward_backward(params_.data(), micro_grads_.data(), local, scale,
+    T* target = k == 0 ? grads_.data() : micro_grads_.data();
+    const double loss = mlp_.forward_backward(params_.data(), target, local, scale,
                                               last ? std::function<void(size_t)>(on_ready) : nullptr);
-    if (!last) {
+    if (!last && k > 0) {
       for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
     }
     report.compute_time += seconds_since(compute_start);

@@ -1,8 +1,9 @@
 // DDP (PyTorch DistributedDataParallel's scheme): every rank holds the whole model, runs
 // forward/backward on its slice of the global batch, and averages gradients with all_reduce.
-// Gradients are grouped into buckets (reverse layer order, bucket_bytes each); a bucket's
-// all_reduce starts asynchronously the moment its last gradient is ready, overlapping the rest
-// of backward. With gradient accumulation over K micro-batches, only the last one communicates.
+// Gradients are grouped into buckets (reverse layer order, bucket_bytes each, the first at most
+// 1 MiB as in PyTorch); a bucket's all_reduce starts asynchronously the moment its last gradient
+// is ready, overlapping the rest of backward. With gradient accumulation over K micro-batches,
+// only the last one communicates.
 #pragma once
 #include <memory>
 #include <vector>

@@ -1,10 +1,35 @@
-// Input patterns, references and bounds for the collectives checks (see check.h).
+// Input patterns, references, bounds and the classification of wrong elements for the
+// collectives checks (see check.h).
+//
+// The overflow input set, class by class (element i is in class i % K; "rank ρ" is the rank
+// (i / K) % n, so the special value visits every rank; "others" are the remaining ranks):
+//   integers, sum and avg (K 4): 0 every rank MAX; 1 every rank MIN (unsigned: 2^(bits-1), just
+//     above the signed maximum); 2 rank ρ MAX, others 1; 3 every bit pattern at random.
+//   integers, prod (K 4): 0 every rank 2^(bits/2) (the product wraps to 0); 1 every rank
+//     2^(bits/2) + 1; 2 rank ρ MAX, others 2; 3 every bit pattern at random.
+//   integers, min and max (K 4): 0 every bit pattern at random; 1 each rank the signed maximum or
+//     the pattern just above it (0x7f.. or 0x80.., alternating over ranks: a comparison of the
+//     wrong signedness picks the other one); 2 rank ρ MAX, others random; 3 rank ρ MIN, others
+//     random.
+//   floats, sum and avg (K 5): 0 every rank +H, H half the largest finite value (2 ranks reach
+//     the largest exactly, 3 overflow to +inf in every order); 1 every rank -H; 2 rank ρ +inf,
+//     others in [-1, 1); 3 rank ρ +inf, rank ρ+1 -inf (NaN), others in [-1, 1); 4 rank ρ NaN.
+//   floats, prod (K 5): 0 every rank G, G^2 past the largest finite value (+inf from 2 ranks
+//     on); 1 rank ρ -G, others G (-inf); 2 rank ρ -S, others S, S^2 below half the smallest
+//     subnormal (-0 from 2 ranks on); 3 rank ρ 0, rank ρ+1 +inf (NaN), others in [0.5, 2);
+//     4 rank ρ NaN.
+//   floats, min and max (K 4): 0 rank ρ NaN, others in [-1, 1); 1 rank ρ +inf, rank ρ+1 -inf;
+//     2 rank ρ +largest, rank ρ+1 -largest; 3 subnormals only.
+//   data movement, every dtype: every bit pattern at random.
 #include "suites/collectives/check.h"
 
+#include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <type_traits>
 #include <vector>
@@ -13,6 +38,15 @@
 #include "core/error.h"
 
 namespace dts {
+
+std::string_view name(InputKind kind) {
+  switch (kind) {
+    case InputKind::exact: return "exact";
+    case InputKind::random: return "random";
+    case InputKind::overflow: return "overflow";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -28,47 +62,255 @@ uint64_t mix(uint64_t seed, uint64_t stream, uint64_t index) {
 struct Format {
   int precision;  // significand digits p
   int min_exponent;
+  int max_exponent;
 };
 
 Format format_of(DType dtype) {
   switch (dtype) {
-    case DType::f32: return {24, -126};
-    case DType::f64: return {53, -1022};
-    case DType::f16: return {11, -14};
-    case DType::bf16: return {8, -126};
-    default: return {0, 0};
+    case DType::f32: return {24, -126, 127};
+    case DType::f64: return {53, -1022, 1023};
+    case DType::f16: return {11, -14, 15};
+    case DType::bf16: return {8, -126, 127};
+    default: return {0, 0, 0};
   }
 }
 
-// Largest integer magnitude up to which every integer is representable (floats) or that fits
-// (integers): the budget shared by n ranks' exact inputs so no partial sum leaves it.
-double exact_limit(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return 0x1p24;
-    case DType::f64: return 0x1p53;
-    case DType::f16: return 0x1p11;
-    case DType::bf16: return 0x1p8;
-    case DType::i8: return 127;
-    case DType::u8: return 255;
-    case DType::i32: return 2147483647.0;
-    case DType::i64: return 0x1p53;  // inputs travel through double in the checker
+// The largest finite value of a float dtype: (2 - 2^(1-p)) * 2^emax.
+double largest_finite(DType dtype) {
+  const Format f = format_of(dtype);
+  return std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.max_exponent);
+}
+
+// The low 8 * size_of(dtype) bits: what one element stores.
+uint64_t storage_mask(DType dtype) {
+  const size_t bits = 8 * size_of(dtype);
+  return bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+}
+
+// An integer dtype's range as bit patterns of its width.
+struct IntegerRange {
+  bool is_signed;
+  int bits;
+  uint64_t mask;  // the low `bits` bits
+  uint64_t max;   // the largest value's pattern
+  uint64_t min;   // the smallest value's pattern (0 unsigned, 0x80.. signed)
+};
+
+IntegerRange range_of(DType dtype) {
+  IntegerRange r{};
+  r.is_signed = !is_unsigned(dtype);
+  r.bits = static_cast<int>(size_of(dtype)) * 8;
+  r.mask = storage_mask(dtype);
+  const uint64_t top = uint64_t{1} << (r.bits - 1);
+  r.max = r.is_signed ? top - 1 : r.mask;
+  r.min = r.is_signed ? top : 0;
+  return r;
+}
+
+int64_t sign_extended(uint64_t bits, int width) {
+  if (width == 64) return static_cast<int64_t>(bits);
+  const uint64_t top = uint64_t{1} << (width - 1);
+  return static_cast<int64_t>((bits ^ top) - top);  // two's complement, C++20 defines the conversion
+}
+
+// The value of an integer pattern of `range`'s dtype, for text and for the classification's
+// direction of overflow (long double: 64 significant bits on x86, exact for every 64-bit value).
+long double integer_value(uint64_t bits, const IntegerRange& range) {
+  return range.is_signed ? static_cast<long double>(sign_extended(bits, range.bits))
+                         : static_cast<long double>(bits & range.mask);
+}
+
+std::string integer_text(uint64_t bits, const IntegerRange& range) {
+  return range.is_signed ? std::to_string(sign_extended(bits, range.bits)) : std::to_string(bits & range.mask);
+}
+
+template <class T>
+uint64_t bits_of(T value) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<uint64_t>(value);  // sign-extends; callers mask to the width
+  } else if constexpr (kIsNarrowFloat<T>) {
+    return value.bits;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<uint32_t>(value);
+  } else {
+    return std::bit_cast<uint64_t>(value);
   }
-  return 1;
+}
+
+template <class T>
+T from_bits(uint64_t bits) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(bits);  // modulo 2^bits (C++20)
+  } else if constexpr (kIsNarrowFloat<T>) {
+    T v;
+    v.bits = static_cast<uint16_t>(bits);
+    return v;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<float>(static_cast<uint32_t>(bits));
+  } else {
+    return std::bit_cast<double>(bits);
+  }
+}
+
+// IEEE rounding of a long double to double: beyond the largest double plus half its ulp the
+// value rounds to ±inf (a plain cast of an out-of-range value is undefined in C++).
+double to_double(long double v) {
+  const long double overflow = static_cast<long double>(DBL_MAX) + std::ldexp(1.0L, 1023 - 53);
+  if (v >= overflow) return std::numeric_limits<double>::infinity();
+  if (v <= -overflow) return -std::numeric_limits<double>::infinity();
+  return static_cast<double>(v);
+}
+
+// A double rounded to T with IEEE overflow to ±inf (f16/bf16 encode that themselves). Through
+// double first is innocuous: 53 >= 2p + 2 for p <= 24, so double rounding equals one rounding.
+template <class T>
+T to_dtype(double v) {
+  if constexpr (std::is_same_v<T, float>) {
+    const double overflow = static_cast<double>(FLT_MAX) + std::ldexp(1.0, 127 - 24);
+    if (v >= overflow) return std::numeric_limits<float>::infinity();
+    if (v <= -overflow) return -std::numeric_limits<float>::infinity();
+  }
+  return static_cast<T>(v);
 }
 
 // `value` rounded to the dtype: the input the stack actually sees.
-double rounded_to(DType dtype, double value) {
-  uint64_t scratch = 0;
-  store_double(dtype, &scratch, 0, value);
-  return load_double(dtype, &scratch, 0);
+uint64_t float_bits(DType dtype, double value) {
+  return visit_dtype(dtype, [&](auto tag) -> uint64_t {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) {
+      return 0;
+    } else {
+      return bits_of(to_dtype<T>(value));
+    }
+  });
 }
 
-bool is_unsigned(DType dtype) { return dtype == DType::u8; }
+double float_value(DType dtype, uint64_t bits) {
+  return visit_dtype(dtype, [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(from_bits<T>(bits));
+  });
+}
 
 int ceil_log2(int n) {
   int levels = 0;
   while ((1 << levels) < n) ++levels;
   return levels;
+}
+
+// The classes of the overflow set per op family (see the top of this file).
+int overflow_classes(const CheckSpec& s) {
+  if (!is_floating(s.dtype)) return 4;
+  if (!is_reducing(s.collective)) return 1;
+  return (s.op == ReduceOp::min || s.op == ReduceOp::max) ? 4 : 5;
+}
+
+// Exact inputs of an integer dtype: no partial result leaves the range, so every order agrees.
+uint64_t exact_integer(const CheckSpec& s, int rank, int64_t index, uint64_t h) {
+  const IntegerRange range = range_of(s.dtype);
+  const bool reducing = is_reducing(s.collective);
+  if (reducing && s.op == ReduceOp::prod) {
+    // Exactly one rank contributes magnitude 2 to each element, the rest magnitude 1: the
+    // product is ±2 whatever the order and the rank count, and a missing rank shows.
+    const uint64_t magnitude = (index + rank) % s.world_size == 0 ? 2 : 1;
+    return (range.is_signed && (h & 1)) ? (0 - magnitude) & range.mask : magnitude;
+  }
+  // For sum/avg the largest value is split over n ranks so every partial sum is in range;
+  // min/max and data movement use the whole range.
+  const bool needs_split = reducing && (s.op == ReduceOp::sum || s.op == ReduceOp::avg);
+  const uint64_t largest = range.is_signed ? range.max : range.mask;
+  const uint64_t k = std::max<uint64_t>(1, largest / (needs_split ? static_cast<uint64_t>(s.world_size) : 1));
+  if (!range.is_signed) return k == ~uint64_t{0} ? h : h % (k + 1);
+  const uint64_t span = 2 * k + 1;  // [-k, k]; at most 2^64 - 1 since k <= 2^63 - 1
+  return (h % span - k) & range.mask;
+}
+
+uint64_t overflow_integer(const CheckSpec& s, int rank, int64_t index, uint64_t h) {
+  const IntegerRange range = range_of(s.dtype);
+  const int classes = overflow_classes(s);
+  const int cls = static_cast<int>(index % classes);
+  const int special = static_cast<int>((index / classes) % s.world_size);
+  const bool is_special = rank == special;
+  const uint64_t random = h & range.mask;
+  if (!is_reducing(s.collective)) return random;
+  const uint64_t half = uint64_t{1} << (range.bits / 2);  // its square is 2^bits: wraps to 0
+  switch (s.op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      switch (cls) {
+        case 0: return range.max;
+        case 1: return range.is_signed ? range.min : uint64_t{1} << (range.bits - 1);
+        case 2: return is_special ? range.max : 1;
+        default: return random;
+      }
+    case ReduceOp::prod:
+      switch (cls) {
+        case 0: return half;
+        case 1: return half + 1;
+        case 2: return is_special ? range.max : 2;
+        default: return random;
+      }
+    case ReduceOp::min:
+    case ReduceOp::max:
+      switch (cls) {
+        case 0: return random;
+        case 1: return ((rank + index) % 2 == 0) ? (uint64_t{1} << (range.bits - 1)) - 1 : uint64_t{1} << (range.bits - 1);
+        case 2: return is_special ? range.max : random;
+        default: return is_special ? range.min : random;
+      }
+  }
+  return random;
+}
+
+double overflow_float(const CheckSpec& s, int rank, int64_t index, uint64_t h) {
+  const double uniform = static_cast<double>(h >> 11) * 0x1p-53;  // [0, 1)
+  const Format f = format_of(s.dtype);
+  const int classes = overflow_classes(s);
+  const int cls = static_cast<int>(index % classes);
+  const int n = s.world_size;
+  const int special = static_cast<int>((index / classes) % n);
+  const bool is_special = rank == special;
+  const bool is_next = n > 1 && rank == (special + 1) % n;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const double largest = largest_finite(s.dtype);
+  const double in_unit = uniform * 2.0 - 1.0;  // [-1, 1)
+  switch (s.op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      switch (cls) {
+        case 0: return largest / 2;
+        case 1: return -largest / 2;
+        case 2: return is_special ? inf : in_unit;
+        case 3: return is_special ? inf : is_next ? -inf : in_unit;
+        default: return is_special ? nan : in_unit;
+      }
+    case ReduceOp::prod: {
+      const double big = std::ldexp(1.0, f.max_exponent / 2 + 1);  // big^2 >= 2^(emax+1)
+      // small^2 below half the smallest subnormal 2^(emin-p+1): rounds to zero.
+      const int smallest_exponent = f.min_exponent - (f.precision - 1);
+      const double small = std::ldexp(1.0, (smallest_exponent - 1) / 2 - 1);
+      switch (cls) {
+        case 0: return big;
+        case 1: return is_special ? -big : big;
+        case 2: return is_special ? -small : small;
+        case 3: return is_special ? 0.0 : is_next ? inf : 0.5 + 1.5 * uniform;
+        default: return is_special ? nan : 0.5 + 1.5 * uniform;
+      }
+    }
+    case ReduceOp::min:
+    case ReduceOp::max:
+      switch (cls) {
+        case 0: return is_special ? nan : in_unit;
+        case 1: return is_special ? inf : is_next ? -inf : in_unit;
+        case 2: return is_special ? largest : is_next ? -largest : in_unit;
+        default: {
+          // Subnormal, never zero: a +0/-0 pair would make min and max depend on the order.
+          const double magnitude = (0.25 + 0.5 * uniform) * std::ldexp(1.0, f.min_exponent);
+          return (h & 1) ? -magnitude : magnitude;
+        }
+      }
+  }
+  return in_unit;
 }
 
 }  // namespace
@@ -89,33 +331,68 @@ int64_t output_elements(const CheckSpec& s) {
   }
 }
 
-double input_value(const CheckSpec& s, int rank, int64_t index) {
-  const uint64_t stream = static_cast<uint64_t>(rank) * 2 + (s.kind == InputKind::random ? 1 : 0);
+void call_collective(Communicator& comm, const CheckSpec& s, const void* in, void* out) {
+  const auto count = static_cast<size_t>(s.count);
+  switch (s.collective) {
+    case Collective::all_reduce: comm.all_reduce(in, out, count, s.dtype, s.op); break;
+    case Collective::reduce_scatter: comm.reduce_scatter(in, out, count, s.dtype, s.op); break;
+    case Collective::all_gather: comm.all_gather(in, out, count, s.dtype); break;
+    case Collective::broadcast: comm.broadcast(in, out, count, s.dtype, s.root); break;
+    case Collective::reduce: comm.reduce(in, out, count, s.dtype, s.op, s.root); break;
+    case Collective::all_to_all: comm.all_to_all(in, out, count, s.dtype); break;
+    case Collective::send_recv: {
+      const int n = comm.size(), r = comm.rank();
+      comm.send_recv(in, (r + 1) % n, out, (r - 1 + n) % n, count, s.dtype);
+      break;
+    }
+  }
+}
+
+uint64_t input_bits(const CheckSpec& s, int rank, int64_t index) {
+  // Streams: exact 2r, random 2r + 1 (as before the overflow set), overflow apart from both.
+  constexpr uint64_t kOverflowStreams = uint64_t{1} << 40;
+  const auto r = static_cast<uint64_t>(rank);
+  const uint64_t stream = s.kind == InputKind::overflow ? kOverflowStreams + r
+                                                        : r * 2 + (s.kind == InputKind::random ? 1 : 0);
   const uint64_t h = mix(s.seed, stream, static_cast<uint64_t>(index));
   const bool reducing = is_reducing(s.collective);
-  const bool signed_type = !is_unsigned(s.dtype);
-  if (reducing && s.op == ReduceOp::prod) {
-    if (s.kind == InputKind::random && is_floating(s.dtype)) {
-      const double magnitude = 0.5 + 1.5 * static_cast<double>(h >> 11) * 0x1p-53;  // [0.5, 2)
-      return rounded_to(s.dtype, (h & 1) ? -magnitude : magnitude);
+  if (!is_floating(s.dtype)) {
+    const IntegerRange range = range_of(s.dtype);
+    switch (s.kind) {
+      case InputKind::exact: return exact_integer(s, rank, index, h);
+      case InputKind::random: return h & range.mask;  // wrapping arithmetic is exact in any order
+      case InputKind::overflow: return overflow_integer(s, rank, index, h) & range.mask;
     }
-    // Exactly one rank contributes magnitude 2 to each element, the rest magnitude 1: the
-    // product is ±2 whatever the order and the rank count, and a missing rank shows.
-    const double magnitude = (index + rank) % s.world_size == 0 ? 2.0 : 1.0;
-    return (signed_type && (h & 1)) ? -magnitude : magnitude;
   }
-  if (s.kind == InputKind::random && is_floating(s.dtype)) {
-    const double u = static_cast<double>(h >> 11) * 0x1p-53 * 2.0 - 1.0;  // [-1, 1)
-    return rounded_to(s.dtype, u);
+  const double uniform = static_cast<double>(h >> 11) * 0x1p-53;  // [0, 1)
+  if (s.kind == InputKind::overflow) {
+    if (!reducing) return h & storage_mask(s.dtype);
+    return float_bits(s.dtype, overflow_float(s, rank, index, h));
   }
-  // Small integers: for sum/avg the budget is split over n ranks so every partial sum is exact;
-  // min/max and data movement need no budget split (any representable value is exact).
+  if (s.kind == InputKind::random) {
+    if (reducing && s.op == ReduceOp::prod) {
+      const double magnitude = 0.5 + 1.5 * uniform;  // [0.5, 2)
+      return float_bits(s.dtype, (h & 1) ? -magnitude : magnitude);
+    }
+    return float_bits(s.dtype, uniform * 2.0 - 1.0);  // [-1, 1)
+  }
+  // Exact: small integers, every partial sum exact; the budget is split over n ranks for sum/avg.
+  if (reducing && s.op == ReduceOp::prod) {
+    const double magnitude = (index + rank) % s.world_size == 0 ? 2.0 : 1.0;  // as exact_integer
+    return float_bits(s.dtype, (h & 1) ? -magnitude : magnitude);
+  }
   const bool needs_split = reducing && (s.op == ReduceOp::sum || s.op == ReduceOp::avg);
-  double k = std::floor(exact_limit(s.dtype) / (needs_split ? s.world_size : 1));
-  k = std::max(1.0, std::min(k, 0x1p20));  // past 2^20 larger values add nothing to the check
-  const auto span = static_cast<uint64_t>(signed_type ? 2 * k + 1 : k + 1);
-  const double v = static_cast<double>((h >> 8) % span);
-  return signed_type ? v - k : v;
+  const double exact_limit = std::ldexp(1.0, format_of(s.dtype).precision);  // every integer up to it
+  double k = std::floor(exact_limit / (needs_split ? s.world_size : 1));
+  k = std::max(1.0, std::min(k, 0x1p20));  // past 2^20 larger values add nothing to a float check
+  const auto span = static_cast<uint64_t>(2 * k + 1);
+  return float_bits(s.dtype, static_cast<double>((h >> 8) % span) - k);
+}
+
+double input_value(const CheckSpec& s, int rank, int64_t index) {
+  const uint64_t bits = input_bits(s, rank, index);
+  if (is_floating(s.dtype)) return float_value(s.dtype, bits);
+  return static_cast<double>(integer_value(bits, range_of(s.dtype)));
 }
 
 void fill_input(const CheckSpec& s, int rank, void* input) {
@@ -123,7 +400,7 @@ void fill_input(const CheckSpec& s, int rank, void* input) {
   visit_dtype(s.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(input);
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(input_value(s, rank, i));
+    for (int64_t i = 0; i < n; ++i) p[i] = from_bits<T>(input_bits(s, rank, i));
   });
 }
 
@@ -154,6 +431,51 @@ double random_error_bound(DType dtype, ReduceOp op, int world_size, double sum_a
   return 0;
 }
 
+std::string describe(Deviation deviation, DType dtype, ReduceOp op, bool reducing) {
+  const std::string op_name(reducing ? name(op) : "the copy");
+  const auto bound = [&](bool high) {
+    if (is_floating(dtype)) {
+      std::ostringstream text;
+      text.precision(9);
+      text << (high ? largest_finite(dtype) : -largest_finite(dtype));
+      return text.str();
+    }
+    const IntegerRange range = range_of(dtype);
+    return integer_text(high ? range.max : range.min, range);
+  };
+  switch (deviation) {
+    case Deviation::other: return "wrong value";
+    case Deviation::saturates_high: return "saturates at " + bound(true);
+    case Deviation::saturates_low: return "saturates at " + bound(false);
+    case Deviation::compares_signed: return "compares " + std::string(name(dtype)) + " as signed";
+    case Deviation::compares_unsigned: return "compares " + std::string(name(dtype)) + " as unsigned";
+    case Deviation::nan_dropped: return "NaN dropped by " + op_name;
+    case Deviation::inf_dropped: return "inf dropped by " + op_name;
+    case Deviation::avg_divides_first: return "avg finite where the sum overflows (divides before summing)";
+    case Deviation::overflow_lost: return "finite where the " + op_name + " overflows to inf";
+    case Deviation::spurious_overflow: return "inf where the " + op_name + " is finite";
+    case Deviation::nan_for_inf: return "NaN where inf is due";
+    case Deviation::inf_for_nan: return "inf where NaN is due (inf - inf, 0 * inf)";
+    case Deviation::zero_sign_lost: return "sign of zero lost";
+    case Deviation::nan_payload_changed: return "NaN payload changed";
+    case Deviation::subnormal_flushed: return "subnormal flushed to zero";
+  }
+  return "wrong value";
+}
+
+std::string describe(const DeviationCounts& counts, DType dtype, ReduceOp op, bool reducing) {
+  std::vector<size_t> order(kDeviationCount);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return counts[a] > counts[b]; });
+  std::string text;
+  for (size_t i : order) {
+    if (counts[i] == 0) break;
+    text += (text.empty() ? "" : ", ") + describe(static_cast<Deviation>(i), dtype, op, reducing) + ": " +
+            std::to_string(counts[i]);
+  }
+  return text;
+}
+
 namespace {
 
 // Where output element j of `rank` comes from: one (rank, index) for data movement, or the
@@ -179,17 +501,183 @@ Source source_of(const CheckSpec& s, int rank, int64_t j) {
   return {false, 0, j};
 }
 
-template <class T>
-bool same_bits(T a, T b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
+// One element's verdict.
+struct Judgement {
+  bool wrong = false;
+  double reference = 0;     // for the ulp count
+  double error = 0;         // |got - reference|; inf where not comparable
+  std::string expected;     // as text
+  Deviation deviation = Deviation::other;
+};
 
 template <class T>
 std::string show(T v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << static_cast<double>(v);
-  return out.str();
+  if constexpr (std::is_integral_v<T>) {
+    return std::is_signed_v<T> ? std::to_string(static_cast<int64_t>(v)) : std::to_string(static_cast<uint64_t>(v));
+  } else {
+    std::ostringstream out;
+    out.precision(17);
+    out << static_cast<double>(v);
+    return out.str();
+  }
+}
+
+// The stated wrapping reduction of integer patterns over every rank, in `is_signed`'s order for
+// min/max (the other order classifies a stack that compares with the wrong signedness).
+uint64_t reduce_integers(const std::vector<uint64_t>& inputs, ReduceOp op, const IntegerRange& range,
+                         bool is_signed) {
+  uint64_t acc = inputs[0];
+  const auto less = [&](uint64_t a, uint64_t b) {
+    return is_signed ? sign_extended(a, range.bits) < sign_extended(b, range.bits) : a < b;
+  };
+  for (size_t r = 1; r < inputs.size(); ++r) {
+    const uint64_t x = inputs[r];
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: acc = (acc + x) & range.mask; break;
+      case ReduceOp::prod: acc = (acc * x) & range.mask; break;  // mod 2^64, then 2^bits
+      case ReduceOp::min: acc = less(x, acc) ? x : acc; break;
+      case ReduceOp::max: acc = less(acc, x) ? x : acc; break;
+    }
+  }
+  if (op == ReduceOp::avg) {
+    // The wrapped sum, divided truncating toward zero, in the dtype's signedness.
+    const auto n = static_cast<int64_t>(inputs.size());
+    acc = (range.is_signed ? static_cast<uint64_t>(sign_extended(acc, range.bits) / n)
+                           : acc / static_cast<uint64_t>(n)) & range.mask;
+  }
+  return acc;
+}
+
+template <class T>
+Judgement judge_integer_reduction(const CheckSpec& s, int64_t index, T got) {
+  const IntegerRange range = range_of(s.dtype);
+  std::vector<uint64_t> inputs(static_cast<size_t>(s.world_size));
+  for (int r = 0; r < s.world_size; ++r) inputs[static_cast<size_t>(r)] = input_bits(s, r, index);
+  const uint64_t expected = reduce_integers(inputs, s.op, range, range.is_signed);
+  const uint64_t got_bits = bits_of(got) & range.mask;
+  Judgement j;
+  j.expected = integer_text(expected, range);
+  j.reference = static_cast<double>(integer_value(expected, range));
+  j.wrong = got_bits != expected;
+  if (!j.wrong) return j;
+  j.error = std::fabs(static_cast<double>(integer_value(got_bits, range) - integer_value(expected, range)));
+  if (s.op == ReduceOp::min || s.op == ReduceOp::max) {
+    if (got_bits == reduce_integers(inputs, s.op, range, !range.is_signed)) {
+      j.deviation = range.is_signed ? Deviation::compares_unsigned : Deviation::compares_signed;
+    }
+    return j;
+  }
+  // The unbounded result, to tell a clamp from any other wrong value.
+  long double exact = s.op == ReduceOp::prod ? 1 : 0;
+  for (uint64_t x : inputs) exact = s.op == ReduceOp::prod ? exact * integer_value(x, range) : exact + integer_value(x, range);
+  const long double lowest = integer_value(range.min, range), highest = integer_value(range.max, range);
+  const long double clamped = std::clamp(exact, lowest, highest);
+  // avg: a sum clamped at the bound, then divided (truncating toward zero) by n.
+  const long double clamped_result =
+      s.op == ReduceOp::avg ? std::trunc(clamped / static_cast<long double>(inputs.size())) : clamped;
+  if (clamped != exact && integer_value(got_bits, range) == clamped_result) {
+    j.deviation = exact > highest ? Deviation::saturates_high : Deviation::saturates_low;
+  }
+  return j;
+}
+
+Deviation classify_float_reduction(const CheckSpec& s, double expected, double got, bool nan_input) {
+  const double largest = largest_finite(s.dtype);
+  const bool min_max = s.op == ReduceOp::min || s.op == ReduceOp::max;
+  if (std::isnan(expected)) {
+    if (nan_input) return Deviation::nan_dropped;
+    return std::isinf(got) ? Deviation::inf_for_nan : Deviation::other;
+  }
+  if (std::isinf(expected)) {
+    if (std::isnan(got)) return Deviation::nan_for_inf;
+    if (std::isinf(got)) return Deviation::other;  // the opposite infinity
+    if (min_max) return Deviation::inf_dropped;
+    if (got == largest) return Deviation::saturates_high;
+    if (got == -largest) return Deviation::saturates_low;
+    return s.op == ReduceOp::avg ? Deviation::avg_divides_first : Deviation::overflow_lost;
+  }
+  if (std::isinf(got)) return Deviation::spurious_overflow;
+  if (expected == 0 && got == 0) return Deviation::zero_sign_lost;
+  return Deviation::other;
+}
+
+template <class T>
+Judgement judge_float_reduction(const CheckSpec& s, int64_t index, T got) {
+  const int n = s.world_size;
+  long double acc = input_value(s, 0, index);
+  double sum_abs = std::fabs(static_cast<double>(acc));
+  bool nan_input = std::isnan(acc);
+  for (int r = 1; r < n; ++r) {
+    const long double x = input_value(s, r, index);
+    sum_abs += std::fabs(static_cast<double>(x));
+    nan_input = nan_input || std::isnan(x);
+    switch (s.op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: acc += x; break;
+      case ReduceOp::prod: acc *= x; break;
+      // NaN propagates (IEEE 754-2019 minimum/maximum); std::min would keep whichever came first.
+      case ReduceOp::min: acc = (std::isnan(acc) || std::isnan(x)) ? acc + x : std::min(acc, x); break;
+      case ReduceOp::max: acc = (std::isnan(acc) || std::isnan(x)) ? acc + x : std::max(acc, x); break;
+    }
+  }
+  Judgement j;
+  T expected;
+  if (s.kind == InputKind::overflow) {
+    // Every combine order gives these bits (check.cpp's classes): the exact result rounded once,
+    // and for avg the rounded sum (±inf past the range) divided by n and rounded again.
+    expected = to_dtype<T>(to_double(acc));
+    if (s.op == ReduceOp::avg) expected = to_dtype<T>(static_cast<double>(expected) / n);
+    j.reference = static_cast<double>(expected);
+  } else if (s.op == ReduceOp::avg) {
+    // Exact inputs make every partial sum an integer below 2^53, so double holds the sum exactly
+    // and the one rounding to T happens in the cast (double rounding through double is innocuous:
+    // 53 >= 2p + 2 for p <= 24). Random inputs use long double.
+    j.reference = s.kind == InputKind::exact ? static_cast<double>(acc) / n : static_cast<double>(acc / n);
+    expected = static_cast<T>(j.reference);
+  } else {
+    j.reference = static_cast<double>(acc);
+    expected = static_cast<T>(j.reference);
+  }
+  j.expected = show(expected);
+  const double got_value = static_cast<double>(got);
+  const double expected_value = static_cast<double>(expected);
+  j.error = std::isnan(got_value) ? std::numeric_limits<double>::infinity() : std::fabs(got_value - j.reference);
+  const bool bit_exact = s.kind != InputKind::random || s.op == ReduceOp::min || s.op == ReduceOp::max;
+  if (bit_exact) {
+    // Any NaN stands for NaN: IEEE 754 does not fix the sign or payload an operation returns.
+    const bool both_nan = std::isnan(expected_value) && std::isnan(got_value);
+    j.wrong = !both_nan && bits_of(got) != bits_of(expected);
+    if (!j.wrong) j.error = 0;
+    else if (j.error == 0 || std::isnan(j.error)) j.error = std::numeric_limits<double>::infinity();  // -0 vs +0
+  } else {
+    j.wrong = !(j.error <= random_error_bound(s.dtype, s.op, n, sum_abs, j.reference));
+  }
+  if (j.wrong) j.deviation = classify_float_reduction(s, expected_value, got_value, nan_input);
+  return j;
+}
+
+// Data movement: the input's bits must arrive unchanged, NaN payloads and signed zeros included.
+template <class T>
+Judgement judge_copy(const CheckSpec& s, const Source& src, T got) {
+  const uint64_t bits = input_bits(s, src.rank, src.index);
+  const T expected = from_bits<T>(bits);
+  Judgement j;
+  j.expected = show(expected);
+  j.reference = static_cast<double>(expected);
+  const uint64_t mask = storage_mask(s.dtype);
+  j.wrong = (bits_of(got) & mask) != (bits & mask);
+  if (!j.wrong) return j;
+  const double got_value = static_cast<double>(got);
+  j.error = std::fabs(got_value - j.reference);
+  if (std::isnan(j.error) || j.error == 0) j.error = std::numeric_limits<double>::infinity();
+  if constexpr (!std::is_integral_v<T>) {
+    const bool subnormal = j.reference != 0 && std::fabs(j.reference) < std::ldexp(1.0, format_of(s.dtype).min_exponent);
+    if (std::isnan(j.reference) && std::isnan(got_value)) j.deviation = Deviation::nan_payload_changed;
+    else if (subnormal && got_value == 0) j.deviation = Deviation::subnormal_flushed;
+    else if (j.reference == 0 && got_value == 0) j.deviation = Deviation::zero_sign_lost;
+  }
+  return j;
 }
 
 template <class T>
@@ -197,77 +685,26 @@ CheckResult check_typed(const CheckSpec& s, int rank, const T* out) {
   CheckResult result;
   if (s.collective == Collective::reduce && rank != s.root) return result;
   const int64_t elements = output_elements(s);
-  const int n = s.world_size;
-  const bool reduction = is_reducing(s.collective);
-  const bool bit_exact = s.kind == InputKind::exact || !is_floating(s.dtype) || !reduction ||
-                         s.op == ReduceOp::min || s.op == ReduceOp::max;
   for (int64_t j = 0; j < elements; ++j) {
     const Source src = source_of(s, rank, j);
-    T expected;
-    double reference = 0, sum_abs = 0;
-    if (!src.reduce_all) {
-      reference = input_value(s, src.rank, src.index);
-      expected = static_cast<T>(reference);
-    } else if constexpr (std::is_integral_v<T>) {
-      // Integers: the same two's-complement arithmetic the stack must use.
-      int64_t acc = static_cast<int64_t>(input_value(s, 0, src.index));
-      for (int r = 1; r < n; ++r) {
-        const auto x = static_cast<int64_t>(input_value(s, r, src.index));
-        switch (s.op) {
-          case ReduceOp::sum:
-          case ReduceOp::avg: acc += x; break;
-          case ReduceOp::prod: acc *= x; break;
-          case ReduceOp::min: acc = std::min(acc, x); break;
-          case ReduceOp::max: acc = std::max(acc, x); break;
-        }
-      }
-      if (s.op == ReduceOp::avg) acc /= n;
-      expected = static_cast<T>(acc);
-      reference = static_cast<double>(acc);
-    } else {
-      // Floats: exact inputs make every partial sum an integer below 2^53, so double holds the
-      // sum exactly and the one rounding to T happens in the cast (double rounding through
-      // double is innocuous: 53 >= 2p + 2 for p <= 24). Random inputs use long double.
-      long double acc = input_value(s, 0, src.index);
-      sum_abs = std::fabs(static_cast<double>(acc));
-      for (int r = 1; r < n; ++r) {
-        const long double x = input_value(s, r, src.index);
-        sum_abs += std::fabs(static_cast<double>(x));
-        switch (s.op) {
-          case ReduceOp::sum:
-          case ReduceOp::avg: acc += x; break;
-          case ReduceOp::prod: acc *= x; break;
-          case ReduceOp::min: acc = std::min(acc, x); break;
-          case ReduceOp::max: acc = std::max(acc, x); break;
-        }
-      }
-      if (s.op == ReduceOp::avg) {
-        reference = s.kind == InputKind::exact ? static_cast<double>(acc) / n : static_cast<double>(acc / n);
-      } else {
-        reference = static_cast<double>(acc);
-      }
-      expected = static_cast<T>(reference);
-    }
     const T got = out[j];
-    const double got_value = static_cast<double>(got);
-    double error = std::isnan(got_value) ? std::numeric_limits<double>::infinity() : std::fabs(got_value - reference);
-    bool wrong;
-    if (bit_exact) {
-      wrong = !same_bits(got, expected);
-      if (wrong && error == 0) error = std::numeric_limits<double>::infinity();  // -0 vs +0, NaN payloads
-      if (!wrong) error = 0;
-    } else {
-      wrong = !(error <= random_error_bound(s.dtype, s.op, n, sum_abs, reference));
+    Judgement judged;
+    if (!src.reduce_all) judged = judge_copy(s, src, got);
+    else if constexpr (std::is_integral_v<T>) judged = judge_integer_reduction(s, src.index, got);
+    else judged = judge_float_reduction(s, src.index, got);
+    if (judged.error > 0) {
+      const double ulps = std::isfinite(judged.reference) ? judged.error / ulp_of(s.dtype, judged.reference)
+                                                          : std::numeric_limits<double>::infinity();
+      result.max_ulp = std::max(result.max_ulp, ulps);
     }
-    const double ulps = error / ulp_of(s.dtype, reference);
-    if (ulps > result.max_ulp) result.max_ulp = ulps;
-    if (wrong) {
-      if (result.wrong == 0) {
-        result.first_wrong = "rank " + std::to_string(rank) + " element " + std::to_string(j) + ": got " + show(got) +
-                             " expected " + show(expected);
-      }
-      ++result.wrong;
+    if (!judged.wrong) continue;
+    if (result.wrong == 0) {
+      result.first_wrong = "rank " + std::to_string(rank) + " element " + std::to_string(j) + ": got " + show(got) +
+                           " expected " + judged.expected + " (" +
+                           describe(judged.deviation, s.dtype, s.op, is_reducing(s.collective)) + ")";
     }
+    ++result.wrong;
+    ++result.deviations[static_cast<size_t>(judged.deviation)];
   }
   result.checked = elements;
   return result;

@@ -1,13 +1,23 @@
 // The collectives checker against a host simulation of each collective: a correct result
 // passes, and each fault the suite exists to catch (a flipped bit, a missing rank, a stale
 // buffer, an unwritten element) is counted as wrong. Also: exact inputs really are exact in
-// every summation order, and the random-input bound is what check.h states.
+// every summation order, the random-input bound is what check.h states, the overflow inputs
+// overflow in every dtype and give the same bits in every order, and a stack that saturates,
+// drops NaN, compares with the wrong signedness, divides before summing or rewrites bits in
+// transit fails with a detail that names what it did.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "core/element.h"
+#include "core/error.h"
 #include "core/reduce.h"
 #include "suites/collectives/check.h"
 
@@ -22,9 +32,12 @@ Bytes input_of(const CheckSpec& s, int rank) {
   return b;
 }
 
+// acc[i] = acc[i] OP in[i] for `count` elements: core/reduce.h's, or a misbehaving stack's.
+using Combine = std::function<void(DType, ReduceOp, void* acc, const void* in, size_t count)>;
+
 // Host model of rank `rank`'s output: reductions combine ranks in `order` (as a ring or a tree
-// would, one rounding per combine, core/reduce.h semantics).
-Bytes simulate(const CheckSpec& s, int rank, const std::vector<int>& order) {
+// would, one rounding per combine, core/reduce.h semantics unless `combine` says otherwise).
+Bytes simulate(const CheckSpec& s, int rank, const std::vector<int>& order, const Combine& combine = reduce_into) {
   const size_t esize = size_of(s.dtype);
   const auto count = static_cast<size_t>(s.count);
   const int n = s.world_size;
@@ -38,7 +51,7 @@ Bytes simulate(const CheckSpec& s, int rank, const std::vector<int>& order) {
       const size_t offset = s.collective == Collective::reduce_scatter ? static_cast<size_t>(rank) * count * esize : 0;
       std::memcpy(out.data(), in[static_cast<size_t>(order[0])].data() + offset, count * esize);
       for (size_t k = 1; k < order.size(); ++k) {
-        reduce_into(s.dtype, s.op, out.data(), in[static_cast<size_t>(order[k])].data() + offset, count);
+        combine(s.dtype, s.op, out.data(), in[static_cast<size_t>(order[k])].data() + offset, count);
       }
       if (s.op == ReduceOp::avg) divide_by(s.dtype, out.data(), count, n);
       break;
@@ -80,7 +93,7 @@ TEST(Check, CorrectResultsPassInAnyOrder) {
         if (!is_reducing(c) && op != ReduceOp::sum) continue;
         for (int n = 1; n <= 4; ++n) {
           for (int64_t count : {0, 1, 37}) {
-            for (InputKind kind : {InputKind::exact, InputKind::random}) {
+            for (InputKind kind : kAllInputKinds) {
               const CheckSpec s{c, d, op, n - 1, count, n, 42, kind};
               for (const auto& order : {forward(n), backward(n)}) {
                 for (int rank = 0; rank < n; ++rank) {
@@ -88,7 +101,7 @@ TEST(Check, CorrectResultsPassInAnyOrder) {
                   const CheckResult r = check_output(s, rank, out.data());
                   ASSERT_EQ(r.wrong, 0) << name(c) << " " << name(d) << " " << name(op) << " n=" << n << " count=" << count
                                         << " kind=" << static_cast<int>(kind) << " rank=" << rank << ": " << r.first_wrong;
-                  if (kind == InputKind::exact) {
+                  if (kind != InputKind::random) {
                     EXPECT_EQ(r.max_ulp, 0);
                   }
                 }
@@ -179,6 +192,237 @@ TEST(Check, ReduceChecksOnlyTheRoot) {
   Bytes garbage(8 * 4, 0xff);
   EXPECT_EQ(check_output(s, 0, garbage.data()).checked, 0);  // non-root output is undefined
   EXPECT_EQ(check_output(s, 1, garbage.data()).wrong, 8);
+}
+
+// --- the overflow set ------------------------------------------------------------------------
+
+constexpr std::array<DType, 6> kIntegerDTypes{DType::i8, DType::u8, DType::i32, DType::u32, DType::i64, DType::u64};
+constexpr std::array<DType, 4> kFloatDTypes{DType::f32, DType::f64, DType::f16, DType::bf16};
+
+// The largest value of an integer dtype, as a long double (exact for 64-bit values: 64-bit
+// significand).
+long double integer_max(DType d) {
+  return visit_dtype(d, [](auto tag) -> long double {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) return static_cast<long double>(std::numeric_limits<T>::max());
+    return 0;
+  });
+}
+
+// Integer sums and products leave the range in every dtype and at every rank count from 2: class
+// 0 of sum holds MAX on every rank, class 0 of prod 2^(bits/2) (the product is at least 2^bits).
+TEST(Overflow, IntegerSumsAndProductsOverflowInEveryDType) {
+  for (DType d : kIntegerDTypes) {
+    for (int n = 2; n <= 4; ++n) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod}) {
+        const CheckSpec s{Collective::all_reduce, d, op, -1, 4, n, 5, InputKind::overflow};
+        long double exact = op == ReduceOp::sum ? 0 : 1;
+        for (int r = 0; r < n; ++r) {
+          const long double x = input_value(s, r, 0);  // element 0: class 0
+          exact = op == ReduceOp::sum ? exact + x : exact * x;
+        }
+        EXPECT_GT(exact, integer_max(d)) << name(d) << " " << name(op) << " n=" << n;
+      }
+    }
+  }
+}
+
+// Float sums reach +inf from 3 ranks (every rank H, half the largest finite value) and products
+// from 2 (G with G^2 past it), in the order core/reduce combines them.
+TEST(Overflow, FloatSumsAndProductsReachInfinity) {
+  for (DType d : kFloatDTypes) {
+    for (int n = 3; n <= 4; ++n) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::avg}) {
+        const CheckSpec s{Collective::all_reduce, d, op, -1, 5, n, 5, InputKind::overflow};
+        const Bytes out = simulate(s, 0, forward(n));
+        EXPECT_EQ(load_double(d, out.data(), 0), std::numeric_limits<double>::infinity()) << name(d) << " " << name(op);
+        // Class 1: -inf (every rank -H for sums, one -G for products).
+        EXPECT_EQ(load_double(d, out.data(), 1), -std::numeric_limits<double>::infinity()) << name(d) << " " << name(op);
+      }
+    }
+  }
+}
+
+// Unsigned inputs reach past the signed maximum (a stack that treats u32 as i32 is seen), and
+// every input set's integers span the whole range where no partial result can leave it.
+TEST(Overflow, UnsignedInputsUseValuesAboveTheSignedMaximum) {
+  for (DType d : {DType::u8, DType::u32, DType::u64}) {
+    const long double signed_max = integer_max(d) / 2;  // 2^(bits-1) - 1/2
+    for (InputKind kind : kAllInputKinds) {
+      const CheckSpec s{Collective::all_reduce, d, ReduceOp::max, -1, 256, 3, 5, kind};
+      int above = 0;
+      for (int64_t i = 0; i < s.count; ++i) above += static_cast<long double>(input_value(s, 1, i)) > signed_max;
+      // Uniform over the range, about half of 256 lie above; 32 is far below any plausible draw.
+      EXPECT_GT(above, 32) << name(d) << " " << name(kind);
+    }
+  }
+}
+
+// NaN reaches min and max from every rank: element i of class 0 holds NaN on rank (i / 4) % n.
+TEST(Overflow, NaNVisitsEveryRankForMinAndMax) {
+  for (int n = 1; n <= 4; ++n) {
+    const CheckSpec s{Collective::all_reduce, DType::f32, ReduceOp::max, -1, 4 * n, n, 5, InputKind::overflow};
+    for (int r = 0; r < n; ++r) EXPECT_TRUE(std::isnan(input_value(s, r, 4 * r))) << "rank " << r;
+  }
+}
+
+// --- what a misbehaving stack did, named -----------------------------------------------------
+
+// A stack whose integer sums and products clamp at the dtype's range and whose floats clamp at
+// the largest finite value: written here apart from the checker, so the two do not share a bug.
+void saturating_combine(DType d, ReduceOp op, void* acc, const void* in, size_t count) {
+  visit_dtype(d, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* a = static_cast<T*>(acc);
+    const T* b = static_cast<const T*>(in);
+    for (size_t i = 0; i < count; ++i) {
+      if constexpr (std::is_integral_v<T>) {
+        const long double lo = static_cast<long double>(std::numeric_limits<T>::lowest());
+        const long double hi = static_cast<long double>(std::numeric_limits<T>::max());
+        const long double x = a[i], y = b[i];
+        long double r = op == ReduceOp::prod ? x * y : op == ReduceOp::min ? std::min(x, y)
+                        : op == ReduceOp::max ? std::max(x, y) : x + y;
+        r = std::clamp(r, lo, hi);
+        a[i] = static_cast<T>(r);
+      } else {
+        reduce_into(d, op, &a[i], &b[i], 1);
+        const double v = static_cast<double>(a[i]);
+        if (std::isinf(v) && std::isfinite(static_cast<double>(b[i]))) {
+          const double largest = d == DType::f32 ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
+          a[i] = T(v > 0 ? largest : -largest);
+        }
+      }
+    }
+  });
+}
+
+TEST(Deviations, SaturationIsNamedWithTheBound) {
+  for (int n = 2; n <= 4; ++n) {
+    const CheckSpec i8{Collective::all_reduce, DType::i8, ReduceOp::sum, -1, 64, n, 5, InputKind::overflow};
+    const CheckResult r = check_output(i8, 0, simulate(i8, 0, forward(n), saturating_combine).data());
+    EXPECT_GT(r.deviations[static_cast<size_t>(Deviation::saturates_high)], 0) << describe(r.deviations, i8.dtype, i8.op, true);
+    EXPECT_GT(r.deviations[static_cast<size_t>(Deviation::saturates_low)], 0) << describe(r.deviations, i8.dtype, i8.op, true);
+    EXPECT_NE(describe(r.deviations, i8.dtype, i8.op, true).find("saturates at 127"), std::string::npos);
+    EXPECT_NE(describe(r.deviations, i8.dtype, i8.op, true).find("saturates at -128"), std::string::npos);
+    EXPECT_NE(r.first_wrong.find("(saturates at"), std::string::npos) << r.first_wrong;
+  }
+  // avg: a clamped sum divided by n is named as the clamp, never as "wrong value".
+  const CheckSpec avg{Collective::all_reduce, DType::i8, ReduceOp::avg, -1, 64, 2, 5, InputKind::overflow};
+  const CheckResult averaged = check_output(avg, 0, simulate(avg, 0, forward(2), saturating_combine).data());
+  EXPECT_GT(averaged.deviations[static_cast<size_t>(Deviation::saturates_high)], 0);
+  EXPECT_EQ(averaged.deviations[static_cast<size_t>(Deviation::other)], 0) << averaged.first_wrong;
+  // Floats: 3 ranks of H overflow; the clamped result is the largest finite value.
+  const CheckSpec f32{Collective::all_reduce, DType::f32, ReduceOp::sum, -1, 64, 3, 5, InputKind::overflow};
+  const CheckResult r = check_output(f32, 0, simulate(f32, 0, forward(3), saturating_combine).data());
+  EXPECT_GT(r.deviations[static_cast<size_t>(Deviation::saturates_high)], 0);
+  EXPECT_NE(describe(r.deviations, f32.dtype, f32.op, true).find("saturates at 3.40282347e+38"), std::string::npos)
+      << describe(r.deviations, f32.dtype, f32.op, true);
+  // The exact set sees nothing: its partial results never leave the range.
+  CheckSpec exact = f32;
+  exact.kind = InputKind::exact;
+  EXPECT_EQ(check_output(exact, 0, simulate(exact, 0, forward(3), saturating_combine).data()).wrong, 0);
+}
+
+TEST(Deviations, NaNDroppedByMinAndMax) {
+  // fmin/fmax: a NaN operand is ignored (C's functions, NCCL's float min/max).
+  const Combine fmin_fmax = [](DType d, ReduceOp op, void* acc, const void* in, size_t count) {
+    auto* a = static_cast<float*>(acc);
+    const auto* b = static_cast<const float*>(in);
+    ASSERT_EQ(d, DType::f32);
+    for (size_t i = 0; i < count; ++i) a[i] = op == ReduceOp::min ? std::fmin(a[i], b[i]) : std::fmax(a[i], b[i]);
+  };
+  for (int n = 2; n <= 4; ++n) {
+    for (ReduceOp op : {ReduceOp::min, ReduceOp::max}) {
+      const CheckSpec s{Collective::all_reduce, DType::f32, op, -1, 64, n, 5, InputKind::overflow};
+      const CheckResult r = check_output(s, 0, simulate(s, 0, forward(n), fmin_fmax).data());
+      // Class 0 (every 4th element) holds one NaN: 16 of 64 elements, all dropped.
+      EXPECT_EQ(r.deviations[static_cast<size_t>(Deviation::nan_dropped)], 16) << describe(r.deviations, s.dtype, op, true);
+      EXPECT_EQ(r.wrong, 16);
+      EXPECT_NE(r.first_wrong.find("NaN dropped by " + std::string(name(op))), std::string::npos) << r.first_wrong;
+    }
+  }
+}
+
+TEST(Deviations, UnsignedComparedAsSigned) {
+  // As MPICH 4.0's MPI_UINT8_T min and max were seen to do: the signed comparison's answer.
+  const Combine signed_compare = [](DType, ReduceOp op, void* acc, const void* in, size_t count) {
+    auto* a = static_cast<uint8_t*>(acc);
+    const auto* b = static_cast<const uint8_t*>(in);
+    for (size_t i = 0; i < count; ++i) {
+      const auto x = static_cast<int8_t>(a[i]), y = static_cast<int8_t>(b[i]);
+      a[i] = static_cast<uint8_t>(op == ReduceOp::min ? std::min(x, y) : std::max(x, y));
+    }
+  };
+  for (InputKind kind : kAllInputKinds) {
+    const CheckSpec s{Collective::all_reduce, DType::u8, ReduceOp::max, -1, 64, 2, 5, kind};
+    const CheckResult r = check_output(s, 0, simulate(s, 0, forward(2), signed_compare).data());
+    EXPECT_GT(r.wrong, 0) << name(kind);
+    EXPECT_EQ(r.deviations[static_cast<size_t>(Deviation::compares_signed)], r.wrong) << name(kind);
+    EXPECT_NE(r.first_wrong.find("compares u8 as signed"), std::string::npos) << r.first_wrong;
+  }
+}
+
+TEST(Deviations, AvgThatDividesBeforeSumming) {
+  // sum(x / n): finite where the stated sum-then-divide overflows (NCCL's float avg premultiplies).
+  const CheckSpec s{Collective::all_reduce, DType::f64, ReduceOp::avg, -1, 10, 3, 5, InputKind::overflow};
+  Bytes out(10 * 8);
+  for (int64_t i = 0; i < 10; ++i) {
+    double acc = 0;
+    for (int r = 0; r < 3; ++r) acc += input_value(s, r, i) / 3;
+    std::memcpy(out.data() + i * 8, &acc, 8);
+  }
+  const CheckResult r = check_output(s, 0, out.data());
+  EXPECT_EQ(r.deviations[static_cast<size_t>(Deviation::avg_divides_first)], 4);  // classes 0 and 1 of 10 elements
+  EXPECT_NE(describe(r.deviations, s.dtype, s.op, true).find("divides before summing"), std::string::npos);
+}
+
+TEST(Deviations, DataMovementKeepsEveryBitPattern) {
+  // Every f32 bit pattern travels; a stack that canonicalises NaNs or flushes subnormals is named.
+  const CheckSpec s{Collective::broadcast, DType::f32, ReduceOp::sum, 0, 4096, 2, 5, InputKind::overflow};
+  Bytes out = simulate(s, 1, forward(2));
+  int nans = 0, subnormals = 0;
+  for (int64_t i = 0; i < s.count; ++i) {
+    float v;
+    std::memcpy(&v, out.data() + i * 4, 4);
+    if (std::isnan(v)) {
+      v = std::numeric_limits<float>::quiet_NaN();
+      ++nans;
+    } else if (std::fpclassify(v) == FP_SUBNORMAL) {
+      v = 0;
+      ++subnormals;
+    }
+    std::memcpy(out.data() + i * 4, &v, 4);
+  }
+  // Random 32-bit patterns: 2^-8 are NaN or inf and 2^-8 subnormal or zero, about 16 of 4096
+  // each; the canonical NaN itself may come up, so at least one must have changed.
+  ASSERT_GT(nans, 0);
+  ASSERT_GT(subnormals, 0);
+  const CheckResult r = check_output(s, 1, out.data());
+  EXPECT_GT(r.deviations[static_cast<size_t>(Deviation::nan_payload_changed)], 0);
+  EXPECT_EQ(r.deviations[static_cast<size_t>(Deviation::subnormal_flushed)], subnormals);
+}
+
+TEST(Deviations, CountsAreDescribedMostFrequentFirst) {
+  DeviationCounts counts{};
+  counts[static_cast<size_t>(Deviation::nan_dropped)] = 2;
+  counts[static_cast<size_t>(Deviation::saturates_high)] = 6;
+  EXPECT_EQ(describe(counts, DType::i8, ReduceOp::max, true), "saturates at 127: 6, NaN dropped by max: 2");
+  EXPECT_EQ(describe(DeviationCounts{}, DType::i8, ReduceOp::max, true), "");
+  EXPECT_EQ(describe(Deviation::saturates_low, DType::u32, ReduceOp::sum, true), "saturates at 0");
+  EXPECT_EQ(describe(Deviation::saturates_high, DType::u64, ReduceOp::sum, true), "saturates at 18446744073709551615");
+}
+
+TEST(Fp8, InputsAreUnsupported) {
+  for (DType d : kFp8DTypes) {
+    const CheckSpec s{Collective::all_reduce, d, ReduceOp::sum, -1, 4, 2, 5, InputKind::exact};
+    Bytes in(4);
+    try {
+      fill_input(s, 0, in.data());
+      ADD_FAILURE() << name(d);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::unsupported);
+    }
+  }
 }
 
 }  // namespace

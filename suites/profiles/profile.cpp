@@ -101,7 +101,9 @@ class Loader {
   explicit Loader(std::string path) : path_(std::move(path)) {}
 
   [[noreturn]] void fail(int line, const std::string& reason) const {
-    throw Error(Error::Kind::invalid_argument, path_ + ":" + std::to_string(line) + ": " + reason);
+    // printable(): a reason quotes the file's text (a key, toml++'s "saw '...'"), which may hold
+    // line breaks and control bytes; the error stays one line and safe on a terminal.
+    throw Error(Error::Kind::invalid_argument, path_ + ":" + std::to_string(line) + ": " + printable(reason));
   }
   [[noreturn]] void fail(const toml::node& node, const std::string& reason) const {
     fail(static_cast<int>(node.source().begin.line), reason);

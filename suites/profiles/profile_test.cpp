@@ -129,6 +129,8 @@ TEST_P(MalformedProfiles, GiveOneLineNamingFileAndLine) {
   const Malformed& m = GetParam();
   const std::string message = load_error(m.text);
   EXPECT_NE(message.find(m.expected), std::string::npos) << m.what << ": " << message;
+  // One line, and nothing a terminal would act on, whatever text of the file the reason quotes.
+  for (const char c : message) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << m.what << ": " << message;
 }
 
 const std::string kOk = "source = \"s\"\nmetric = \"busbw\"\n";
@@ -178,7 +180,14 @@ INSTANTIATE_TEST_SUITE_P(
                   "p.toml:2: [run] iters must be an integer, not a string"},
         Malformed{"unknown statistic", "[[threshold]]\n" + kOk + "min = 1\nstatistic = \"mean\"\n",
                   "p.toml:5: unknown statistic 'mean'"},
-        Malformed{"no thresholds", "[profile]\nname = \"empty\"\n", "p.toml:1: no [[threshold]] table"}),
+        Malformed{"no thresholds", "[profile]\nname = \"empty\"\n", "p.toml:1: no [[threshold]] table"},
+        // toml++ quotes what it saw, line break included; a quoted key or a string may hold
+        // escaped line breaks and escape sequences.
+        Malformed{"syntax error quoting a line break", "[[threshold]]\noptional = tr\n", "p.toml:2: TOML syntax error"},
+        Malformed{"key with a line break", "[[threshold]]\n" + kOk + "min = 1\n\"m\\nn\" = 1\n",
+                  "p.toml:5: unknown key 'm"},
+        Malformed{"metric with an escape sequence", "[[threshold]]\nsource = \"s\"\nmetric = \"\\u001b[31m\"\nmin = 1\n",
+                  "p.toml:3: unknown metric '"}),
     [](const testing::TestParamInfo<Malformed>& param_info) {
       std::string name = param_info.param.what;
       for (char& ch : name) {

@@ -1,0 +1,136 @@
+// End-to-end tests of `dtsuite run collectives` and its three input sets: u32 and u64 pass every
+// collective on mpi and ring(mpi) at 1-4 ranks with exact, random and overflow inputs; a stack
+// that saturates (faulty(saturate,mpi)) or drops NaN in min/max (faulty(dropnan,mpi)) FAILs with
+// a detail naming what it did, where the exact and random inputs alone see nothing; fp8 cases
+// SKIP with the backend's own reason.
+//   ctest -R collectives_e2e_test
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "harness/testing/e2e.h"
+#include "results/csv_reader.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dts::e2e;
+
+// Small sizes keep four ranks on two cores to seconds; 0, 1 and 1021 elements run besides.
+const std::string kSweep = "-b 8 -e 512 -f 8 -n 1 -w 0";
+
+std::vector<dts::Record> run_collectives(int ranks, const std::string& args, int expected_exit, const std::string& name) {
+  const fs::path csv = scratch_dir() / (name + ".csv");
+  const RunResult r = run_dtsuite(ranks, "run collectives " + args + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, expected_exit) << r.err << r.out.substr(0, 4000);
+  return dts::read_results_csv(csv.string());
+}
+
+std::vector<dts::Record> wrong_rows(const std::vector<dts::Record>& rows) {
+  std::vector<dts::Record> out;
+  for (const dts::Record& r : rows) {
+    if (r.metric == "wrong") out.push_back(r);
+  }
+  return out;
+}
+
+class UnsignedDTypes : public testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(UnsignedDTypes, PassEveryCollectiveOnEveryInputSet) {
+  const auto [np, backend] = GetParam();
+  const auto rows = run_collectives(np, "--backend '" + backend + "' -d u32,u64 " + kSweep, 0,
+                                    "unsigned_" + std::to_string(np) + "_" + std::to_string(backend.size()));
+  const auto wrong = wrong_rows(rows);
+  std::set<std::string> dtypes, ops;
+  for (const dts::Record& r : wrong) {
+    dtypes.insert(r.labels.dtype);
+    ops.insert(r.labels.op);
+    EXPECT_EQ(r.verdict, dts::Verdict::pass) << r.case_id << ": " << r.detail;
+    for (const char* set : {"exact inputs: 0 wrong", "random inputs: 0 wrong", "overflow inputs: 0 wrong"}) {
+      EXPECT_NE(r.detail.find(set), std::string::npos) << r.case_id << ": " << r.detail;
+    }
+  }
+  EXPECT_EQ(dtypes, (std::set<std::string>{"u32", "u64"}));
+  EXPECT_EQ(ops.size(), 7u);  // every collective
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndBackends, UnsignedDTypes,
+                         testing::Combine(testing::Values(1, 2, 3, 4), testing::Values("mpi", "ring(mpi)")));
+
+// The overflow part of a failing row's detail ("overflow inputs: 6 wrong (...): saturates at 127: 6").
+std::string overflow_part(const std::string& detail) {
+  const size_t at = detail.find("overflow inputs:");
+  return at == std::string::npos ? "" : detail.substr(at, detail.find("; first:", at) - at);
+}
+
+TEST(SemanticFaults, SaturationFailsTheOverflowInputsAndIsNamed) {
+  for (int np : {2, 3}) {
+    const auto rows = run_collectives(
+        np, "--backend 'faulty(saturate,mpi)' -d i8,u32,f32 -o sum,prod --collective all_reduce,reduce_scatter " + kSweep,
+        1, "saturate_" + std::to_string(np));
+    int failed = 0;
+    for (const dts::Record& r : wrong_rows(rows)) {
+      if (r.verdict != dts::Verdict::fail) continue;
+      ++failed;
+      // Exact inputs never leave the range: only the other sets can see a clamp.
+      EXPECT_NE(r.detail.find("exact inputs: 0 wrong"), std::string::npos) << r.detail;
+      // The dtype's own bounds: i8 127 / -128, u32 4294967295 (0 cannot be passed adding or
+      // multiplying), f32 ±3.40282347e+38, the largest finite value.
+      const std::string overflow = overflow_part(r.detail);
+      const std::vector<std::string> bounds = r.labels.dtype == "i8"    ? std::vector<std::string>{"127", "-128"}
+                                              : r.labels.dtype == "u32" ? std::vector<std::string>{"4294967295"}
+                                                                        : std::vector<std::string>{"3.40282347e+38", "-3.40282347e+38"};
+      bool named = false;
+      for (const std::string& bound : bounds) named = named || overflow.find("saturates at " + bound) != std::string::npos;
+      EXPECT_TRUE(named) << r.case_id << ": " << r.detail;
+    }
+    // Every case with a count of 1 element or more reduces an overflowing class on the victim.
+    EXPECT_GT(failed, 0);
+  }
+}
+
+TEST(SemanticFaults, DroppedNaNFailsMinAndMaxAndIsNamed) {
+  const auto rows = run_collectives(
+      3, "--backend 'faulty(dropnan,mpi)' -d f32,f64,bf16 -o min,max,sum --collective all_reduce,reduce " + kSweep, 1,
+      "dropnan");
+  int failed = 0;
+  for (const dts::Record& r : wrong_rows(rows)) {
+    const bool min_max = r.labels.config.find("redop=min") != std::string::npos ||
+                         r.labels.config.find("redop=max") != std::string::npos;
+    if (!min_max) {
+      EXPECT_EQ(r.verdict, dts::Verdict::pass) << r.case_id << ": " << r.detail;  // sum does not change
+      continue;
+    }
+    if (r.verdict != dts::Verdict::fail) continue;
+    ++failed;
+    EXPECT_NE(r.detail.find("exact inputs: 0 wrong"), std::string::npos) << r.detail;
+    EXPECT_NE(r.detail.find("random inputs: 0 wrong"), std::string::npos) << r.detail;
+    EXPECT_NE(overflow_part(r.detail).find("NaN dropped by m"), std::string::npos) << r.case_id << ": " << r.detail;
+  }
+  EXPECT_GT(failed, 0);
+}
+
+TEST(Fp8, CasesSkipWithTheBackendsReason) {
+  for (const std::string backend : {"mpi", "ring(mpi)"}) {
+    const auto rows = run_collectives(2, "--backend '" + backend + "' -d f8e4m3,f8e5m2 --collective all_reduce,broadcast " + kSweep,
+                                      0, "fp8_" + std::to_string(backend.size()));
+    ASSERT_FALSE(rows.empty());
+    for (const dts::Record& r : rows) {
+      EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id;
+      // Counts of 1 element or more reach MPI, which names itself; ring(mpi) sends nothing for 0
+      // elements and the suite then says it has no fp8 reference.
+      const bool backend_said = r.detail.find("backend mpi has no " + r.labels.dtype) != std::string::npos;
+      const bool suite_said = r.detail.find("dtsuite has no " + r.labels.dtype + " reference") != std::string::npos;
+      EXPECT_TRUE(backend_said || suite_said) << r.case_id << ": " << r.detail;
+      if (backend == "mpi") {
+        EXPECT_TRUE(backend_said) << r.case_id << ": " << r.detail;
+      }
+    }
+  }
+}
+
+}  // namespace
