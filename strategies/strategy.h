@@ -55,7 +55,9 @@ struct ParallelConfig {
   int zero = 0;                            // ZeRO stage across the dp group (0: plain all_reduce)
   int microbatches = 1;                    // per step: gradient accumulation, or the pipeline's m
   PipelineSchedule schedule = PipelineSchedule::none;
-  size_t bucket_bytes = size_t{25} << 20;  // DDP gradient buckets (PyTorch's default, 25 MiB)
+  // DDP gradient buckets; 0 (the default): a quarter of the gradient, between 1 and 25 MiB
+  // (PyTorch's 25 MiB for every model of 100 MiB of gradients or more; ddp_strategy.cpp says why).
+  size_t bucket_bytes = 0;
   int world() const { return dp * tp * pp; }
   // "dp=2;tp=2;pp=1;zero=0;mb=4;schedule=1f1b": the CSV config keys of the layout.
   std::string describe() const;

@@ -127,7 +127,8 @@ struct InFlight {
 //
 // Copies. None beyond the transfers: the first step sends from the input, a reduction writes
 // its result where the next step sends it from (Landing), and the all-gather phase receives
-// straight into place.
+// straight into place. all_gather out of place copies its own block into the output while its
+// first sends, which read the caller's input, travel (own_input).
 //
 // Matching. The inner interface has no tags; MPI's non-overtaking rule matches messages
 // between a pair in posting order. Every rank posts its isends to r+1 in increasing k (all of
@@ -369,7 +370,8 @@ void RingCommunicator::all_gather(const void* in, void* out, size_t in_count, DT
     return;
   }
   const Segments segments = split_blocks(in_count, n);
-  // Only the gather phase: rank r starts out owning block r, as after a reduce-scatter.
+  // Only the gather phase (no landing of reductions to choose): rank r starts out owning block
+  // r, as after a reduce-scatter.
   run_ring({*inner_, data, data, segments, dtype, ReduceOp::sum, n - 1, 2 * n - 2, Landing::scratch,
             chunk_elements(dtype, in_count), timeout(), work(0), in != own ? static_cast<const char*>(in) : nullptr});
 }

@@ -97,20 +97,41 @@ TEST(Ddp, FirstBucketIsCappedAtOneMebibyteAsInPyTorch) {
   // Gradients in ready order: layer2.bias (10), layer2.weight (6000), layer1.bias (600),
   // layer1.weight (360000 elements, 1.44 MB in f32), then layer0 (600 + 360000). The first bucket
   // closes at the first parameter that takes it to 1 MiB (layer1.weight, in f32 and f64 alike);
-  // the rest (layer0, under 25 MiB) is the second. Without the cap the model would be one bucket
+  // the rest (layer0, under 25 MiB) is the second, at PyTorch's fixed 25 MiB. Without the cap the model would be one bucket
   // that starts only when backward ends.
   const ModelSpec spec{.layers = 3, .width = 600, .input = 600, .classes = 10};
   auto comm = make_communicator("mpi");
   const std::vector<ParameterInfo> layout = parameter_layout(spec);
   const int64_t total = parameter_count(spec), layer1_weight = layout[2].offset, layer0_end = layout[2].offset;
   const std::vector<std::pair<int64_t, int64_t>> want = {{layer1_weight, total}, {0, layer0_end}};
-  EXPECT_EQ(DdpStrategy<float>(spec, ParallelConfig{}, *comm).buckets(), want);
-  EXPECT_EQ(DdpStrategy<double>(spec, ParallelConfig{}, *comm).buckets(), want);
+  ParallelConfig pytorch;
+  pytorch.bucket_bytes = size_t{25} << 20;
+  EXPECT_EQ(DdpStrategy<float>(spec, pytorch, *comm).buckets(), want);
+  EXPECT_EQ(DdpStrategy<double>(spec, pytorch, *comm).buckets(), want);
   // A bucket_bytes below 1 MiB is the cap of every bucket, the first included: 300 KB buckets
   // hold one large weight each (360000 f32 elements pass 300 KB alone).
   ParallelConfig small;
   small.bucket_bytes = 300000;
   EXPECT_EQ(DdpStrategy<float>(spec, small, *comm).buckets().size(), 2u);
+}
+
+TEST(Ddp, DefaultBucketsAreAQuarterOfTheGradientBetweenOneAndTwentyFiveMebibytes) {
+  EXPECT_EQ(auto_bucket_bytes(0), size_t{1} << 20);
+  EXPECT_EQ(auto_bucket_bytes(size_t{4} << 20), size_t{1} << 20);      // a quarter below 1 MiB
+  EXPECT_EQ(auto_bucket_bytes(16'834'600), size_t{4'208'650});          // model A in f32
+  EXPECT_EQ(auto_bucket_bytes(size_t{100} << 20), size_t{25} << 20);   // PyTorch's from here on
+  EXPECT_EQ(auto_bucket_bytes(size_t{1} << 40), size_t{25} << 20);
+  // Model A (4 x (1024^2 + 1024) hidden parameters, 4,198,400 bytes a layer in f32, then a 10-class
+  // layer): the first bucket closes at the first parameter past 1 MiB (layer3.weight), the next
+  // needs 4,208,650 bytes so it takes layers 2 and 1, and layer 0 is the last: 3 buckets, two of
+  // them launched during backward, where a fixed 25 MiB has 2 (the second launched when backward
+  // ends, with 3/4 of the gradient).
+  const ModelSpec model_a{.layers = 5, .width = 1024, .input = 1024, .classes = 10};
+  auto comm = make_communicator("mpi");
+  EXPECT_EQ(DdpStrategy<float>(model_a, ParallelConfig{}, *comm).buckets().size(), 3u);
+  ParallelConfig pytorch;
+  pytorch.bucket_bytes = size_t{25} << 20;
+  EXPECT_EQ(DdpStrategy<float>(model_a, pytorch, *comm).buckets().size(), 2u);
 }
 
 TEST(Ddp, ReportsAccountForTimeBytesAndMemory) {

@@ -1,7 +1,8 @@
 // DDP's training step on model A (training_step_bench.cpp) under MPI: the step's wall time, its
 // compute (forward, backward, optimizer) and the communication it leaves exposed (the wait for
-// the gradient all_reduce after backward), at the default 25 MiB buckets (model A's 16.8 MB of
-// gradients in one) and at smaller ones that can start during backward. Run, e.g.
+// the gradient all_reduce after backward), at dtsuite's default buckets (a quarter of the
+// gradient), at PyTorch's 25 MiB (model A's 16.8 MB of gradients in a 1 MiB-capped first bucket and
+// one more that starts when backward ends) and at fixed smaller ones. Run, e.g.
 //   mpirun -np 2 build-dir/strategies/ddp_step_bench [--benchmark_repetitions=5]
 // Every rank runs the same fixed iteration counts (the steps are collective); rank 0 reports its
 // own StepReport, as the equivalence suite's step_time and exposed_comm_time do.
@@ -56,7 +57,8 @@ void bm_ddp_step(benchmark::State& state) {
 // Fixed iteration counts: adaptive counts could differ between ranks and deadlock the job.
 BENCHMARK(bm_ddp_step)
     ->Name("ddp_step/A/f32/sgd/bucket_bytes")
-    ->Arg(int64_t{25} << 20)  // PyTorch's default: model A's gradients in one bucket
+    ->Arg(0)                  // dtsuite's default: a quarter of the gradient (4.2 MB: 3 buckets)
+    ->Arg(int64_t{25} << 20)  // PyTorch's default: model A's gradients in two buckets
     ->Arg(int64_t{8} << 20)   // two 1024 x 1024 layers per bucket
     ->Arg(int64_t{4} << 20)   // one layer per bucket (a bucket closes at a parameter's end)
     ->Iterations(20)

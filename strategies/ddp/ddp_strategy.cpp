@@ -15,6 +15,11 @@
 
 namespace dts {
 
+size_t auto_bucket_bytes(size_t gradient_bytes) {
+  constexpr size_t kMin = size_t{1} << 20, kMax = size_t{25} << 20;
+  return std::clamp(gradient_bytes / 4, kMin, kMax);
+}
+
 template <class T>
 DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
                             MlpCompute compute)
@@ -32,12 +37,21 @@ DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config,
   // and a small first bucket starts communication early in backward instead of after it (at the
   // 25 MiB default, a model of up to 25 MiB would otherwise be one bucket that starts when
   // backward ends, leaving all of its all_reduce exposed).
+  //
+  // Bucket size (bucket_bytes 0, the default): a quarter of the gradient, at least 1 MiB and at
+  // most PyTorch's 25 MiB. With a fixed 25 MiB, a model of up to ~26 MiB of gradients has the
+  // 1 MiB-or-so first bucket and one more that starts only when backward ends: model A (16.8 MB,
+  // training_step_bench.cpp), 2 ranks, left 11-14% of its step as exposed communication, and
+  // 3-6% with 4 or 8 MiB buckets (strategies/ddp/ddp_step_bench.cpp). Four or more buckets let
+  // all but the last overlap with backward; models of 100 MiB of gradients and more get
+  // PyTorch's 25 MiB.
   const auto& layout = mlp_.layout();
   bucket_of_.resize(layout.size());
   constexpr size_t kFirstBucketBytes = size_t{1} << 20;
+  const size_t bucket_bytes = config.bucket_bytes > 0 ? config.bucket_bytes : auto_bucket_bytes(params_.size() * sizeof(T));
   const auto elements = [](size_t bytes) { return std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(T))); };
-  const int64_t first_bucket_elements = elements(std::min(config.bucket_bytes, kFirstBucketBytes));
-  const int64_t bucket_elements = elements(config.bucket_bytes);
+  const int64_t first_bucket_elements = elements(std::min(bucket_bytes, kFirstBucketBytes));
+  const int64_t bucket_elements = elements(bucket_bytes);
   int64_t end = static_cast<int64_t>(params_.size()), filled = 0;
   for (size_t i = layout.size(); i-- > 0;) {
     if (filled == 0) {

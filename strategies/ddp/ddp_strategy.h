@@ -1,7 +1,7 @@
 // DDP (PyTorch DistributedDataParallel's scheme): every rank holds the whole model, runs
 // forward/backward on its slice of the global batch, and averages gradients with all_reduce.
-// Gradients are grouped into buckets (reverse layer order, bucket_bytes each, the first at most
-// 1 MiB as in PyTorch); a bucket's all_reduce starts asynchronously the moment its last gradient
+// Gradients are grouped into buckets (reverse layer order, bucket_bytes each, by default a quarter
+// of the gradient between 1 and 25 MiB; the first at most 1 MiB as in PyTorch); a bucket's all_reduce starts asynchronously the moment its last gradient
 // is ready, overlapping the rest of backward. With gradient accumulation over K micro-batches,
 // only the last one communicates.
 #pragma once
@@ -13,6 +13,9 @@
 #include "strategies/strategy.h"
 
 namespace dts {
+
+// The bucket size bucket_bytes 0 stands for: gradient_bytes / 4, clamped to [1 MiB, 25 MiB].
+size_t auto_bucket_bytes(size_t gradient_bytes);
 
 template <class T>
 class DdpStrategy final : public Strategy {

@@ -404,7 +404,10 @@ void fill_input(const CheckSpec& s, int rank, void* input) {
   });
 }
 
-void fill_sentinel(void* data, int64_t bytes) { std::memset(data, 0xA5, static_cast<size_t>(bytes)); }
+void fill_sentinel(void* data, int64_t bytes) {
+  // A buffer of 0 elements may have no storage: memset(nullptr, _, 0) is undefined behaviour.
+  if (bytes > 0) std::memset(data, 0xA5, static_cast<size_t>(bytes));
+}
 
 double ulp_of(DType dtype, double value) {
   const Format f = format_of(dtype);

@@ -42,6 +42,7 @@ Bytes simulate(const CheckSpec& s, int rank, const std::vector<int>& order, cons
   const auto count = static_cast<size_t>(s.count);
   const int n = s.world_size;
   Bytes out(static_cast<size_t>(output_elements(s)) * esize);
+  if (out.empty()) return out;  // 0 elements: no storage, and memcpy(nullptr, _, 0) is undefined
   std::vector<Bytes> in;
   for (int r = 0; r < n; ++r) in.push_back(input_of(s, r));
   switch (s.collective) {
