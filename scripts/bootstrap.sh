@@ -60,12 +60,26 @@ grep -E "^-- dtsuite" "$build_dir.configure.log" || true
 sanitize_tests=(-L 'unit|mpi' -LE e2e)
 build_targets=("$build_target")
 if [ "$mode" = sanitize ]; then
-  mapfile -t build_targets < <(ctest --test-dir "$build_dir" -N "${sanitize_tests[@]}" --show-only=json-v1 | python3 -c '
-import json, os, sys
+  # The binaries behind the selected tests: a test's name is its target's (NAME_npN for an MPI
+  # test, NAME_corpus for a corpus replay), and a test run through a launcher or script names the
+  # binary among its arguments; whatever of that is a target of this build is built.
+  mapfile -t build_targets < <(python3 - "$build_dir" \
+      <(ctest --test-dir "$build_dir" -N "${sanitize_tests[@]}" --show-only=json-v1) \
+      <(cmake --build "$build_dir" --target help) <<'PY'
+import json, os, re, sys
 build = os.path.realpath(sys.argv[1]) + "/"
-names = {os.path.basename(arg) for t in json.load(sys.stdin)["tests"] for arg in t.get("command", [])
-         if os.path.isabs(arg) and os.path.realpath(arg).startswith(build)}
-print("\n".join(sorted(names)))' "$build_dir")
+tests = json.load(open(sys.argv[2]))["tests"]
+targets = {line[4:].split()[0] for line in open(sys.argv[3]) if line.startswith("... ")}
+wanted = set()
+for t in tests:
+    wanted.add(t["name"])
+    wanted.add(re.sub(r"_(np[0-9]+|corpus)$", "", t["name"]))
+    for arg in t.get("command", []):
+        if os.path.isabs(arg) and os.path.realpath(arg).startswith(build):
+            wanted.add(os.path.basename(arg))
+print("\n".join(sorted(wanted & targets)))
+PY
+  )
 fi
 echo "== building (${#build_targets[@]} targets: ${build_targets[*]})"
 cmake --build "$build_dir" -j"$(nproc)" --target "${build_targets[@]}"
