@@ -75,6 +75,9 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("-T,--timeout", o.timeout_seconds, "seconds a case may take before it is reported as hung; 0: never")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
   run->add_option("--seed", o.seed, "seed of every generated input")->capture_default_str();
+  run->add_option("--repeat", o.repeat,
+                  "run the whole plan R times, each pass in an order shuffled by the seed (rows carry their repetition)")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
   run->add_flag("--quick", o.quick, "each suite's short plan, for smoke tests (collectives: up to 64K, f32/f16/i32, sum/max)");
   run->add_option("--csv", cmd.csv_path, "CSV results file (default out/dtsuite-<run id>.csv)");
   run->add_option("--junit", cmd.junit_path, "JUnit XML results file (one testcase per case)");
@@ -105,11 +108,14 @@ Command parse_command_line(int argc, char** argv) {
   app.add_subcommand("list", "list the suites, backends, collectives, dtypes and ops of this build");
 
   CompareOptions& co = cmd.compare;
-  CLI::App* compare = app.add_subcommand("compare", "gate CURRENT against BASELINE: exit 1 on a regression");
-  compare->add_option("baseline", co.baseline_path, "baseline results CSV")->required();
-  compare->add_option("current", co.current_path, "current results CSV")->required();
+  CLI::App* compare = app.add_subcommand("compare", "gate CURRENT against BASELINE run(s): exit 1 on a regression");
+  compare->add_option("runs", co.inputs, "BASELINE.csv [BASELINE2.csv ...] CURRENT.csv (a folder: its *.csv files)")
+      ->required()->expected(2, 1 << 20);
   compare->add_option("--tolerance", co.tolerance_percent, "percent change always tolerated")
       ->check(FiniteRange(0.0, 1e6))->capture_default_str();
+  compare->add_option("--false-alarm", co.false_alarm_percent,
+                      "with 2+ baseline runs: percent chance that a run of an unchanged stack fails the gate")
+      ->check(FiniteRange(1e-6, 50.0))->capture_default_str();
   compare->add_flag("--samples", co.samples, "judge noise from per-iteration samples (one-sided Mann-Whitney U, alpha 0.01) rather than p05/p95");
   compare->add_option("--csv", co.csv_path, "write the comparison as CSV");
   compare->add_option("--junit", co.junit_path, "write the comparison as JUnit XML");

@@ -19,8 +19,11 @@ struct UsageError : std::runtime_error {
 
 // `dtsuite compare BASELINE.csv CURRENT.csv`: the regression gate (harness/compare_command.cpp).
 struct CompareOptions {
-  std::string baseline_path, current_path;
+  // BASELINE... CURRENT: results CSVs or folders of them (every *.csv, by name); the last is the
+  // current run, every other file's runs (run_id, repetition) are baseline runs.
+  std::vector<std::string> inputs;
   double tolerance_percent = 5;  // a change smaller than this is never a regression
+  double false_alarm_percent = 5;  // with 2+ baseline runs: chance that an unchanged run fails the gate
   bool samples = false;          // judge noise from per-iteration samples instead of p05/p95
   std::string csv_path;          // optional: the comparison table as CSV
   std::string junit_path;        // optional: one testcase per compared row

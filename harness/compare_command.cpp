@@ -1,9 +1,11 @@
-// `dtsuite compare BASELINE.csv CURRENT.csv`: the regression gate. Reads both runs (results/
-// csv_reader), judges them (results/compare) and prints the table; optionally writes it as CSV and
-// JUnit. Exit 0 no regression, 1 a regression, 2 bad input (one line on stderr). Runs without MPI.
+// `dtsuite compare BASELINE.csv [BASELINE2.csv ...] CURRENT.csv`: the regression gate. Reads the
+// runs (results/csv_reader; a folder stands for its *.csv files), judges them (results/compare)
+// and prints the table; optionally writes it as CSV and JUnit. Exit 0 no regression, 1 a
+// regression, 2 bad input (one line on stderr). Runs without MPI.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -38,18 +40,42 @@ std::string change_text(double percent) {
 const Record& identity(const ComparedRow& row) { return row.baseline.metric.empty() ? row.current : row.baseline; }
 
 // The table, nccl-tests style: '#' lines around fixed-width columns, one row per compared record.
-void print_table(const Comparison& c, const CompareOptions& o, const std::vector<Record>& baseline,
-                 const std::vector<Record>& current, const CompareSettings& settings) {
-  const Record& stack = baseline.front();
-  std::printf("# dtsuite compare: baseline %s (run %s, %zu rows) vs current %s (run %s, %zu rows)\n",
-              o.baseline_path.c_str(), stack.run_id.c_str(), baseline.size(), o.current_path.c_str(),
-              current.front().run_id.c_str(), current.size());
-  const JobStack job = job_stacks(baseline).front();  // the job's ranks, not a sub-world case's
+std::string runs_text(size_t runs) { return std::to_string(runs) + " run" + (runs == 1 ? "" : "s"); }
+
+// The table, nccl-tests style: '#' lines around fixed-width columns, one row per compared record.
+void print_table(const Comparison& c, const std::vector<std::string>& baseline_files, const std::string& current_file,
+                 const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents, const CompareSettings& settings) {
+  const RecordedRun& reference = baselines.back();
+  if (baseline_files.size() == 1 && baselines.size() == 1) {
+    std::printf("# dtsuite compare: baseline %s (run %s, %zu rows) vs current %s (run %s, %zu rows)\n",
+                baseline_files.front().c_str(), reference.rows.front().run_id.c_str(), reference.rows.size(),
+                current_file.c_str(), currents.front().rows.front().run_id.c_str(), currents.front().rows.size());
+  } else {
+    std::printf("# dtsuite compare: baseline %s from %zu file(s) (the last, run %s, %zu rows, sets the rows) vs current %s "
+                "(%s, %zu rows)\n",
+                runs_text(baselines.size()).c_str(), baseline_files.size(), reference.rows.front().run_id.c_str(),
+                reference.rows.size(), current_file.c_str(), runs_text(currents.size()).c_str(),
+                currents.front().rows.size());
+  }
+  const JobStack job = job_stacks(reference.rows).front();  // the job's ranks, not a sub-world case's
   std::printf("# stack: backend %s, device %s, %d ranks on %d node(s), %d per node\n", job.backend.c_str(),
               job.device.c_str(), job.world_size, job.nodes, job.ranks_per_node);
-  std::printf("# regression: worse by more than %g%% and outside the noise (%s)\n", settings.tolerance * 100,
-              settings.use_samples ? "Mann-Whitney U on per-iteration samples, one-sided p < 0.01; p05/p95 where none"
-                                   : "p05..p95 intervals of the two runs do not overlap");
+  const std::string within = settings.use_samples
+                                 ? "Mann-Whitney U on per-iteration samples, one-sided p < 0.01; p05/p95 where none"
+                                 : "p05..p95 intervals of the two runs do not overlap";
+  if (c.noise_judged > 0) {
+    std::printf("# regression: worse by more than %g%% and beyond the between-run noise of %s (log scale, each row's "
+                "spread over them moderated by like rows): %g%% chance that an unchanged run fails, shared by %zu "
+                "measurements in %zu rows (p < %s each); other rows: %s\n",
+                settings.tolerance * 100, runs_text(c.baseline_runs).c_str(), settings.false_alarm * 100,
+                c.noise_measurements, c.noise_judged, format_number(c.row_alpha, "%.3g").c_str(), within.c_str());
+  } else {
+    std::printf("# regression: worse by more than %g%% and outside the noise (%s)\n", settings.tolerance * 100,
+                within.c_str());
+    std::printf("# between-run noise: unknown (%s of the baseline); record 3 or more (5 recommended) and pass them all "
+                "(results/baselines/README.md): a run's own intervals do not see how runs differ\n",
+                runs_text(c.baseline_runs).c_str());
+  }
   size_t case_width = 4, metric_width = 6;
   for (const ComparedRow& row : c.rows) {
     case_width = std::max(case_width, row.label.size());
@@ -77,7 +103,8 @@ void write_csv(const Comparison& c, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
   out << "suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,baseline,current,"
-         "change_percent,baseline_p05,baseline_p95,current_p05,current_p95,p_value,verdict,reason\n";
+         "change_percent,baseline_p05,baseline_p95,current_p05,current_p95,p_value,verdict,reason,baseline_runs,"
+         "current_runs,allowed_percent\n";
   for (const ComparedRow& row : c.rows) {
     const Record& r = identity(row);
     const Labels& l = r.labels;
@@ -91,7 +118,9 @@ void write_csv(const Comparison& c, const std::string& path) {
         << (std::isnan(row.change_percent) ? "" : number(row.change_percent)) << ','
         << stat(row.baseline, &Stats::p05) << ',' << stat(row.baseline, &Stats::p95) << ','
         << stat(row.current, &Stats::p05) << ',' << stat(row.current, &Stats::p95) << ',' << number(row.p_value)
-        << ',' << name(row.outcome) << ',' << csv_escape(row.reason) << '\n';
+        << ',' << name(row.outcome) << ',' << csv_escape(row.reason) << ','
+        << (row.baseline_runs > 0 ? std::to_string(row.baseline_runs) : "") << ','
+        << (row.current_runs > 0 ? std::to_string(row.current_runs) : "") << ',' << number(row.allowed_percent) << '\n';
   }
   out.flush();
   if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
@@ -120,26 +149,72 @@ void write_junit(const Comparison& c, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// A folder stands for its *.csv files, in name order.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
+  for (const std::string& input : inputs) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(input, error)) {
+      files.push_back(input);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(input, error)) {
+      if (entry.path().extension() == ".csv" && entry.is_regular_file(error)) found.push_back(entry.path().string());
+    }
+    if (error) throw Error(Error::Kind::invalid_argument, "cannot list the folder '" + input + "': " + error.message());
+    if (found.empty()) throw Error(Error::Kind::invalid_argument, "the folder '" + input + "' holds no .csv file");
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
+}  // namespace
+
 int run_compare(const CompareOptions& options) {
   try {
     if (!(options.tolerance_percent >= 0)) {
       throw Error(Error::Kind::invalid_argument, "--tolerance must be a percentage >= 0");
     }
+    if (options.inputs.size() < 2) {
+      throw Error(Error::Kind::invalid_argument, "compare needs a baseline and a current run: BASELINE.csv... CURRENT.csv");
+    }
+    const std::string current_path = options.inputs.back();
+    std::error_code ignored;
+    if (std::filesystem::is_directory(current_path, ignored)) {
+      throw Error(Error::Kind::invalid_argument, "the current run '" + current_path +
+                                                     "' is a folder; the last argument is the current run's CSV");
+    }
+    const std::vector<std::string> baseline_paths =
+        expand_inputs(std::vector<std::string>(options.inputs.begin(), options.inputs.end() - 1));
     // Before anything is read or written: `compare B C --csv B` must leave the baseline as it was.
-    check_outputs({{"the baseline", options.baseline_path}, {"the current run", options.current_path}},
-                  {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
-    const std::vector<Record> baseline = read_results_csv(options.baseline_path);
-    const std::vector<Record> current = read_results_csv(options.current_path);
+    std::vector<NamedPath> inputs;
+    for (const std::string& path : baseline_paths) inputs.push_back({"the baseline", path});
+    inputs.push_back({"the current run", current_path});
+    check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
+    std::vector<RecordedRun> baselines;
+    for (const std::string& path : baseline_paths) {
+      for (RecordedRun& run : split_runs(read_results_csv(path), path)) baselines.push_back(std::move(run));
+    }
+    const std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path), current_path);
+    if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
+    if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     CompareSettings settings;
     settings.tolerance = options.tolerance_percent / 100;
     settings.use_samples = options.samples;
+    settings.false_alarm = options.false_alarm_percent / 100;
     Comparison comparison;
     try {
-      comparison = compare_runs(baseline, current, settings);
+      comparison = compare_runs(baselines, currents, settings);
     } catch (const Error& e) {
-      throw Error(e.kind(), options.current_path + " against " + options.baseline_path + ": " + e.what());
+      const std::string against = baseline_paths.size() == 1 ? baseline_paths.front()
+                                                             : std::to_string(baseline_paths.size()) + " baseline files";
+      throw Error(e.kind(), current_path + " against " + against + ": " + e.what());
     }
-    print_table(comparison, options, baseline, current, settings);
+    print_table(comparison, baseline_paths, current_path, baselines, currents, settings);
     if (!options.csv_path.empty()) write_csv(comparison, options.csv_path);
     if (!options.junit_path.empty()) write_junit(comparison, options.junit_path);
     return comparison.regressions > 0 ? kExitFail : kExitPass;

@@ -269,4 +269,60 @@ TEST(Compare, UnreadableMissingCasesAndOtherStacksAreExitTwo) {
   }
 }
 
+// `run --repeat 3`: every case once per repetition, each pass in its own order, every row saying
+// its repetition; `compare` takes the passes as runs, several files or a folder as baseline runs,
+// and with one baseline run says that the between-run noise is unknown.
+TEST(CompareRuns, RepetitionsFilesAndFoldersAreRuns) {
+  const fs::path dir = scratch_dir() / "baseline_runs";
+  fs::create_directories(dir);
+  const fs::path repeated = dir / "repeated.csv", single = scratch_dir() / "single.csv";
+  const std::string sweep = "run collectives --collective all_reduce,all_gather -d f32 -o sum -b 8 -e 512 -f 4 -c 0 -n 3";
+  RunResult r = run_dtsuite(2, sweep + " --repeat 3 --csv " + repeated.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 repetitions of the plan"), std::string::npos) << r.out;
+  std::vector<std::vector<std::string>> order(3);  // case ids of each repetition, in the order run
+  for (const dts::Record& rec : dts::read_results_csv(repeated.string())) {
+    ASSERT_GE(rec.repetition, 1);
+    ASSERT_LE(rec.repetition, 3);
+    auto& cases = order[static_cast<size_t>(rec.repetition - 1)];
+    if (cases.empty() || cases.back() != rec.case_id) cases.push_back(rec.case_id);
+  }
+  ASSERT_GT(order[0].size(), 4u);
+  for (const auto& cases : order) {
+    EXPECT_EQ(std::set<std::string>(cases.begin(), cases.end()), std::set<std::string>(order[0].begin(), order[0].end()));
+    EXPECT_EQ(cases.size(), order[0].size());  // each case once per pass
+  }
+  EXPECT_TRUE(order[0] != order[1] || order[1] != order[2]) << "three passes in one order";
+
+  // The repeated file against itself: 3 baseline runs, 3 current runs, nothing changed.
+  r = run_dtsuite(0, "compare " + repeated.string() + " " + repeated.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("baseline 3 runs from 1 file(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("beyond the between-run noise of 3 runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 regressed"), std::string::npos) << r.out;
+
+  // A folder of baselines, and a second run of one pass as the current run.
+  r = run_dtsuite(2, sweep + " --csv " + single.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // (A tolerance of 1e6%: which rows a stall on this shared machine slows is not the point here.)
+  r = run_dtsuite(0, "compare " + dir.string() + " " + single.string() + " --tolerance 1e6");
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("baseline 3 runs from 1 file(s)"), std::string::npos) << r.out;
+
+  // One baseline run: the header says what is missing.
+  r = run_dtsuite(0, "compare " + single.string() + " " + single.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("between-run noise: unknown (1 run of the baseline)"), std::string::npos) << r.out;
+
+  // The current run must be a file; an empty folder is no baseline.
+  r = run_dtsuite(0, "compare " + single.string() + " " + dir.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is a folder; the last argument is the current run's CSV"), std::string::npos) << r.err;
+  const fs::path empty = scratch_dir() / "no_baselines";
+  fs::create_directories(empty);
+  r = run_dtsuite(0, "compare " + empty.string() + " " + single.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("holds no .csv file"), std::string::npos) << r.err;
+}
+
 }  // namespace

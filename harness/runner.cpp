@@ -18,6 +18,7 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <functional>
 #include <random>
@@ -30,6 +31,7 @@
 #include "comm/text.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/philox.h"
 #include "dts/config.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
@@ -57,6 +59,24 @@ bool is_launcher_rank_zero() {
     if (const char* value = std::getenv(var)) return std::string(value) == "0";
   }
   return true;
+}
+
+// The steps of a run: the plan's cases in order (repeat 1), or `repeat` passes over them, each
+// pass a permutation shuffled by the seed (Fisher-Yates on Philox bits: every rank computes the
+// same order), so that a drift of the machine during the run falls on every case alike.
+std::vector<size_t> case_order(size_t cases, int repeat, uint64_t seed) {
+  constexpr uint64_t kRepeatStream = 0x7265706561740000;  // "repeat": apart from the inputs' streams
+  std::vector<size_t> order;
+  for (int r = 0; r < repeat; ++r) {
+    std::vector<size_t> pass(cases);
+    std::iota(pass.begin(), pass.end(), size_t{0});
+    for (size_t k = cases; repeat > 1 && k > 1; --k) {
+      const uint64_t bits = philox_bits(seed, kRepeatStream, static_cast<uint64_t>(r) * cases + k);
+      std::swap(pass[k - 1], pass[bits % k]);
+    }
+    order.insert(order.end(), pass.begin(), pass.end());
+  }
+  return order;
 }
 
 std::string utc_timestamp() {
@@ -153,6 +173,7 @@ class HarnessContext final : public RunContext {
 
   Communicator& comm() override { return tested_; }
   Communicator& control() override { return control_; }
+  void set_repetition(int repetition) { repetition_ = repetition; }
   const RunOptions& options() const override { return options_; }
   Memory memory() const override { return memory_; }
   const Topology& topology() const override { return stack_.topology; }
@@ -195,6 +216,7 @@ class HarnessContext final : public RunContext {
   // Labels a suite left at 0 describe the whole job: the collectives run on every rank.
   void stamp(Record& record) const {
     record.run_id = run_id_;
+    record.repetition = repetition_;
     record.timestamp = utc_timestamp();
     record.seed = std::to_string(options_.seed);
     Labels& l = record.labels;
@@ -214,6 +236,7 @@ class HarnessContext final : public RunContext {
   const RunOptions& options_;
   Memory memory_;
   const StackInfo& stack_;
+  int repetition_ = 1;
   std::string run_id_;
   Results* results_;
   const OpObserver* observer_;
@@ -332,7 +355,12 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   if (cmd.profile) {
     std::printf("# profile %s: %zu thresholds\n", cmd.profile->path.c_str(), cmd.profile->thresholds.size());
   }
-  std::printf("# %zu cases; results: %s\n#\n", cases, csv.c_str());
+  if (o.repeat > 1) {
+    std::printf("# %zu cases, %d repetitions of the plan, each in an order shuffled by the seed; results: %s\n#\n",
+                cases, o.repeat, csv.c_str());
+  } else {
+    std::printf("# %zu cases; results: %s\n#\n", cases, csv.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -395,7 +423,9 @@ int run_with_mpi(Command& cmd) {
         results.add(std::make_unique<ConsoleTable>(stdout));
         results.add(std::make_unique<CsvSink>(csv_path));
         if (!cmd.junit_path.empty()) results.add(std::make_unique<JunitSink>(cmd.junit_path));
-        if (auto prom = make_prometheus_sink(cmd, stack, run_id, cases.size(), progress)) results.add(std::move(prom));
+        if (auto prom = make_prometheus_sink(cmd, stack, run_id, cases.size() * static_cast<size_t>(o.repeat), progress)) {
+          results.add(std::move(prom));
+        }
       })) {
     say("error: " + *failure);
     return kExitUsage;
@@ -480,15 +510,18 @@ int run_with_mpi(Command& cmd) {
     watchdog.report_error(status, message);
   });
   watchdog.set_nodes(stack.topology.nodes.names);
-  for (size_t i = 0; i < cases.size(); ++i) {
+  const std::vector<size_t> order = case_order(cases.size(), o.repeat, o.seed);
+  for (size_t step = 0; step < order.size(); ++step) {
+    const size_t i = order[step];
+    context.set_repetition(static_cast<int>(step / std::max<size_t>(cases.size(), 1)) + 1);
     auto& [suite, the_case] = cases[i];
     {
       std::lock_guard lock(current_mutex);
       current_case = &the_case;
       current_suite = std::string(suite->name());
     }
-    watchdog.begin_case(static_cast<int64_t>(i), the_case.id, the_case.time_budget_seconds);
-    progress.begin(i, suite->name(), the_case.id);
+    watchdog.begin_case(static_cast<int64_t>(step), the_case.id, the_case.time_budget_seconds);
+    progress.begin(step, suite->name(), the_case.id);
     std::exception_ptr failure;
     try {
       suite->run(the_case, context);
@@ -512,7 +545,7 @@ int run_with_mpi(Command& cmd) {
       context.emit(r);
     }
     context.forget_participants();
-    progress.end(i);
+    progress.end(step);
   }
 
   set_failure_listener(nullptr);

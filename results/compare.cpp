@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "results/noise.h"
 
 namespace dts {
 
@@ -241,13 +242,44 @@ void refuse_repeated_rows(const std::vector<Record>& rows, const std::string& wh
   }
 }
 
-}  // namespace
 
-Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
-                        const CompareSettings& settings) {
-  check_same_stack(baseline, current);
-  refuse_repeated_rows(baseline, "the baseline");
-  refuse_repeated_rows(current, "the current run");
+// The values of one row over the runs of each side, for the between-run judgement.
+struct RunValues {
+  std::vector<double> baseline, current;  // the row's value in each run that has it
+  std::vector<double> floors;             // each baseline run's own noise in its median (log variance)
+  const Record* failed_current = nullptr; // a current run in which the row failed, if any
+};
+
+struct BetweenRuns {
+  std::map<std::string, RunValues> by_key;  // join key -> values
+  std::map<std::string, RowNoise> noise;    // join key -> its spread, for the keys judged by it
+  std::map<std::string, NoisePrior> prior;  // join key -> the pool of its like rows
+  double row_alpha = 0;
+};
+
+bool positive_finite(const std::vector<double>& values) {
+  return std::all_of(values.begin(), values.end(), [](double v) { return v > 0 && std::isfinite(v); });
+}
+
+// Rows alike in noise: one suite, metric and unit, and sizes within one factor-of-8 band (a 4 B
+// latency and a 64 MiB bandwidth differ in noise far more than two collectives at one size).
+std::string noise_group(const Record& r, bool with_size) {
+  std::string group = r.suite + '\x1f' + r.metric + '\x1f' + r.unit;
+  if (with_size) {
+    const int band = r.labels.bytes > 0 ? static_cast<int>(std::floor(std::log2(static_cast<double>(r.labels.bytes)) / 3)) : -1;
+    group += '\x1f' + std::to_string(band);
+  }
+  return group;
+}
+
+std::string percent_change(double fraction) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, std::fabs(fraction) < 10 ? "%+.3g%%" : "%+.0f%%", fraction * 100);
+  return buffer;
+}
+
+Comparison compare_core(const std::vector<Record>& baseline, const std::vector<Record>& current,
+                        const CompareSettings& settings, const BetweenRuns* between) {
 
   std::set<std::string> current_cases, baseline_cases, baseline_failed_cases;
   for (const Record& r : current) current_cases.insert(case_key(r));
@@ -351,7 +383,15 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
       add(std::move(row));
       continue;
     }
-    const Record& c = current[match[i]];
+    const std::string key = join_key(b);
+    const RunValues* values = nullptr;
+    if (between) {
+      const auto it = between->by_key.find(key);
+      if (it != between->by_key.end()) values = &it->second;
+    }
+    // A row that failed in any current run (a repetition) stands for the current run's verdict.
+    const Record& c = values && values->failed_current && !is_failure(current[match[i]].verdict) ? *values->failed_current
+                                                                                                  : current[match[i]];
     row.current = c;
     if (b.value != 0 && std::isfinite(b.value) && std::isfinite(c.value)) {
       row.change_percent = (c.value - b.value) / std::fabs(b.value) * 100;
@@ -372,6 +412,47 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
     }
     if (row.direction == Direction::not_judged) {
       row.outcome = Outcome::not_judged;
+      add(std::move(row));
+      continue;
+    }
+    if (between && between->noise.count(key)) {
+      // Between-run noise: the medians over the runs, judged against the spread of the baseline
+      // runs (results/noise.h).
+      const RowNoise& noise = between->noise.at(key);
+      const NoisePrior& prior = between->prior.at(key);
+      row.baseline_runs = values->baseline.size();
+      row.current_runs = values->current.size();
+      row.baseline.value = median_of(values->baseline);
+      row.current.value = median_of(values->current);
+      row.change_percent = (row.current.value - row.baseline.value) / row.baseline.value * 100;
+      const double worse_by = (row.direction == Direction::lower_is_better ? 1 : -1) * row.change_percent / 100;
+      const bool worse_is_up = row.direction == Direction::lower_is_better;
+      const NoiseJudgement towards_worse =
+          judge_between_runs(values->baseline, values->current, worse_is_up, noise, prior, between->row_alpha);
+      row.allowed_percent = towards_worse.limit * 100;
+      const std::string runs = std::to_string(row.baseline_runs) + " baseline run" + (row.baseline_runs > 1 ? "s" : "");
+      if (std::fabs(worse_by) <= settings.tolerance) {
+        row.outcome = Outcome::unchanged;
+        row.reason = "within the tolerance (" + percent(settings.tolerance) + ")";
+        add(std::move(row));
+        continue;
+      }
+      const NoiseJudgement judged =
+          worse_by > 0 ? towards_worse
+                       : judge_between_runs(values->baseline, values->current, !worse_is_up, noise, prior, between->row_alpha);
+      row.p_value = judged.p;
+      const std::string noise_text = "sd " + percent(judged.sd) + " over " + runs + ", " + format_number(judged.df, "%g") +
+                                     " df with like rows";
+      if (judged.outside) {
+        row.outcome = worse_by > 0 ? Outcome::regressed : Outcome::improved;
+        row.reason = percent_change(worse_by > 0 ? judged.change : -judged.change) + " " + (worse_by > 0 ? "worse" : "better") +
+                     ", beyond the " + percent_change(judged.limit) + " the between-run noise allows (" + noise_text +
+                     "; p " + format_number(judged.p) + " < " + format_number(between->row_alpha) + ")";
+      } else {
+        row.outcome = Outcome::unchanged;
+        row.reason = "inside the between-run noise: up to " + percent_change(judged.limit) + " (" + noise_text + "; p " +
+                     format_number(judged.p) + ")";
+      }
       add(std::move(row));
       continue;
     }
@@ -470,6 +551,112 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
       ++result.only_in_current;
     }
   }
+  return result;
+}
+
+}  // namespace
+
+std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source) {
+  std::vector<RecordedRun> runs;
+  std::map<std::pair<std::string, int>, size_t> index;
+  for (const Record& r : rows) {
+    const auto [it, added] = index.try_emplace({r.run_id, r.repetition}, runs.size());
+    if (added) runs.push_back({source, {}});
+    runs[it->second].rows.push_back(r);
+  }
+  return runs;
+}
+
+Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
+                        const CompareSettings& settings) {
+  return compare_runs(std::vector<RecordedRun>{{"", baseline}}, std::vector<RecordedRun>{{"", current}}, settings);
+}
+
+Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents,
+                        const CompareSettings& settings) {
+  if (baselines.empty() || currents.empty()) throw Error(Error::Kind::invalid_argument, "compare needs a baseline and a current run");
+  const auto which = [](const char* side, const std::vector<RecordedRun>& runs, const RecordedRun& run) {
+    std::string text = side;
+    if (runs.size() > 1) {
+      text += " run " + (run.rows.empty() ? std::string() : run.rows.front().run_id);
+      if (!run.rows.empty() && run.rows.front().repetition > 1) text += " (repetition " + std::to_string(run.rows.front().repetition) + ")";
+      if (!run.source.empty()) text += " in " + run.source;
+    }
+    return text;
+  };
+  std::vector<Record> all_baseline, all_current;
+  for (const RecordedRun& run : baselines) {
+    refuse_repeated_rows(run.rows, which("the baseline", baselines, run));
+    all_baseline.insert(all_baseline.end(), run.rows.begin(), run.rows.end());
+  }
+  for (const RecordedRun& run : currents) {
+    refuse_repeated_rows(run.rows, which("the current run", currents, run));
+    all_current.insert(all_current.end(), run.rows.begin(), run.rows.end());
+  }
+  check_same_stack(all_baseline, all_current);
+  const std::vector<Record>& reference_baseline = baselines.back().rows;  // the most recent
+  const std::vector<Record>& reference_current = currents.front().rows;
+
+  BetweenRuns between;
+  for (const RecordedRun& run : baselines) {
+    for (const Record& r : run.rows) {
+      if (is_failure(r.verdict) || !std::isfinite(r.value)) continue;
+      RunValues& v = between.by_key[join_key(r)];
+      v.baseline.push_back(r.value);
+      v.floors.push_back(median_log_variance(r.stats.p05, r.stats.p95, static_cast<long>(r.stats.n)));
+    }
+  }
+  for (const RecordedRun& run : currents) {
+    for (const Record& r : run.rows) {
+      RunValues& v = between.by_key[join_key(r)];
+      if (is_failure(r.verdict)) {
+        if (!v.failed_current) v.failed_current = &r;
+      } else if (std::isfinite(r.value)) {
+        v.current.push_back(r.value);
+      }
+    }
+  }
+  // The rows judged against the between-run noise: a direction, and a positive value in two or
+  // more baseline runs and in a current one. Their spreads, pooled by like rows.
+  std::map<std::string, std::vector<RowNoise>> by_group, by_wide_group;
+  std::vector<std::pair<std::string, const Record*>> judged;
+  std::set<std::string> current_keys;
+  for (const Record& r : reference_current) current_keys.insert(join_key(r));
+  for (const Record& r : reference_baseline) {
+    const std::string key = join_key(r);
+    const auto it = between.by_key.find(key);
+    if (it == between.by_key.end() || direction_of(r) == Direction::not_judged || !current_keys.count(key)) continue;
+    const RunValues& v = it->second;
+    if (v.baseline.size() < 2 || v.current.empty() || !positive_finite(v.baseline) || !positive_finite(v.current)) continue;
+    std::vector<double> floors;
+    for (double f : v.floors) {
+      if (f > 0) floors.push_back(f);
+    }
+    const RowNoise noise = row_noise(v.baseline, floors);
+    between.noise[key] = noise;
+    by_group[noise_group(r, true)].push_back(noise);
+    by_wide_group[noise_group(r, false)].push_back(noise);
+    judged.emplace_back(key, &r);
+  }
+  for (const auto& [key, r] : judged) {
+    NoisePrior prior = pool_noise(by_group[noise_group(*r, true)]);
+    if (prior.df == 0) prior = pool_noise(by_wide_group[noise_group(*r, false)]);
+    between.prior[key] = prior;
+  }
+  // The false-alarm rate is shared by the measurements judged: a bandwidth computed from a time
+  // row that is judged too (bytes / time, the same run's same samples) adds no chance of its own.
+  size_t measurements = 0;
+  for (const auto& [key, r] : judged) {
+    measurements += r->unit == "bytes_per_second" && between.noise.count(join_key(*r, "time")) ? 0 : 1;
+  }
+  between.row_alpha = measurements == 0 ? 0 : settings.false_alarm / static_cast<double>(measurements);
+
+  Comparison result = compare_core(reference_baseline, reference_current, settings, judged.empty() ? nullptr : &between);
+  result.baseline_runs = baselines.size();
+  result.current_runs = currents.size();
+  result.noise_judged = judged.size();
+  result.noise_measurements = measurements;
+  result.row_alpha = between.row_alpha;
   return result;
 }
 

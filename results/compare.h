@@ -37,7 +37,21 @@ struct CompareSettings {
   // (every current sample worse than every baseline sample) and 2/252 (all but one pair), the same
   // strictness as the p05/p95 rule, while longer runs let smaller, consistent shifts count.
   double alpha = 0.01;
+  // With two or more baseline runs: the chance that a run of an unchanged stack fails the gate,
+  // shared over the rows judged against the between-run noise (each row at false_alarm / rows,
+  // Bonferroni). 0.05: one unchanged run in 20 flags a row.
+  double false_alarm = 0.05;
 };
+
+// One run as compare sees it: the rows of one `dtsuite run` (run_id) and one pass over its plan
+// (`repetition`, --repeat), read from `source`.
+struct RecordedRun {
+  std::string source;
+  std::vector<Record> rows;
+};
+
+// A file's rows as runs, by (run_id, repetition) in order of first appearance.
+std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source);
 
 struct ComparedRow {
   Record baseline, current;  // current is empty (metric "") for a missing row; baseline for a new failure
@@ -45,7 +59,11 @@ struct ComparedRow {
   Direction direction = Direction::not_judged;
   Outcome outcome = Outcome::not_judged;
   double change_percent = std::numeric_limits<double>::quiet_NaN();  // (current - baseline) / |baseline| * 100
-  double p_value = std::numeric_limits<double>::quiet_NaN();  // the U test's, when it decided
+  double p_value = std::numeric_limits<double>::quiet_NaN();  // the test's that decided (U or t)
+  // Between-run noise (two or more baseline runs): the values are the medians over the runs,
+  // `allowed_percent` the worsening the noise allows at the row's false-alarm rate.
+  size_t baseline_runs = 0, current_runs = 0;
+  double allowed_percent = std::numeric_limits<double>::quiet_NaN();
   std::string reason;        // why the outcome, in a few words ("p05 1.3e-05 > baseline p95 1.2e-05")
 };
 
@@ -53,6 +71,10 @@ struct Comparison {
   std::vector<ComparedRow> rows;  // baseline order; then failures that only the current run has
   size_t regressions = 0, improvements = 0, unchanged = 0, not_judged = 0;
   size_t only_in_current = 0;     // rows the baseline lacks (new metrics or cases): not judged, not listed
+  size_t baseline_runs = 0, current_runs = 0;
+  size_t noise_judged = 0;        // rows judged against the between-run noise
+  size_t noise_measurements = 0;  // of them, distinct measurements (a bandwidth of a judged time is not)
+  double row_alpha = 0;           // each such row's false-alarm rate (false_alarm / noise_measurements)
 };
 
 
@@ -76,6 +98,17 @@ std::vector<JobStack> job_stacks(const std::vector<Record>& records);
 // with one line when the runs' stacks differ (job_stacks) or when cases of the baseline are
 // missing from the current run.
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
+                        const CompareSettings& settings);
+
+// The gate over several runs of each side. The structure (the join, missing cases, verdicts) is
+// judged between the last baseline run (the most recent) and the first current run; a changed
+// verdict in any current run counts. Numbers: with one baseline run, as above; with two or more,
+// each row's values over the runs against the between-run noise (results/noise.h): the row's
+// spread over the baseline runs, moderated towards the spread of like rows (same suite, metric
+// and size within a factor of 8), at least what each run's own iterations leave in its median;
+// a regression is worse by more than the tolerance and beyond that noise at the row's
+// false-alarm rate. Throws as above; runs of different stacks are refused.
+Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents,
                         const CompareSettings& settings);
 
 // One-sided Mann–Whitney U test. U counts the pairs (x from `worse`, y from `better`) with x > y,

@@ -583,5 +583,128 @@ TEST(MannWhitney, LargeSamplesUseTheNormalApproximation) {
   EXPECT_GT(mann_whitney_p_greater(b, a), 1e-24);
 }
 
+// Several runs: `scales[k]` multiplies the times of run k (its between-run drift), and
+// `slow_case` (an id, or "") takes `slowdown` on top.
+std::vector<RecordedRun> runs_of(const std::vector<double>& scales, const std::string& run_prefix,
+                         const std::string& slow_case = "", double slowdown = 1) {
+  std::vector<RecordedRun> runs;
+  for (size_t k = 0; k < scales.size(); ++k) {
+    std::vector<Record> rows;
+    for (const auto& [id, bytes, t] : {std::tuple<const char*, int64_t, double>{"all_reduce/f32/sum/8", 8, 4e-6},
+                                       {"all_reduce/f32/sum/4096", 4096, 1.2e-5},
+                                       {"all_reduce/f32/sum/1048576", 1048576, 3.5e-4}}) {
+      const double scale = scales[k] * (id == slow_case ? slowdown : 1);
+      for (Record& r : collectives_case(id, bytes, t, scale)) {
+        r.run_id = run_prefix + std::to_string(k);
+        rows.push_back(std::move(r));
+      }
+    }
+    runs.push_back({"file" + std::to_string(k), rows});
+  }
+  return runs;
+}
+
+size_t count_runs(const Comparison& c, const std::string& metric, Outcome outcome) { return count(c, metric, outcome); }
+
+// The runs' own intervals (±2%) see no drift between runs: a current run 10% slower everywhere
+// is a regression against one baseline run, and inside the noise against three that drifted
+// by ±10% among themselves.
+TEST(CompareRuns, DriftSeenInTheBaselineRunsIsNotARegression) {
+  const std::vector<RecordedRun> current = runs_of({1.10}, "c");
+  EXPECT_EQ(compare_runs(runs_of({1.0}, "b"), current, {}).regressions, 9u);  // time, algbw, busbw x 3
+  const Comparison c = compare_runs(runs_of({0.9, 1.0, 1.1}, "b"), current, {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.baseline_runs, 3u);
+  EXPECT_EQ(c.noise_judged, 9u);
+  EXPECT_EQ(c.noise_measurements, 3u);  // algbw and busbw are the time's
+  EXPECT_DOUBLE_EQ(c.row_alpha, 0.05 / 3);
+  for (const ComparedRow& row : c.rows) {
+    if (row.direction == Direction::not_judged) continue;
+    EXPECT_EQ(row.baseline_runs, 3u);
+    EXPECT_NE(row.reason.find("inside the between-run noise"), std::string::npos) << row.reason;
+  }
+}
+
+// Baseline runs within ±1% of each other (below the runs' own ±2% iteration spread): the floor of
+// each run's own noise and the pool of like rows keep a 25% slowdown of one case caught and the
+// other cases unflagged; the reason gives the change and the noise it was judged against.
+TEST(CompareRuns, ASlowdownBeyondTheNoiseIsCaughtAndExplained) {
+  const std::vector<RecordedRun> baseline = runs_of({0.99, 1.0, 1.01, 1.0, 0.995}, "b");
+  const Comparison c = compare_runs(baseline, runs_of({1.0}, "c", "all_reduce/f32/sum/1048576", 1.25), {});
+  EXPECT_EQ(c.regressions, 3u);
+  for (const ComparedRow& row : c.rows) {
+    const bool slow = row.baseline.case_id == "all_reduce/f32/sum/1048576" && row.direction != Direction::not_judged;
+    EXPECT_EQ(row.outcome == Outcome::regressed, slow) << row.label << " " << row.baseline.metric << ": " << row.reason;
+    if (!slow) continue;
+    EXPECT_NEAR(row.change_percent, row.baseline.metric == "time" ? 25 : -20, 1e-9);
+    EXPECT_NE(row.reason.find("+25% worse, beyond the +"), std::string::npos) << row.reason;
+    EXPECT_NE(row.reason.find("over 5 baseline runs"), std::string::npos) << row.reason;
+    EXPECT_LT(row.allowed_percent, 25);
+    EXPECT_LT(row.p_value, c.row_alpha);
+  }
+  // Faster by 25%: an improvement, by the same rule.
+  const Comparison faster = compare_runs(baseline, runs_of({0.8}, "c"), {});
+  EXPECT_EQ(faster.regressions, 0u);
+  EXPECT_EQ(faster.improvements, 9u);
+}
+
+// A change under the tolerance is never a regression, however quiet the runs.
+TEST(CompareRuns, TheToleranceStillHolds) {
+  const std::vector<RecordedRun> baseline = runs_of({1.0, 1.0, 1.0}, "b");
+  const Comparison c = compare_runs(baseline, runs_of({1.04}, "c"), {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(count_runs(c, "time", Outcome::unchanged), 3u);
+  CompareSettings strict;
+  strict.tolerance = 0.01;
+  EXPECT_EQ(compare_runs(baseline, runs_of({1.04}, "c"), strict).regressions, 9u);
+}
+
+// Repetitions of one run (--repeat) are runs: split_runs separates them by repetition, and the
+// median over the current repetitions is judged, so one slow repetition does not fail the gate
+// while a row that failed in any repetition does.
+TEST(CompareRuns, RepetitionsAreRuns) {
+  std::vector<Record> repeated;
+  const std::vector<double> scales{1.0, 1.6, 1.01};  // the second repetition hit a busy machine
+  for (size_t k = 0; k < scales.size(); ++k) {
+    for (Record r : run(scales[k])) {
+      r.run_id = "current";
+      r.repetition = static_cast<int>(k) + 1;
+      repeated.push_back(std::move(r));
+    }
+  }
+  const std::vector<RecordedRun> current = split_runs(repeated, "current.csv");
+  ASSERT_EQ(current.size(), 3u);
+  EXPECT_EQ(current[1].rows.front().repetition, 2);
+  const std::vector<RecordedRun> baseline = runs_of({0.99, 1.0, 1.01}, "b");
+  const Comparison c = compare_runs(baseline, current, {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.current_runs, 3u);
+  // A repetition whose check failed fails the gate, though the first repetition passed.
+  for (Record& r : repeated) {
+    if (r.repetition == 3 && r.metric == "wrong" && r.case_id == "all_reduce/f32/sum/8") {
+      r.verdict = Verdict::fail;
+      r.value = 3;
+    }
+  }
+  const Comparison failed = compare_runs(baseline, split_runs(repeated, "current.csv"), {});
+  EXPECT_EQ(failed.regressions, 1u);
+  EXPECT_EQ(count_runs(failed, "wrong", Outcome::regressed), 1u);
+}
+
+// Every run must be of one stack, and each run is held to the rule of one measurement per row.
+TEST(CompareRuns, EveryRunIsCheckedAlone) {
+  std::vector<RecordedRun> baseline = runs_of({1.0, 1.0}, "b");
+  baseline[1].rows.push_back(baseline[1].rows.front());
+  try {
+    compare_runs(baseline, runs_of({1.0}, "c"), {});
+    ADD_FAILURE() << "accepted a run with a row twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the baseline run b1 in file1 has the row"), std::string::npos) << e.what();
+  }
+  std::vector<RecordedRun> other = runs_of({1.0, 1.0}, "b");
+  for (Record& r : other[0].rows) r.labels.backend = "ring(mpi)";
+  EXPECT_THROW(compare_runs(other, runs_of({1.0}, "c"), {}), Error);
+}
+
 }  // namespace
 }  // namespace dts

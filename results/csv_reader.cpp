@@ -29,9 +29,10 @@ namespace dts {
 
 namespace {
 
-// Columns of schema version 1 (the first 31 of csv_columns()); version 2 added `samples`, 3 `seed`.
+// Columns of schema version 1 (the first 31 of csv_columns()); version 2 added `samples`, 3 `seed`,
+// 4 `repetition`.
 constexpr size_t kVersion1Columns = 31;
-constexpr size_t kColumns = 33;  // csv_columns().size() of this build; the parser's template arity
+constexpr size_t kColumns = 34;  // csv_columns().size() of this build; the parser's template arity
 
 class RowError : public std::exception {
  public:
@@ -167,6 +168,13 @@ Record to_record(const std::vector<std::string>& f) {
     throw RowError("column 'seed': not a seed '" + f[32] + "'");
   }
   r.seed = f[32];
+  if (!f[33].empty()) {
+    const int64_t repetition = parse_integer(c[33], f[33]);
+    if (repetition < 1 || repetition > std::numeric_limits<int>::max()) {
+      throw RowError("column 'repetition': not a repetition (1, 2, ...) '" + f[33] + "'");
+    }
+    r.repetition = static_cast<int>(repetition);
+  }
   return r;
 }
 
@@ -188,7 +196,7 @@ std::vector<Record> read_results_csv(const std::string& path) {
 
 std::vector<Record> read_results_csv(std::istream& file, const std::string& path) {
   const std::vector<std::string>& columns = csv_columns();
-  static_assert(kColumns == 33, "the parser's arity below lists 33 columns");
+  static_assert(kColumns == 34, "the parser's arity below lists 34 columns");
   if (columns.size() != kColumns) throw Error(Error::Kind::invalid_argument, "csv_reader: column list out of date");
 
   const std::vector<std::string> header = header_names(file, path);
@@ -220,15 +228,16 @@ std::vector<Record> read_results_csv(std::istream& file, const std::string& path
                    columns[11], columns[12], columns[13], columns[14], columns[15], columns[16], columns[17],
                    columns[18], columns[19], columns[20], columns[21], columns[22], columns[23], columns[24],
                    columns[25], columns[26], columns[27], columns[28], columns[29], columns[30], columns[31],
-                   columns[32]);
+                   columns[32], columns[33]);
     std::vector<std::string> f(kColumns);
     for (;;) {
       f[31].clear();  // absent in version 1 files: the parser leaves a missing column untouched
       f[32].clear();  // absent before version 3
+      f[33].clear();  // absent before version 4 (every row then is repetition 1)
       line = in.get_file_line() + 1;
       if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14],
                        f[15], f[16], f[17], f[18], f[19], f[20], f[21], f[22], f[23], f[24], f[25], f[26], f[27],
-                       f[28], f[29], f[30], f[31], f[32])) {
+                       f[28], f[29], f[30], f[31], f[32], f[33])) {
         break;
       }
       line = in.get_file_line();

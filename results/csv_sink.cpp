@@ -132,6 +132,7 @@ std::string format_row(const Record& r) {
   row.text(r.detail);
   row.text(format_samples(r.samples));  // schema 2
   row.text(r.seed);                      // schema 3
+  row.integer(r.repetition);             // schema 4
   return std::move(row).finish();
 }
 
@@ -142,7 +143,7 @@ const std::vector<std::string>& csv_columns() {
       "schema_version", "run_id", "timestamp", "suite", "case", "backend", "backend_version",
       "mpi_version", "device", "host", "world_size", "nodes", "ranks_per_node", "op", "dtype",
       "bytes", "placement", "strategy", "config", "metric", "value", "unit", "n", "min", "p05",
-      "median", "p95", "max", "verdict", "threshold", "detail", "samples", "seed"};
+      "median", "p95", "max", "verdict", "threshold", "detail", "samples", "seed", "repetition"};
   return columns;
 }
 

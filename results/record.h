@@ -11,8 +11,9 @@
 
 namespace dts {
 
-// 2 added the `samples` column, 3 the `seed` column (results/SCHEMA.md); readers accept 1 to 3.
-inline constexpr int kSchemaVersion = 3;
+// 2 added the `samples` column, 3 the `seed` column, 4 `repetition` (results/SCHEMA.md); readers
+// accept 1 to 4.
+inline constexpr int kSchemaVersion = 4;
 
 enum class Verdict : uint8_t { pass, fail, skip, info, timeout };
 std::string_view name(Verdict verdict);
@@ -48,6 +49,7 @@ struct Record {
   // empty when not kept.
   std::vector<double> samples;
   std::string seed;  // the run's --seed (decimal), filled by the harness; empty: not recorded
+  int repetition = 1;  // which pass over the run's plan (--repeat) measured it, from 1
 };
 
 // The value of `key` in a config ("key=value;key=value"), or nothing when the key is absent.

@@ -51,6 +51,7 @@ struct RunOptions {
   bool check = true;                           // -c
   double timeout_seconds = 300;                // -T; 0: no watchdog
   uint64_t seed = 1;
+  int repeat = 1;                              // --repeat: passes over the plan, each in its own order
   bool quick = false;
   int world_size = 1;                          // filled by the harness
   std::map<std::string, std::shared_ptr<FlagGroup>> flags_by_group;

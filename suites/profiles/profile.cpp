@@ -243,7 +243,7 @@ class Loader {
         {"strategy", Kind::list},      {"steps", Kind::integer},     {"batch", Kind::integer},
         {"layers", Kind::integer},     {"width", Kind::integer},     {"input", Kind::integer},
         {"classes", Kind::integer},    {"accumulation", Kind::integer}, {"optimizer", Kind::text},
-        {"chunk-bytes", Kind::size}};
+        {"chunk-bytes", Kind::size},   {"repeat", Kind::integer}};
     for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
       const toml::key& key = *key_ptr;
       const toml::node& node = *node_ptr;
