@@ -16,6 +16,7 @@
 #include <set>
 #include <string_view>
 
+// CSV_IO_NO_THREAD is defined for every file (CMakeLists.txt): no read-ahead thread per file.
 // fast-cpp-csv-parser copies file names with strncpy, which GCC flags under -Wall.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-truncation"

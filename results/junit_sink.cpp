@@ -184,7 +184,8 @@ std::string JunitSink::render_header(const Counts& counts) const {
 }
 
 std::string JunitSink::render_case(const OpenCase& c) const {
-  std::string xml = "    <testcase name=\"" + xml_escape(c.case_id, true) + "\" classname=\"" +
+  const std::string name = c.repetition > 1 ? c.case_id + " [repetition " + std::to_string(c.repetition) + "]" : c.case_id;
+  std::string xml = "    <testcase name=\"" + xml_escape(name, true) + "\" classname=\"" +
                     xml_escape(c.classname, true) + "\" time=\"" + format_seconds(c.seconds) + "\">\n";
   const auto body = [](const std::vector<std::string>& lines) {
     std::string text;
@@ -235,7 +236,7 @@ void JunitSink::write(const Record& record) {
     first_->labels.ranks_per_node = std::max(first_->labels.ranks_per_node, record.labels.ranks_per_node);
     rewrite_header = true;
   }
-  if (open_ && (open_->suite != record.suite || open_->case_id != record.case_id)) {
+  if (open_ && (open_->suite != record.suite || open_->case_id != record.case_id || open_->repetition != record.repetition)) {
     closed_ = counts_with_open_case();  // the open case is final: it stays in the file as written
     closed_end_ += open_size_;
     open_.reset();
@@ -246,6 +247,7 @@ void JunitSink::write(const Record& record) {
     open_.emplace(OpenCase{});  // not emplace(): clang checks OpenCase{} before JunitSink is complete
     open_->suite = record.suite;
     open_->case_id = record.case_id;
+    open_->repetition = record.repetition;
     // Suite as the package, the stack as the class: CI pages group by both.
     // The job's size, so one run is one class whatever sub-worlds its cases ran on.
     open_->classname = record.suite + "." + record.labels.backend + "-np" + std::to_string(job_size(record));

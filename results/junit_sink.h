@@ -55,6 +55,7 @@ class JunitSink : public Sink {
  private:
   struct OpenCase {
     std::string suite, case_id, classname;
+    int repetition = 1;  // --repeat: a case runs once per pass, each pass its own testcase
     std::vector<std::string> failures, errors, skips, output;  // one line per record
     std::string failure_message, error_message, skip_message;
     double seconds = 0;

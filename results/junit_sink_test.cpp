@@ -197,6 +197,31 @@ TEST_F(JunitSinkTest, VerdictsMapToFailureErrorSkipped) {
   EXPECT_EQ(properties["run_id"], "run-1");
 }
 
+// --repeat: a case runs once per pass, and a pass may start with the case that ended the one
+// before; each pass's run is a testcase of its own, the later ones named with their repetition.
+TEST_F(JunitSinkTest, EachRepetitionIsATestcase) {
+  const fs::path path = dir_ / "repeat.xml";
+  JunitSink sink(path.string());
+  for (int repetition : {1, 2}) {
+    Record time = record("a", "time", Verdict::info);
+    time.repetition = repetition;
+    sink.write(time);
+    Record wrong = record("a", "wrong", repetition == 2 ? Verdict::fail : Verdict::pass, repetition == 2 ? 1 : 0);
+    wrong.repetition = repetition;
+    sink.write(wrong);
+  }
+  sink.close();
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->attributes.at("tests"), "2");
+  EXPECT_EQ(root->attributes.at("failures"), "1");
+  const auto cases = suite_of(*root)->all("testcase");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0]->attributes.at("name"), "a");
+  EXPECT_EQ(cases[1]->attributes.at("name"), "a [repetition 2]");
+  EXPECT_TRUE(cases[1]->first("failure"));
+}
+
 TEST_F(JunitSinkTest, SubWorldCasesBelongToTheirJob) {
   // Equivalence cases run on sub-worlds of 1..4 ranks of a 4-rank job on 2 nodes (world_size is
   // the case's ranks, config says job=4): one class per run and the job's identity in the header.
