@@ -65,10 +65,12 @@ void print_table(const Comparison& c, const std::vector<std::string>& baseline_f
                                  : "p05..p95 intervals of the two runs do not overlap";
   if (c.noise_judged > 0) {
     std::printf("# regression: worse by more than %g%% and beyond the between-run noise of %s (log scale, each row's "
-                "spread over them moderated by like rows): %g%% chance that an unchanged run fails, shared by %zu "
-                "measurements in %zu rows (p < %s each); other rows: %s\n",
+                "spread over them moderated by like rows; and each set of a family's sizes, by their mean): %g%% "
+                "chance that an unchanged run fails, shared by %zu measurements in %zu rows (p < %s each) and %zu "
+                "family sets (p < %s each); other rows: %s\n",
                 settings.tolerance * 100, runs_text(c.baseline_runs).c_str(), settings.false_alarm * 100,
-                c.noise_measurements, c.noise_judged, format_number(c.row_alpha, "%.3g").c_str(), within.c_str());
+                c.noise_measurements, c.noise_judged, format_number(c.row_alpha, "%.3g").c_str(), c.family_tests,
+                format_number(c.family_alpha, "%.3g").c_str(), within.c_str());
   } else {
     std::printf("# regression: worse by more than %g%% and outside the noise (%s)\n", settings.tolerance * 100,
                 within.c_str());

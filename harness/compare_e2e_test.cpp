@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/testing/e2e.h"
@@ -30,7 +32,9 @@ struct JunitCounts {
   bool well_formed = false;
   int testcases = 0, failures = 0, errors = 0, skipped = 0;
   std::set<std::string> names;
+  std::multiset<std::string> failing;  // names of the testcases with a <failure>
   std::string root_tests;  // the tests="" attribute of <testsuites>
+  std::string open;        // the testcase being read
 };
 
 JunitCounts read_junit(const fs::path& path) {
@@ -42,11 +46,15 @@ JunitCounts read_junit(const fs::path& path) {
     auto* c = static_cast<JunitCounts*>(data);
     const std::string name = element;
     for (size_t i = 0; attributes[i]; i += 2) {
-      if (name == "testcase" && std::string(attributes[i]) == "name") c->names.insert(attributes[i + 1]);
+      if (name == "testcase" && std::string(attributes[i]) == "name") {
+        c->names.insert(attributes[i + 1]);
+        c->open = attributes[i + 1];
+      }
       if (name == "testsuites" && std::string(attributes[i]) == "tests") c->root_tests = attributes[i + 1];
     }
     c->testcases += name == "testcase";
     c->failures += name == "failure";
+    if (name == "failure") c->failing.insert(c->open);
     c->errors += name == "error";
     c->skipped += name == "skipped";
   });
@@ -194,6 +202,85 @@ TEST(Compare, TwentyPercentSlowerIsARegressionNamingTheCase) {
     const JunitCounts junit = read_junit(xml);
     EXPECT_GE(junit.failures, time_regressed);
   }
+}
+
+// The gate's two machine outputs carry the same verdicts: one JUnit testcase per CSV row, failed
+// exactly when the row REGRESSED or went missing; here with 3 baseline runs (the between-run
+// noise), all_gather 50% slower, one check turned to fail, and the rest unchanged.
+TEST(Compare, JunitAndCsvCarryTheSameVerdicts) {
+  const std::vector<dts::Record> baseline = dts::read_results_csv(baseline_csv().string());
+  std::vector<dts::Record> current = baseline;
+  for (dts::Record& rec : current) {
+    if (rec.labels.op == "all_gather") rec = slowed({rec}, 1.5).front();
+  }
+  bool turned = false;
+  for (dts::Record& rec : current) {
+    if (!turned && rec.labels.op == "broadcast" && rec.verdict == dts::Verdict::pass) {
+      rec.verdict = dts::Verdict::fail;
+      rec.detail = "planted";
+      turned = true;
+    }
+  }
+  ASSERT_TRUE(turned);
+  const fs::path dir = scratch_dir() / "verdict_baselines";
+  fs::create_directories(dir);
+  for (const double factor : {1.0, 1.01, 0.99}) {
+    const std::string name = "b" + std::to_string(static_cast<int>(factor * 100)) + ".csv";
+    fs::copy_file(write_run(name, slowed(baseline, factor)), dir / name, fs::copy_options::overwrite_existing);
+  }
+  const fs::path cur = write_run("verdicts_current.csv", current);
+  const fs::path table = scratch_dir() / "verdicts.csv", xml = scratch_dir() / "verdicts.xml";
+  const RunResult r =
+      run_dtsuite(0, "compare " + dir.string() + " " + cur.string() + " --csv " + table.string() + " --junit " + xml.string());
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out.substr(0, 3000);
+  EXPECT_NE(r.out.find("baseline 3 runs from 3 file(s)"), std::string::npos) << r.out.substr(0, 600);
+
+  // The CSV's rows, read with the header's columns.
+  std::ifstream in(table);
+  std::string line;
+  std::getline(in, line);
+  const auto split = [](const std::string& text) {  // the fields used here hold no quotes
+    std::vector<std::string> fields;
+    std::string field;
+    bool quoted = false;
+    for (const char ch : text) {
+      if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) fields.push_back(std::exchange(field, ""));
+      else field += ch;
+    }
+    fields.push_back(field);
+    return fields;
+  };
+  const std::vector<std::string> header = split(line);
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  const size_t case_col = column("case"), metric_col = column("metric"), verdict_col = column("verdict");
+  ASSERT_LT(verdict_col, header.size());
+  int rows = 0;
+  std::multiset<std::string> csv_failing;  // "case metric" of each REGRESSED or missing row
+  std::set<std::string> regressed_ops;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = split(line);
+    ASSERT_EQ(f.size(), header.size()) << line;
+    ++rows;
+    if (f[verdict_col] == "REGRESSED" || f[verdict_col] == "MISSING") {
+      csv_failing.insert(f[case_col] + " " + f[metric_col]);
+      regressed_ops.insert(f[column("op")]);
+    }
+  }
+  // The JUnit testcases: "<label> <metric>", the label starting with the case id.
+  const JunitCounts junit = read_junit(xml);
+  EXPECT_EQ(junit.testcases, rows);
+  std::multiset<std::string> junit_failing;
+  for (const std::string& name : junit.failing) {
+    junit_failing.insert(name.substr(0, name.find(' ')) + " " + name.substr(name.rfind(' ') + 1));
+  }
+  EXPECT_EQ(junit_failing, csv_failing);
+  EXPECT_EQ(junit.failures, static_cast<int>(csv_failing.size()));
+  // What was planted, and nothing else: all_gather's rows and the broadcast check.
+  EXPECT_EQ(regressed_ops, (std::set<std::string>{"all_gather", "broadcast"}));
+  EXPECT_LT(junit.failures, rows);
 }
 
 TEST(Compare, AnOutputOverAnInputIsRefusedAndTheInputUnchanged) {

@@ -74,7 +74,9 @@ struct Comparison {
   size_t baseline_runs = 0, current_runs = 0;
   size_t noise_judged = 0;        // rows judged against the between-run noise
   size_t noise_measurements = 0;  // of them, distinct measurements (a bandwidth of a judged time is not)
-  double row_alpha = 0;           // each such row's false-alarm rate (false_alarm / noise_measurements)
+  double row_alpha = 0;           // each such row's false-alarm rate (its share of false_alarm / noise_measurements)
+  size_t family_tests = 0;        // sets of a family's rows judged together (a bandwidth of judged times: none)
+  double family_alpha = 0;        // each set's false-alarm rate
 };
 
 
@@ -104,10 +106,14 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
 // judged between the last baseline run (the most recent) and the first current run; a changed
 // verdict in any current run counts. Numbers: with one baseline run, as above; with two or more,
 // each row's values over the runs against the between-run noise (results/noise.h): the row's
-// spread over the baseline runs, moderated towards the spread of like rows (same suite, metric
-// and size within a factor of 8), at least what each run's own iterations leave in its median;
-// a regression is worse by more than the tolerance and beyond that noise at the row's
-// false-alarm rate. Throws as above; runs of different stacks are refused.
+// spread over the baseline runs, moderated towards the spread of like rows (same suite, metric,
+// operation and size within a factor of 8), at least what each run's own iterations leave in
+// its median; a regression is worse by more than the tolerance and beyond that noise at the row's
+// false-alarm rate. Families too (the sizes of one collective's sweep): the mean log over each
+// set of sizes (every size, from each size up, up to each size) in each run, judged against the
+// same means of the baseline runs; the family's most significant set beyond its noise and the
+// tolerance flags its rows that are worse by more than the tolerance. The false-alarm rate goes
+// half to the rows, half to the sets. Throws as above; runs of different stacks are refused.
 Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents,
                         const CompareSettings& settings);
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -617,7 +619,10 @@ TEST(CompareRuns, DriftSeenInTheBaselineRunsIsNotARegression) {
   EXPECT_EQ(c.baseline_runs, 3u);
   EXPECT_EQ(c.noise_judged, 9u);
   EXPECT_EQ(c.noise_measurements, 3u);  // algbw and busbw are the time's
-  EXPECT_DOUBLE_EQ(c.row_alpha, 0.05 / 3);
+  // The time family's sets: every size, from 4 KiB up, up to 4 KiB (the bandwidths' are the times').
+  EXPECT_EQ(c.family_tests, 3u);
+  EXPECT_DOUBLE_EQ(c.row_alpha, 0.05 / 2 / 3);  // half the false-alarm rate to the rows, half to the sets
+  EXPECT_DOUBLE_EQ(c.family_alpha, 0.05 / 2 / 3);
   for (const ComparedRow& row : c.rows) {
     if (row.direction == Direction::not_judged) continue;
     EXPECT_EQ(row.baseline_runs, 3u);
@@ -646,6 +651,67 @@ TEST(CompareRuns, ASlowdownBeyondTheNoiseIsCaughtAndExplained) {
   const Comparison faster = compare_runs(baseline, runs_of({0.8}, "c"), {});
   EXPECT_EQ(faster.regressions, 0u);
   EXPECT_EQ(faster.improvements, 9u);
+}
+
+// A family: all_gather at 8 sizes, each row with noise of its own (a seeded ±20%, independent
+// from row to row and run to run), 15 baseline runs. `shift(k)` multiplies every size from 64 KiB
+// up in run k: a regression of the collective's bandwidth, or a machine state shared by the rows.
+std::vector<RecordedRun> family_runs(size_t runs, const std::string& prefix, uint32_t seed,
+                                     const std::function<double(size_t)>& shift) {
+  std::vector<RecordedRun> out;
+  uint32_t state = seed;
+  const auto noise = [&] {  // uniform in [0.8, 1.2): a spread no single row's test sees 25% through
+    state = state * 1664525u + 1013904223u;
+    return 0.8 + 0.4 * static_cast<double>(state >> 8) / static_cast<double>(1u << 24);
+  };
+  for (size_t k = 0; k < runs; ++k) {
+    std::vector<Record> rows;
+    for (int64_t bytes = 1024; bytes <= (int64_t{16} << 20); bytes *= 4) {
+      const double scale = noise() * (bytes >= 65536 ? shift(k) : 1);
+      const double time = 1e-5 * static_cast<double>(bytes) / 1024;
+      for (Record& r : collectives_case("all_gather/f32/" + std::to_string(bytes), bytes, time, scale)) {
+        r.labels.op = "all_gather";
+        r.labels.config = "count=" + std::to_string(bytes / 8);
+        r.run_id = prefix + std::to_string(k);
+        rows.push_back(std::move(r));
+      }
+    }
+    out.push_back({"file", rows});
+  }
+  return out;
+}
+
+// 25% slower from 64 KiB up: each row alone stays inside its ±20% noise, the sizes together do
+// not, and the flagged rows say so; without the slowdown nothing is flagged.
+TEST(CompareRuns, AFamilyMovedTogetherIsCaughtThoughEachRowIsInsideItsNoise) {
+  const std::vector<RecordedRun> baseline = family_runs(15, "b", 7, [](size_t) { return 1.0; });
+  const std::vector<RecordedRun> slowed = family_runs(5, "c", 11, [](size_t) { return 1.25; });
+  CompareSettings settings;
+  const Comparison c = compare_runs(baseline, slowed, settings);
+  EXPECT_GT(c.family_tests, 0u);
+  size_t flagged = 0, by_family = 0, by_row = 0;
+  for (const ComparedRow& row : c.rows) {
+    if (row.outcome != Outcome::regressed) continue;
+    ++flagged;
+    EXPECT_GE(row.baseline.labels.bytes, 65536) << row.label << ": " << row.reason;
+    by_family += row.reason.find("worse, with its family: all_gather f32 out_of_place") != std::string::npos;
+    by_row += row.reason.find("worse, beyond the") != std::string::npos;
+  }
+  EXPECT_EQ(by_family + by_row, flagged);
+  EXPECT_GT(by_family, 0u);  // caught only through their family
+  EXPECT_GT(flagged, 6u);    // most of the 5 sizes' time, algbw and busbw rows (15)
+
+  const Comparison unchanged = compare_runs(baseline, family_runs(5, "u", 13, [](size_t) { return 1.0; }), settings);
+  EXPECT_EQ(unchanged.regressions, 0u);
+}
+
+// A state that moves all of a run's large sizes together (here ±30% from run to run) is between-
+// run noise of the family: a current run 25% slower in the same way is inside it.
+TEST(CompareRuns, AFamilyShiftSeenInTheBaselineRunsIsNotARegression) {
+  const auto state = [](size_t k) { return k % 3 == 0 ? 1.3 : k % 3 == 1 ? 0.75 : 1.0; };
+  const std::vector<RecordedRun> baseline = family_runs(15, "b", 7, state);
+  const Comparison c = compare_runs(baseline, family_runs(5, "c", 11, [](size_t) { return 1.25; }), {});
+  EXPECT_EQ(c.regressions, 0u);
 }
 
 // A change under the tolerance is never a regression, however quiet the runs.
