@@ -1,11 +1,12 @@
 // End-to-end tests of how a run ends when a case cannot: an error on some ranks while the others
 // wait inside a call (faulty(error,...)), on one rank, on a sub-world and on every rank, at 3 and 4
-// ranks; and SIGINT/SIGTERM to a rank. -T 600 in every run: if the harness left the job to the
+// ranks; SIGINT/SIGTERM to a rank; and a launch by another MPI library's launcher. -T 600 in every run: if the harness left the job to the
 // watchdog, the run would report a timeout, which these tests refuse (and ctest's limit is lower).
 //   ctest -R errors_e2e_test
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -135,5 +136,42 @@ TEST_P(Interrupted, KeepsTheRowsAndExitsWithTheSignal) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, Interrupted, ::testing::Values(SIGINT, SIGTERM),
                          [](const auto& param) { return param.param == SIGINT ? "SIGINT" : "SIGTERM"; });
+
+// Started by another MPI library's launcher (or with its variables), each rank is a job of one
+// rank: N jobs that measure nothing between ranks and write the same outputs. The run refuses
+// with one line from the launcher's rank 0 and exit 2, and writes nothing.
+TEST(LauncherMismatch, NJobsOfOneRankAreRefused) {
+  const fs::path csv = scratch_dir() / "launcher_mismatch.csv";
+  fs::remove(csv);
+  const std::string run = std::string(DTS_BINARY) +
+                          " run collectives --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 2 -T 600 --csv " + csv.string();
+  for (const std::string vars : {"PMI_SIZE=3 PMI_RANK=0", "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0"}) {
+    const RunResult r = run_shell("env " + vars + " " + run);
+    EXPECT_EQ(r.exit_code, 2) << vars << ": " << r.err;
+    const auto ours = our_lines(r.err);
+    ASSERT_EQ(ours.size(), 1u) << vars << ": " << r.err;
+    EXPECT_NE(ours[0].find("the launcher started " + vars.substr(vars.find('=') + 1, 1) + " ranks (" +
+                           vars.substr(0, vars.find(' ')) + ") but MPI sees a world of 1"),
+              std::string::npos)
+        << ours[0];
+    EXPECT_FALSE(fs::exists(csv));
+  }
+  // The launcher's other ranks end the same way, silently.
+  RunResult r = run_shell("env PMI_SIZE=3 PMI_RANK=1 " + run);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(our_lines(r.err).empty()) << r.err;
+  // A launch as it happens: MPICH's mpiexec (Hydra) starting a build against another MPI.
+  const fs::path hydra = "/usr/bin/mpiexec.mpich";
+  std::error_code error;
+  if (::access(hydra.c_str(), X_OK) != 0 || fs::canonical(hydra, error) == fs::canonical(DTS_MPIEXEC, error)) {
+    GTEST_SKIP() << "needs MPICH's mpiexec beside a build against another MPI";
+  }
+  r = run_shell(hydra.string() + " -n 2 " + run);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("the launcher started 2 ranks (PMI_SIZE=2) but MPI sees a world of 1"), std::string::npos) << ours[0];
+  EXPECT_FALSE(fs::exists(csv));
+}
 
 }  // namespace

@@ -25,9 +25,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "comm/text.h"
 #include "core/buffer.h"
 #include "core/error.h"
@@ -59,6 +61,32 @@ bool is_launcher_rank_zero() {
     if (const char* value = std::getenv(var)) return std::string(value) == "0";
   }
   return true;
+}
+
+// The ranks the launcher says it started, the variable that says so, and whether this process is
+// the launcher's rank 0 (ranks 0: no variable says). Open MPI's mpirun and MPICH's mpiexec
+// (Hydra, and any launcher speaking PMI) export these to every rank before MPI_Init. A binary
+// built against the other library does not read them: each rank starts as a singleton, world
+// size 1, and the job becomes N jobs of one rank that measure nothing between ranks and write the
+// same outputs. The rank is read from the same launcher's variable: a singleton's own MPI may set
+// others (Open MPI sets PMIX_RANK=0 in every singleton).
+struct Launch {
+  long ranks = 0;
+  const char* variable = nullptr;
+  bool rank_zero = true;
+};
+Launch launcher_world_size() {
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    const char* value = std::getenv(size_var);
+    if (!value) continue;
+    char* end = nullptr;
+    const long ranks = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0' || ranks <= 0) continue;
+    const char* rank = std::getenv(rank_var);
+    return {ranks, size_var, !rank || std::string(rank) == "0"};
+  }
+  return {};
 }
 
 // The steps of a run: the plan's cases in order (repeat 1), or `repeat` passes over them, each
@@ -617,7 +645,19 @@ int harness_main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int exit_code = kExitUsage;
-  if (provided < MPI_THREAD_MULTIPLE && cmd.run.timeout_seconds > 0) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const Launch launch = launcher_world_size();
+  if (launch.ranks > 0 && launch.ranks != world) {
+    // Every process is rank 0 of its own world here: the launcher's rank 0 alone says why.
+    if (launch.rank_zero) {
+      const std::string library = mpi_library_version();  // "Open MPI v4.1.4, package: ..."
+      std::fprintf(stderr,
+                   "dtsuite: error: the launcher started %ld ranks (%s=%ld) but MPI sees a world of %d: this dtsuite "
+                   "is built against %s, so start it with that library's mpirun/mpiexec; nothing was run\n",
+                   launch.ranks, launch.variable, launch.ranks, world, library.substr(0, library.find(',')).c_str());
+    }
+  } else if (provided < MPI_THREAD_MULTIPLE && cmd.run.timeout_seconds > 0) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) std::fprintf(stderr, "dtsuite: error: the MPI library does not provide MPI_THREAD_MULTIPLE, which the watchdog (-T) needs; run with -T 0\n");
