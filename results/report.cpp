@@ -85,6 +85,25 @@ std::string base_name(const std::string& path) {
 
 // The job's size, not the row's: a run's sub-world cases (world_size 1..N, job=N) belong to the
 // stack of its whole-job rows.
+// The MPI library in a few words, from its version line (results/SCHEMA.md `mpi_version`):
+// "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4", "MPICH Version:      4.0.2" -> "MPICH 4.0.2".
+std::string short_mpi(const std::string& version) {
+  std::string words;
+  bool gap = false;
+  for (const char c : version.substr(0, version.find_first_of(",\n"))) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      gap = !words.empty();
+      continue;
+    }
+    if (gap) words += ' ';
+    gap = false;
+    words += c;
+  }
+  const size_t tag = words.find(" Version:");
+  if (tag != std::string::npos) words.erase(tag, 9);
+  return words;
+}
+
 std::string stack_identity(const std::string& backend, const std::string& device, int job) {
   return backend + '\n' + device + '\n' + std::to_string(job);
 }
@@ -488,12 +507,18 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
       data.stacks.push_back(std::move(s));
     }
   }
+  // One backend, device and size in several files: told apart by the MPI library where theirs
+  // differ (the same build against Open MPI and against MPICH), else by the file's name.
+  std::map<std::string, std::set<std::string>> libraries_of_identity;
+  for (const ReportStack& s : data.stacks) {
+    libraries_of_identity[stack_identity(s.backend, s.device, s.world_size)].insert(short_mpi(s.mpi_version));
+  }
   for (ReportStack& s : data.stacks) {
     s.label = s.backend + " | " + short_device(s.device) + " | " + std::to_string(s.world_size) +
               (s.world_size == 1 ? " rank" : " ranks");
-    if (files_of_identity[stack_identity(s.backend, s.device, s.world_size)].size() > 1) {
-      s.label += " | " + base_name(files[s.file].path);
-    }
+    const std::string identity = stack_identity(s.backend, s.device, s.world_size);
+    if (files_of_identity[identity].size() < 2) continue;
+    s.label += " | " + (libraries_of_identity[identity].size() > 1 ? short_mpi(s.mpi_version) : base_name(files[s.file].path));
   }
 
   // Verdicts by stack and suite, and the failures.

@@ -161,6 +161,19 @@ TEST(Grouping, TheSameStackInTwoFilesIsToldApartByFileName) {
   EXPECT_EQ(data.stacks[1].label, "mpi | cpu:Test CPU | 2 ranks | tuesday.csv");
 }
 
+// One build against Open MPI, one against MPICH (the same backend, device and ranks): told apart
+// by the library, in short, not by the file's name.
+TEST(Grouping, TheSameBackendOnTwoMpiLibrariesIsToldApartByTheLibrary) {
+  Record open_mpi = collective("mpi", "busbw", "all_reduce", "f32", 8, 1);
+  open_mpi.labels.mpi_version = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4";
+  Record mpich = collective("mpi", "busbw", "all_reduce", "f32", 8, 2);
+  mpich.labels.mpi_version = "MPICH Version:      4.0.2\nMPICH Release date: Thu Mar 17 2022";
+  const ReportData data = group_results({{"x/openmpi.csv", {open_mpi}}, {"x/mpich.csv", {mpich}}});
+  ASSERT_EQ(data.stacks.size(), 2u);
+  EXPECT_EQ(data.stacks[0].label, "mpi | cpu:Test CPU | 2 ranks | Open MPI v4.1.4");
+  EXPECT_EQ(data.stacks[1].label, "mpi | cpu:Test CPU | 2 ranks | MPICH 4.0.2");
+}
+
 TEST(Grouping, LatencyKeepsOnlySmallSizes) {
   ResultsFile a{"a.csv", {}};
   const int64_t latency_bytes = latency_max_bytes();
