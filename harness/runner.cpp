@@ -37,6 +37,7 @@
 #include "dts/config.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "results/report.h"
 #include "harness/progress.h"
 #include "harness/stack_info.h"
 #include "harness/timing.h"
@@ -651,11 +652,10 @@ int harness_main(int argc, char** argv) {
   if (launch.ranks > 0 && launch.ranks != world) {
     // Every process is rank 0 of its own world here: the launcher's rank 0 alone says why.
     if (launch.rank_zero) {
-      const std::string library = mpi_library_version();  // "Open MPI v4.1.4, package: ..."
       std::fprintf(stderr,
                    "dtsuite: error: the launcher started %ld ranks (%s=%ld) but MPI sees a world of %d: this dtsuite "
                    "is built against %s, so start it with that library's mpirun/mpiexec; nothing was run\n",
-                   launch.ranks, launch.variable, launch.ranks, world, library.substr(0, library.find(',')).c_str());
+                   launch.ranks, launch.variable, launch.ranks, world, short_mpi(mpi_library_version()).c_str());
     }
   } else if (provided < MPI_THREAD_MULTIPLE && cmd.run.timeout_seconds > 0) {
     int rank = 0;

@@ -83,10 +83,8 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// The job's size, not the row's: a run's sub-world cases (world_size 1..N, job=N) belong to the
-// stack of its whole-job rows.
-// The MPI library in a few words, from its version line (results/SCHEMA.md `mpi_version`):
-// "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4", "MPICH Version:      4.0.2" -> "MPICH 4.0.2".
+}  // namespace
+
 std::string short_mpi(const std::string& version) {
   std::string words;
   bool gap = false;
@@ -104,6 +102,10 @@ std::string short_mpi(const std::string& version) {
   return words;
 }
 
+namespace {
+
+// The job's size, not the row's: a run's sub-world cases (world_size 1..N, job=N) belong to the
+// stack of its whole-job rows.
 std::string stack_identity(const std::string& backend, const std::string& device, int job) {
   return backend + '\n' + device + '\n' + std::to_string(job);
 }
