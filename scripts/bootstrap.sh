@@ -3,9 +3,11 @@
 # builds, then either runs the default suite on local ranks (`run`, the default) or every test
 # (`test`). Used by README's two commands and by CI (.ci/run), which adds the two checking
 # builds: `sanitize` (ASan + UBSan build in build-asan, its unit and MPI tests) and `fuzz` (clang
-# build in build-fuzz, each libFuzzer target of fuzz/ for FUZZ_SECONDS).
-#   bash scripts/bootstrap.sh [run|test|sanitize|fuzz] [extra dtsuite run flags...]
-# Environment: BUILD_DIR (default build, build-asan, build-fuzz by mode), NP (ranks for `run`,
+# build in build-fuzz, each libFuzzer target of fuzz/ for FUZZ_SECONDS); and `vendors`: a build
+# against MPICH in build-mpich beside the Open MPI one in build/ (after `test` or `run`), the
+# collectives suite on both at 2 ranks (scripts/vendors/side_by_side.sh).
+#   bash scripts/bootstrap.sh [run|test|sanitize|fuzz|vendors] [extra dtsuite run flags...]
+# Environment: BUILD_DIR (default build, build-asan, build-fuzz, build-mpich by mode), NP (ranks for `run`,
 # default 4), CI=true (warnings become errors), DTS_CMAKE_FLAGS (extra configure flags),
 # FUZZ_SECONDS (fuzz: seconds per target, default 60).
 set -euo pipefail
@@ -28,6 +30,12 @@ case "$mode" in
                 -DDTS_WITH_CUDA=OFF -DDTS_WITH_NCCL=OFF)
     build_target=fuzz_targets
     ;;
+  vendors)
+    build_dir=${BUILD_DIR:-build-mpich}
+    mode_flags=(-DMPI_CXX_COMPILER=/usr/bin/mpicxx.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich
+                -DDTS_WITH_CUDA=OFF -DDTS_WITH_NCCL=OFF)
+    build_target=dtsuite
+    ;;
   *)
     build_dir=${BUILD_DIR:-build}
     ;;
@@ -37,6 +45,7 @@ packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-d
           libbenchmark-dev libfccp-dev libexpat1-dev zlib1g-dev libopenblas-dev prometheus-cpp-dev libtomlplusplus-dev gnuplot-nox chromium
           prometheus prometheus-pushgateway curl python3
           iproute2 slurm-wlm   # the two-node fixture (scripts/cluster), a single-node Slurm (scripts/slurm)
+          mpich libmpich-dev   # a second MPI beside Open MPI (which stays the default mpicxx/mpirun)
           clang-16 libclang-rt-16-dev)  # fuzz/: clang 16 (14 lacks std::source_location), libFuzzer, sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
@@ -103,12 +112,17 @@ case "$mode" in
     echo "== ctest under ASan + UBSan (labels unit, mpi; not e2e)"
     exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --timeout 1800 "${sanitize_tests[@]}"
     ;;
+  vendors)
+    [ -x build/harness/dtsuite ] || { echo "bootstrap.sh vendors: needs the Open MPI build in build/ (run the test stage first)" >&2; exit 2; }
+    echo "== Open MPI (build/) and MPICH ($build_dir) side by side, 2 ranks"
+    exec bash scripts/vendors/side_by_side.sh build/harness/dtsuite "$build_dir/harness/dtsuite" "$build_dir/side_by_side"
+    ;;
   fuzz)
     echo "== fuzzing each target for ${FUZZ_SECONDS:-60} s (crash reproducers: $build_dir/fuzz/*.work/artifacts)"
     exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" -L fuzz
     ;;
   *)
-    echo "usage: scripts/bootstrap.sh [run|test|sanitize|fuzz]" >&2
+    echo "usage: scripts/bootstrap.sh [run|test|sanitize|fuzz|vendors]" >&2
     exit 2
     ;;
 esac
