@@ -286,17 +286,9 @@ std::string noise_group(const Record& r, bool with_size) {
 // suite, metric, operation, dtype, placement, strategy, world size, and the config without the
 // element count).
 std::string family_key(const Record& r) {
-  std::string config;
-  size_t start = 0;
-  while (start <= r.labels.config.size()) {
-    size_t end = r.labels.config.find(';', start);
-    if (end == std::string::npos) end = r.labels.config.size();
-    const std::string item = r.labels.config.substr(start, end - start);
-    if (item.rfind("count=", 0) != 0) config += item + ';';
-    start = end + 1;
-  }
   return r.suite + '\x1f' + r.metric + '\x1f' + r.unit + '\x1f' + r.labels.op + '\x1f' + r.labels.dtype + '\x1f' +
-         r.labels.placement + '\x1f' + r.labels.strategy + '\x1f' + std::to_string(r.labels.world_size) + '\x1f' + config;
+         r.labels.placement + '\x1f' + r.labels.strategy + '\x1f' + std::to_string(r.labels.world_size) + '\x1f' +
+         config_without(r.labels.config, "count");
 }
 
 std::string size_text(int64_t bytes) {

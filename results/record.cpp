@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <string_view>
 
@@ -49,6 +50,36 @@ std::optional<std::string> config_value(std::string_view config, std::string_vie
     config.remove_prefix(end + 1);
   }
   return std::nullopt;
+}
+
+std::string config_without(std::string_view config, std::string_view key) {
+  std::string kept;
+  while (!config.empty()) {
+    const size_t end = config.find(';');
+    const std::string_view pair = config.substr(0, end);
+    const size_t eq = pair.find('=');
+    if (!(eq != std::string_view::npos && pair.substr(0, eq) == key)) kept += (kept.empty() ? "" : ";") + std::string(pair);
+    if (end == std::string_view::npos) break;
+    config.remove_prefix(end + 1);
+  }
+  return kept;
+}
+
+std::string short_mpi(const std::string& version) {
+  std::string words;
+  bool gap = false;
+  for (const char c : version.substr(0, version.find_first_of(",\n"))) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      gap = !words.empty();
+      continue;
+    }
+    if (gap) words += ' ';
+    gap = false;
+    words += c;
+  }
+  const size_t tag = words.find(" Version:");
+  if (tag != std::string::npos) words.erase(tag, 9);
+  return words;
 }
 
 int job_size(const Record& r) {

@@ -55,6 +55,13 @@ struct Record {
 // The value of `key` in a config ("key=value;key=value"), or nothing when the key is absent.
 std::optional<std::string> config_value(std::string_view config, std::string_view key);
 
+// `config` without `key`'s pair ("redop=sum;count=4" without count: "redop=sum").
+std::string config_without(std::string_view config, std::string_view key);
+
+// The MPI library in a few words, from its version line (`mpi_version`): "Open MPI v4.1.4,
+// package: ..." -> "Open MPI v4.1.4", "MPICH Version:\t4.0.2" -> "MPICH 4.0.2".
+std::string short_mpi(const std::string& version);
+
 // `text` safe to show on a terminal or in a page: valid UTF-8 passes; control bytes (escape
 // sequences could rewrite the terminal), DEL and bytes that are not UTF-8 become U+FFFD.
 // Newline and tab pass only when `keep_line_breaks`.

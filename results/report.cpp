@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -82,27 +81,6 @@ std::string base_name(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
-
-}  // namespace
-
-std::string short_mpi(const std::string& version) {
-  std::string words;
-  bool gap = false;
-  for (const char c : version.substr(0, version.find_first_of(",\n"))) {
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      gap = !words.empty();
-      continue;
-    }
-    if (gap) words += ' ';
-    gap = false;
-    words += c;
-  }
-  const size_t tag = words.find(" Version:");
-  if (tag != std::string::npos) words.erase(tag, 9);
-  return words;
-}
-
-namespace {
 
 // The job's size, not the row's: a run's sub-world cases (world_size 1..N, job=N) belong to the
 // stack of its whole-job rows.

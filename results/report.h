@@ -19,8 +19,8 @@ struct ResultsFile {
 
 // A stack as the report tells stacks apart: backend, device and the job's size (job_size,
 // results/compare.h) of a file's records, so a run's sub-world cases are not stacks of their own.
-// When two files hold the same stack, the MPI library (short_mpi) is added to the label where
-// theirs differ, else the file name (two runs of it).
+// When two files hold the same stack, the label adds the MPI library (short_mpi, results/record.h)
+// where theirs differ, else the file name (two runs of it).
 struct ReportStack {
   std::string backend, device, backend_version, mpi_version, host, run_id;
   int world_size = 0;   // ranks in the job
@@ -106,10 +106,6 @@ struct ReportData {
 // are not drawn. With two stacks or more it also finds the cases whose outcome differs between
 // them (ReportData::cross_stack).
 ReportData group_results(const std::vector<ResultsFile>& files);
-
-// The MPI library in a few words, from its version line (results/SCHEMA.md `mpi_version`):
-// "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4", "MPICH Version:\t4.0.2" -> "MPICH 4.0.2".
-std::string short_mpi(const std::string& version);
 
 // "a<b" -> "a&lt;b": every piece of text from a CSV goes through this before it is in the page.
 std::string escape_html(const std::string& text);

@@ -79,7 +79,9 @@ int size_of(MPI_Comm comm) {
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  if (!targets("MPI_Allreduce") || !slowed(bytes_of(count, datatype))) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  if (!targets("MPI_Allreduce") || !slowed(bytes_of(count, datatype))) {
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
   const auto start = std::chrono::steady_clock::now();
   const int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   stretch(start);
