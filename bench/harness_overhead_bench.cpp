@@ -58,7 +58,7 @@ void BM_DtsuiteTimedAllreduce(benchmark::State& state) {
   double median_sum = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<double> times = dts::time_iterations(*f.control, 0, ops, [&] {
+    const std::vector<double> times = dts::time_iterations(*f.control, *f.tested, 0, ops, [&] {
       f.tested->all_reduce(in.data(), out.data(), count, dts::DType::f32, dts::ReduceOp::sum);
     });
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;

@@ -120,7 +120,7 @@ int run(const Settings& s) {
           const bool ring_turn = (turn + round) % 2 == 1;
           dts::Communicator& comm = ring_turn ? *ring : *mpi;
           const std::vector<double> times =
-              dts::time_iterations(*control, s.warmup, s.iters, [&] { call(comm, in, out); });
+              dts::time_iterations(*control, comm, s.warmup, s.iters, [&] { call(comm, in, out); });
           std::vector<double>& busbw = ring_turn ? out_series.ring : out_series.mpi;
           std::vector<double> this_round;
           for (double t : times) this_round.push_back(bytes / t * factor / 1e9);

@@ -40,6 +40,32 @@ std::unique_ptr<Work> Communicator::all_reduce_async(const void* in, void* out, 
 
 namespace {
 
+class HostTimer final : public Timer {
+ public:
+  HostTimer(Communicator& comm, size_t marks) : comm_(comm) { marks_.reserve(marks); }
+  void mark() override {
+    comm_.synchronize();
+    marks_.push_back(std::chrono::steady_clock::now());
+  }
+  std::vector<double> intervals() override {
+    std::vector<double> out;
+    for (size_t i = 1; i < marks_.size(); ++i) {
+      out.push_back(std::chrono::duration<double>(marks_[i] - marks_[i - 1]).count());
+    }
+    return out;
+  }
+
+ private:
+  Communicator& comm_;
+  std::vector<std::chrono::steady_clock::time_point> marks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Timer> Communicator::timer(size_t marks) { return std::make_unique<HostTimer>(*this, marks); }
+
+namespace {
+
 // The spec as an error message quotes it: a generated spec can be megabytes, and one with a
 // newline in it would break the harness's one-line error, so long specs are cut and control
 // characters shown as '?'. 80 characters hold every real stack whole ("faulty(bitflip,ring(mpi))"

@@ -34,6 +34,18 @@ class CompletedWork final : public Work {
   void wait(std::chrono::duration<double>) override {}
 };
 
+// Times a loop of operations the way the communicator's library runs them: mark() before the
+// first iteration and after each one; intervals() then waits for the last mark and returns the
+// seconds between consecutive marks. A host backend's call is done when it returns, so its timer
+// reads steady_clock; a device backend records events on its library's stream (as nccl-tests does
+// with cudaEventRecord), so marking adds no synchronization to the loop.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void mark() = 0;
+  virtual std::vector<double> intervals() = 0;
+};
+
 // Lets the harness's watchdog see, from another thread, whether this rank is inside a
 // communication call of the stack under test. Leaf backends (mpi, nccl) update it around every
 // library call; wrappers pass it down through CommOptions. A rank that is not inside while its
@@ -138,6 +150,13 @@ class Communicator {
                                                  ReduceOp op);
 
   virtual void barrier() = 0;
+  // Waits until every operation this rank issued on this communicator has completed: a device
+  // backend's calls return once enqueued on its stream. Host backends: nothing to wait for.
+  virtual void synchronize() {}
+  // A timer for loops of this communicator's operations (see Timer), ready for `marks` calls of
+  // mark() (iterations + 1) without allocating inside the loop. Default: steady_clock, each mark
+  // after synchronize().
+  virtual std::unique_ptr<Timer> timer(size_t marks);
   // A communicator over the ranks that pass the same color, ordered by key (MPI_Comm_split).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 

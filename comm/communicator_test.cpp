@@ -209,3 +209,34 @@ TEST(MpichKnownCrash, JudgedFromTheVersionString) {
 
 }  // namespace
 }  // namespace dts
+
+namespace dts {
+namespace {
+
+// Counts synchronize() calls: the default timer must wait for the backend's work at every mark.
+class CountingSync final : public Communicator {
+ public:
+  std::string_view backend() const override { return "counting"; }
+  std::string version() const override { return "0"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Memory memory() const override { return Memory::host; }
+  void barrier() override {}
+  void synchronize() override { ++synchronized; }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  int synchronized = 0;
+};
+
+TEST(HostTimer, SynchronizesAtEachMarkAndGivesOneIntervalBetweenEachPair) {
+  CountingSync comm;
+  const std::unique_ptr<Timer> timer = comm.timer(4);
+  EXPECT_TRUE(timer->intervals().empty());  // no mark yet: nothing timed
+  for (int i = 0; i < 4; ++i) timer->mark();
+  EXPECT_EQ(comm.synchronized, 4);
+  const std::vector<double> intervals = timer->intervals();
+  ASSERT_EQ(intervals.size(), 3u);
+  for (double seconds : intervals) EXPECT_GE(seconds, 0.0);  // steady_clock never goes back
+}
+
+}  // namespace
+}  // namespace dts

@@ -52,6 +52,8 @@ class ForwardingCommunicator : public Communicator {
     return inner_->all_reduce_async(in, out, count, dtype, op);
   }
   void barrier() override { inner_->barrier(); }
+  void synchronize() override { inner_->synchronize(); }
+  std::unique_ptr<Timer> timer(size_t marks) override { return inner_->timer(marks); }
   // Splits INNER and hands each group to wrap(), so the groups are the same wrapper.
   std::unique_ptr<Communicator> split(int color, int key) override;
 

@@ -81,6 +81,10 @@ void Buffer::copy_from_host(const void* src, size_t bytes, size_t offset) {
   }
 #if DTS_HAVE_CUDA
   check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA lands
+  // (CUDA Runtime API, "API synchronization behavior"), and a library's non-blocking stream does
+  // not wait for the legacy default stream: wait here, so the data is there for any stream.
+  check_cuda(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after the copy to device");
 #endif
 }
 

@@ -26,6 +26,8 @@ class Buffer {
 
   // Copies between this buffer (host or device) and host memory.
   void copy_from_host(const void* src, size_t bytes, size_t offset = 0);
+  // Both are synchronous: the bytes are in place when they return. They do not wait for work of
+  // other streams (a device backend's): synchronize() the communicator before reading its output.
   void copy_to_host(void* dst, size_t bytes, size_t offset = 0) const;
 
  private:

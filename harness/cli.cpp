@@ -66,7 +66,11 @@ Command parse_command_line(int argc, char** argv) {
   run->add_option("--node", o.node, "this rank's node name (default: $DTS_NODE, else the host name); ranks with one "
                                    "name form one node")
       ->check([](const std::string& v) { return v.empty() || v.size() > kMaxNodeName ? "a node name of 1 to 255 bytes" : ""; });
-  run->add_option("--device", o.device, "where buffers live")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  run->add_option("--device", o.device,
+                  "where buffers live: auto takes the backend's memory (nccl: cuda; the others: cpu); cuda with a "
+                  "host-memory backend makes every case SKIP")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   run->add_option("-n,--iters", o.iters, "timed iterations per case")->check(CLI::Range(1, 1000000))->capture_default_str();
   run->add_option("-w,--warmup_iters", o.warmup, "untimed warm-up iterations per case")
       ->check(CLI::Range(0, 1000000))->capture_default_str();

@@ -208,7 +208,7 @@ class HarnessContext final : public RunContext {
   const Topology& topology() const override { return stack_.topology; }
   Traffic traffic() const override { return {observer_->bytes_sent.load(), observer_->opaque_collectives.load()}; }
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
-    return dts::time_iterations(control_, warmup, iters, iteration);
+    return dts::time_iterations(control_, tested_, warmup, iters, iteration);
   }
   Participants participants(bool member) override {
     const int flag = member ? 1 : 0;
@@ -434,6 +434,19 @@ int run_with_mpi(Command& cmd) {
     return kExitUsage;
   }
 
+  // Where buffers live is the backend's to say; --device only asks. Asking for device memory of a
+  // host backend leaves every case SKIP with the reason; host memory of a device backend cannot run.
+  const std::string backend_device = tested->memory() == Memory::device ? "cuda" : "cpu";
+  if (o.device == "auto") o.device = backend_device;
+  std::string device_skip;
+  if (o.device != backend_device) {
+    if (o.device == "cpu") {
+      say("error: backend " + o.backend + " takes device memory; it cannot run with --device cpu (leave --device out, " +
+          "or pass --device cuda)");
+      return kExitUsage;
+    }
+    device_skip = "backend " + o.backend + " takes host memory: --device cuda needs a device backend (nccl)";
+  }
   const StackInfo stack = discover_stack(*tested, *control, o.device, o.node);
   char id_buffer[64] = {};
   if (leader) std::snprintf(id_buffer, sizeof(id_buffer), "%s", new_run_id().c_str());
@@ -461,8 +474,7 @@ int run_with_mpi(Command& cmd) {
   }
   if (leader) print_preamble(cmd, stack, run_id, csv_path, cases.size());
 
-  const Memory memory = o.device == "cuda" ? Memory::device : Memory::host;
-  HarnessContext context(*tested, *control, o, memory, stack, run_id, &results, observer.get());
+  HarnessContext context(*tested, *control, o, tested->memory(), stack, run_id, &results, observer.get());
   std::string current_suite;
   const Case* current_case = nullptr;
   std::mutex current_mutex;
@@ -553,6 +565,7 @@ int run_with_mpi(Command& cmd) {
     progress.begin(step, suite->name(), the_case.id);
     std::exception_ptr failure;
     try {
+      if (!device_skip.empty()) throw Error(Error::Kind::unsupported, device_skip);
       suite->run(the_case, context);
     } catch (const std::exception&) {
       failure = std::current_exception();

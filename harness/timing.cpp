@@ -1,20 +1,30 @@
-// Host timing with std::chrono::steady_clock (CUDA events come with device backends). Two clock
-// reads per iteration and one reduction at the end keep the loop within noise of a bare loop
+// The timed loop. Each mark costs one clock read (host) or one event record (device), and the
+// reduction across ranks comes after the loop, which keeps it within noise of a bare loop
 // (measured in bench/harness_overhead_bench.cpp).
 #include "harness/timing.h"
 
-#include <chrono>
+#include <string>
 
 namespace dts {
 
-std::vector<double> time_iterations(Communicator& control, int warmup, int iters, const std::function<void()>& iteration) {
+std::vector<double> time_iterations(Communicator& control, Communicator& timed, int warmup, int iters,
+                                    const std::function<void()>& iteration) {
   control.barrier();
   for (int i = 0; i < warmup; ++i) iteration();
-  std::vector<double> local(static_cast<size_t>(iters));
+  // The warm-up's work must be done before the first mark, or an asynchronous library's first
+  // iteration would carry it.
+  timed.synchronize();
+  const std::unique_ptr<Timer> timer = timed.timer(static_cast<size_t>(iters) + 1);
+  timer->mark();
   for (int i = 0; i < iters; ++i) {
-    const auto start = std::chrono::steady_clock::now();
     iteration();
-    local[static_cast<size_t>(i)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    timer->mark();
+  }
+  std::vector<double> local = timer->intervals();
+  if (local.size() != static_cast<size_t>(iters)) {
+    throw Error(Error::Kind::backend, "the timer of " + std::string(timed.backend()) + " gave " +
+                                          std::to_string(local.size()) + " intervals for " + std::to_string(iters) +
+                                          " iterations");
   }
   std::vector<double> slowest(control.rank() == 0 ? local.size() : 0);
   control.reduce(local.data(), control.rank() == 0 ? slowest.data() : nullptr, local.size(), DType::f64, ReduceOp::max, 0);

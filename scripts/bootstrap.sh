@@ -114,8 +114,9 @@ case "$mode" in
     ;;
   vendors)
     [ -x build/harness/dtsuite ] || { echo "bootstrap.sh vendors: needs the Open MPI build in build/ (run the test stage first)" >&2; exit 2; }
-    echo "== Open MPI (build/) and MPICH ($build_dir) side by side, 2 ranks"
-    exec bash scripts/vendors/side_by_side.sh build/harness/dtsuite "$build_dir/harness/dtsuite" "$build_dir/side_by_side"
+    echo "== Open MPI (build/) and MPICH ($build_dir) side by side, 2 ranks: ctest vendors_side_by_side_test"
+    DTS_MPICH_DTSUITE="$(realpath "$build_dir/harness/dtsuite")" \
+      exec ctest --test-dir build --output-on-failure --verbose -R '^vendors_side_by_side_test$' --no-tests=error
     ;;
   fuzz)
     echo "== fuzzing each target for ${FUZZ_SECONDS:-60} s (crash reproducers: $build_dir/fuzz/*.work/artifacts)"

@@ -88,6 +88,11 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   if (config.zero != traits.zero && !(traits.zero1_option && config.zero == 1)) throw refuse("ZeRO stage");
   if (config.microbatches < 1) throw refuse("micro-batches must be >= 1");
   if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
+  if (groups.world->memory() != Memory::host) {
+    // Every strategy keeps its parameters, gradients and activations in host vectors today.
+    throw Error(Error::Kind::unsupported, std::string(name) + " keeps its tensors in host memory, and backend " +
+                                              std::string(groups.world->backend()) + " takes device memory");
+  }
   return strategy_registry().find(std::string(name))->second.factory(spec, config, groups, precision);
 }
 

@@ -44,7 +44,7 @@ class FlagGroup {
 struct RunOptions {
   std::vector<std::string> suites;
   std::string backend = "mpi";
-  std::string device = "cpu";
+  std::string device = "auto";                 // --device; resolved to "cpu" or "cuda" by the harness
   std::string node;                            // --node: this rank's node name (comm/topology.h)
   int iters = 20;                              // -n
   int warmup = 5;                              // -w

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/buffer.h"
+#include "dts/config.h"
 #include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
 #include "results/record.h"
@@ -131,6 +133,48 @@ TEST(Fp8, CasesSkipWithTheBackendsReason) {
       }
     }
   }
+}
+
+// Where buffers live is the backend's to say. --device cuda asks for device memory: a host backend
+// (mpi) cannot take it, so every case SKIPs with that reason, never FAILs, and the run ends 0.
+TEST(DeviceMemory, CudaOnAHostBackendSkipsEveryCaseWithTheReason) {
+  const auto rows = run_collectives(2, "--backend mpi --device cuda -d f32 --collective all_reduce,all_gather " + kSweep,
+                                    0, "device_cuda_mpi");
+  ASSERT_FALSE(rows.empty());
+  for (const dts::Record& r : rows) {
+    EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id;
+    EXPECT_NE(r.detail.find("backend mpi takes host memory: --device cuda needs a device backend"), std::string::npos)
+        << r.case_id << ": " << r.detail;
+    EXPECT_EQ(r.labels.device.rfind("cuda", 0), 0u) << r.labels.device;  // the identity says what was asked
+  }
+}
+
+// Without --device the backend decides: mpi takes host memory, so the cases run on the CPU.
+TEST(DeviceMemory, WithoutTheFlagTheBackendDecides) {
+  const auto rows = run_collectives(2, "--backend mpi -d f32 -o sum --collective all_reduce " + kSweep, 0, "device_auto");
+  ASSERT_FALSE(rows.empty());
+  for (const dts::Record& r : rows) {
+    EXPECT_EQ(r.labels.device.rfind("cpu", 0), 0u) << r.labels.device;
+    EXPECT_NE(r.verdict, dts::Verdict::skip) << r.case_id << ": " << r.detail;
+  }
+}
+
+// The nccl backend on a machine without a GPU: one line at set-up, exit 2, no CSV row claiming a
+// result. With a GPU this is not the case to test (the nccl conformance cases run there).
+TEST(DeviceMemory, NcclWithoutAGpuStopsAtSetUpWithOneLine) {
+#if !DTS_HAVE_NCCL
+  GTEST_SKIP() << "this build has no nccl backend";
+#else
+  if (dts::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  const fs::path csv = scratch_dir() / "nccl_no_gpu.csv";
+  const RunResult r = run_dtsuite(2, "run collectives --backend nccl --quick --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("dtsuite: error: nccl: no CUDA device visible to this rank"), std::string::npos) << r.err;
+  size_t lines = 0;
+  for (size_t at = r.err.find("dtsuite:"); at != std::string::npos; at = r.err.find("dtsuite:", at + 1)) ++lines;
+  EXPECT_EQ(lines, 1u) << r.err;  // rank 0 speaks for both
+  EXPECT_FALSE(fs::exists(csv));
+#endif
 }
 
 }  // namespace

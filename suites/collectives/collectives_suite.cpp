@@ -159,50 +159,76 @@ std::string case_id(const CollectiveCase& c, int world_size) {
 }
 
 // Buffers and pointers of one placement. In place follows NCCL: reduce_scatter's output is the
-// rank's slice of the input, all_gather's input is the rank's slice of the output.
+// rank's slice of the input, all_gather's input is the rank's slice of the output. Buffers live
+// where the communicator takes them; in device memory each has a host image, where inputs are
+// written before upload() and outputs read after download(), so checks always read host memory.
 struct Placement {
-  bool in_place;
-  Buffer storage_in, storage_out;
-  void* in = nullptr;
-  void* out = nullptr;
+  bool in_place = false;
+  Buffer storage_in, storage_out;  // storage_out is empty in place
+  Buffer image_in, image_out;      // host images of device storage; empty for host storage
+  size_t in_offset = 0, out_offset = 0;  // of in and out within their storage
+  void* in = nullptr;   // what the communicator reads
+  void* out = nullptr;  // and writes
+
+  bool on_device() const { return storage_in.memory() == Memory::device; }
+  Buffer& out_storage() { return in_place ? storage_in : storage_out; }
+  Buffer& host_of(Buffer& storage) {
+    if (!on_device()) return storage;
+    return &storage == &storage_in ? image_in : image_out;
+  }
+  char* host_in() { return static_cast<char*>(host_of(storage_in).data()) + in_offset; }
+  char* host_out() { return static_cast<char*>(host_of(out_storage()).data()) + out_offset; }
+  // Host images to the device, before a call reads them.
+  void upload() {
+    if (!on_device()) return;
+    storage_in.copy_from_host(image_in.data(), storage_in.bytes());
+    if (!in_place) storage_out.copy_from_host(image_out.data(), storage_out.bytes());
+  }
+  // The output to its host image, after the communicator's work is done (synchronize()).
+  void download() {
+    if (on_device()) out_storage().copy_to_host(host_of(out_storage()).data(), out_storage().bytes());
+  }
 };
 
 Placement make_placement(const CheckSpec& spec, bool in_place, int rank, Memory memory) {
   const auto element = static_cast<int64_t>(size_of(spec.dtype));
   const int64_t in_bytes = input_elements(spec) * element, out_bytes = output_elements(spec) * element;
-  Placement p{in_place, {}, {}};
+  Placement p;
+  p.in_place = in_place;
   if (!in_place) {
     p.storage_in = Buffer(memory, static_cast<size_t>(in_bytes));
     p.storage_out = Buffer(memory, static_cast<size_t>(out_bytes));
-    p.in = p.storage_in.data();
-    p.out = p.storage_out.data();
-    return p;
+  } else {
+    p.storage_in = Buffer(memory, static_cast<size_t>(std::max(in_bytes, out_bytes)));
+    const auto slice = static_cast<size_t>(static_cast<int64_t>(rank) * spec.count * element);
+    if (spec.collective == Collective::reduce_scatter) p.out_offset = slice;
+    if (spec.collective == Collective::all_gather) p.in_offset = slice;
   }
-  p.storage_in = Buffer(memory, static_cast<size_t>(std::max(in_bytes, out_bytes)));
-  char* base = static_cast<char*>(p.storage_in.data());
-  const int64_t slice = static_cast<int64_t>(rank) * spec.count * element;
-  p.in = base;
-  p.out = base;
-  if (spec.collective == Collective::reduce_scatter) p.out = base + slice;
-  if (spec.collective == Collective::all_gather) p.in = base + slice;
+  if (memory == Memory::device) {
+    p.image_in = Buffer(Memory::host, p.storage_in.bytes());
+    if (!in_place) p.image_out = Buffer(Memory::host, p.storage_out.bytes());
+  }
+  p.in = static_cast<char*>(p.storage_in.data()) + p.in_offset;
+  p.out = static_cast<char*>(p.out_storage().data()) + p.out_offset;
   return p;
 }
 
-// Writes this rank's inputs for `spec` and marks every output element as not yet written.
+// Writes this rank's inputs for `spec`, marks every output element as not yet written, and puts
+// both where the communicator reads them.
 void prepare(const CheckSpec& spec, Placement& p, int rank) {
   const auto element = static_cast<int64_t>(size_of(spec.dtype));
   const int64_t in_bytes = input_elements(spec) * element, out_bytes = output_elements(spec) * element;
   if (!p.in_place) {
-    fill_input(spec, rank, p.in);
-    fill_sentinel(p.out, out_bytes);
-    return;
+    fill_input(spec, rank, p.host_in());
+    fill_sentinel(p.host_out(), out_bytes);
+  } else if (spec.collective == Collective::all_gather ||
+             (spec.collective == Collective::broadcast && rank != spec.root)) {
+    fill_sentinel(p.host_of(p.storage_in).data(), std::max(in_bytes, out_bytes));
+    if (spec.collective == Collective::all_gather) fill_input(spec, rank, p.host_in());
+  } else {
+    fill_input(spec, rank, p.host_in());
   }
-  if (spec.collective == Collective::all_gather || (spec.collective == Collective::broadcast && rank != spec.root)) {
-    fill_sentinel(p.storage_in.data(), std::max(in_bytes, out_bytes));
-    if (spec.collective == Collective::all_gather) fill_input(spec, rank, p.in);
-    return;
-  }
-  fill_input(spec, rank, p.in);
+  p.upload();
 }
 
 void invoke(Communicator& comm, const CheckSpec& s, const Placement& p) { call_collective(comm, s, p.in, p.out); }
@@ -223,7 +249,9 @@ Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kin
   spec.seed = ctx.options().seed * 4 + 1 + static_cast<uint64_t>(kind);  // timing inputs use seed * 4
   prepare(spec, p, rank);
   invoke(ctx.comm(), spec, p);
-  const CheckResult local = check_output(spec, rank, p.out);
+  ctx.comm().synchronize();
+  p.download();
+  const CheckResult local = check_output(spec, rank, p.host_out());
   Verification v;
   control.all_reduce(&local.wrong, &v.wrong, 1, DType::i64, ReduceOp::sum);
   control.all_reduce(&local.max_ulp, &v.max_ulp, 1, DType::f64, ReduceOp::max);
@@ -257,9 +285,11 @@ std::string verification_text(const CheckSpec& spec, InputKind kind, const Verif
 [[noreturn]] void call_without_reference(Communicator& comm, const CheckSpec& spec, Memory memory) {
   Placement p = make_placement(spec, false, comm.rank(), memory);
   const auto element = static_cast<int64_t>(size_of(spec.dtype));
-  fill_sentinel(p.in, input_elements(spec) * element);
-  fill_sentinel(p.out, output_elements(spec) * element);
+  fill_sentinel(p.host_in(), input_elements(spec) * element);
+  fill_sentinel(p.host_out(), output_elements(spec) * element);
+  p.upload();
   invoke(comm, spec, p);
+  comm.synchronize();
   throw Error(Error::Kind::unsupported, std::string(comm.backend()) + " ran " + std::string(name(spec.dtype)) +
                                             ", but dtsuite has no " + std::string(name(spec.dtype)) +
                                             " reference to check it against");
@@ -342,9 +372,6 @@ class CollectivesSuite final : public Suite {
     const auto& c = std::any_cast<const CollectiveCase&>(the_case.params);
     const RunOptions& o = ctx.options();
     Communicator& comm = ctx.comm();
-    if (ctx.memory() != Memory::host) {
-      throw Error(Error::Kind::unsupported, "collectives on device memory need a device-memory backend");
-    }
     const int n = comm.size(), rank = comm.rank();
     const CheckSpec spec{c.collective, c.dtype, c.op, c.root, c.count, n, o.seed * 4, InputKind::exact};
     if (!has_host_arithmetic(c.dtype)) call_without_reference(comm, spec, ctx.memory());
