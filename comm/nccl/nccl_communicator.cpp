@@ -354,7 +354,7 @@ ncclDataType_t NcclCommunicator::nccl_type(DType dtype) const {
     case DType::f16: return ncclFloat16;
     case DType::bf16:
 #if DTS_NCCL_HAS_BF16
-      require_library(library_version_, NCCL_VERSION(2, 10, 0), "bf16");
+      require_library(library_version_, DTS_NCCL_BF16_SINCE, "bf16");
       return ncclBfloat16;
 #else
       throw missing_from_header("bf16", "NCCL 2.10 and CUDA 11");
@@ -368,7 +368,7 @@ ncclDataType_t NcclCommunicator::nccl_type(DType dtype) const {
     case DType::f8e4m3:
     case DType::f8e5m2:
 #if DTS_NCCL_HAS_FP8
-      require_library(library_version_, NCCL_VERSION(2, 24, 0), name(dtype));
+      require_library(library_version_, DTS_NCCL_FP8_SINCE, name(dtype));
       if (!fp8_capable_) {
         throw Error(Error::Kind::unsupported, "nccl: " + std::string(name(dtype)) +
                                                   " needs compute capability 9.0 (sm_90) or newer on every rank; "
@@ -390,7 +390,7 @@ ncclRedOp_t NcclCommunicator::nccl_op(ReduceOp op) const {
     case ReduceOp::max: return ncclMax;
     case ReduceOp::avg:
 #if DTS_NCCL_HAS_AVG
-      require_library(library_version_, NCCL_VERSION(2, 10, 0), "avg");
+      require_library(library_version_, DTS_NCCL_AVG_SINCE, "avg");
       return ncclAvg;
 #else
       throw missing_from_header("avg", "NCCL 2.10");

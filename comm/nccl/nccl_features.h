@@ -12,12 +12,15 @@ namespace dts {
 inline constexpr int kNcclHeaderVersion = NCCL_VERSION_CODE;
 }  // namespace dts
 
-// ncclAvg: 2.10.3 ("Added ncclAvg operation").
-#define DTS_NCCL_HAS_AVG (NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0))
+// ncclAvg: 2.10.3 ("Added ncclAvg operation"). The *_SINCE versions also judge the library that
+// runs, which may be older than the header.
+#define DTS_NCCL_AVG_SINCE NCCL_VERSION(2, 10, 0)
+#define DTS_NCCL_HAS_AVG (NCCL_VERSION_CODE >= DTS_NCCL_AVG_SINCE)
 
 // ncclBfloat16: 2.10.3 ("Added support for bfloat16 type"). Older headers declare it only where
 // cuda_bf16.h (CUDA 11+) defined __CUDA_BF16_TYPES_EXIST__.
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0) && defined(__CUDA_BF16_TYPES_EXIST__)
+#define DTS_NCCL_BF16_SINCE NCCL_VERSION(2, 10, 0)
+#if NCCL_VERSION_CODE >= DTS_NCCL_BF16_SINCE && defined(__CUDA_BF16_TYPES_EXIST__)
 #define DTS_NCCL_HAS_BF16 1
 #else
 #define DTS_NCCL_HAS_BF16 0
@@ -25,7 +28,8 @@ inline constexpr int kNcclHeaderVersion = NCCL_VERSION_CODE;
 
 // ncclFloat8e4m3 / ncclFloat8e5m2: 2.24, declared with cuda_fp8.h (CUDA 11.8+). NCCL runs them on
 // sm_90 and newer only: the backend checks the communicator's devices at run time.
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0) && defined(__CUDA_FP8_TYPES_EXIST__)
+#define DTS_NCCL_FP8_SINCE NCCL_VERSION(2, 24, 0)
+#if NCCL_VERSION_CODE >= DTS_NCCL_FP8_SINCE && defined(__CUDA_FP8_TYPES_EXIST__)
 #define DTS_NCCL_HAS_FP8 1
 #else
 #define DTS_NCCL_HAS_FP8 0
