@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/buffer.h"
 #include "core/error.h"
 
 namespace dts {
@@ -12,6 +13,7 @@ namespace {
 struct Registered {
   StrategyTraits traits;
   StrategyFactory factory;
+  StrategyFactory device_factory;  // empty: the strategy keeps host tensors (strategies/device/)
 };
 std::map<std::string, Registered>& strategy_registry() {
   static std::map<std::string, Registered> registry;
@@ -55,8 +57,24 @@ ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& co
 }
 
 bool register_strategy(std::string name, StrategyTraits traits, StrategyFactory factory) {
-  strategy_registry()[std::move(name)] = {std::move(traits), std::move(factory)};
+  Registered& entry = strategy_registry()[std::move(name)];
+  entry.traits = std::move(traits);
+  entry.factory = std::move(factory);
   return true;
+}
+
+// Static registrations run in no set order across files, so either registration may come first.
+bool register_device_strategy(std::string name, StrategyFactory factory) {
+  strategy_registry()[std::move(name)].device_factory = std::move(factory);
+  return true;
+}
+
+std::vector<std::string> device_strategies() {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : strategy_registry()) {
+    if (entry.device_factory) names.push_back(name);
+  }
+  return names;
 }
 
 std::vector<std::string> registered_strategies() {
@@ -88,12 +106,19 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   if (config.zero != traits.zero && !(traits.zero1_option && config.zero == 1)) throw refuse("ZeRO stage");
   if (config.microbatches < 1) throw refuse("micro-batches must be >= 1");
   if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
+  const Registered& entry = strategy_registry().find(std::string(name))->second;
   if (groups.world->memory() != Memory::host) {
-    // Every strategy keeps its parameters, gradients and activations in host vectors today.
-    throw Error(Error::Kind::unsupported, std::string(name) + " keeps its tensors in host memory, and backend " +
-                                              std::string(groups.world->backend()) + " takes device memory");
+    if (!entry.device_factory) {
+      std::string device;
+      for (const auto& n : device_strategies()) device += (device.empty() ? "" : ", ") + n;
+      throw Error(Error::Kind::unsupported,
+                  std::string(name) + " keeps its tensors in host memory, and backend " +
+                      std::string(groups.world->backend()) + " takes device memory (on the device: " +
+                      (device.empty() ? std::string("none in this build, which has no CUDA") : device) + ")");
+    }
+    return entry.device_factory(spec, config, groups, precision);
   }
-  return strategy_registry().find(std::string(name))->second.factory(spec, config, groups, precision);
+  return entry.factory(spec, config, groups, precision);
 }
 
 std::vector<double> same_order_run(const ModelSpec& spec, const TrainConfig& train, Precision precision, int steps,
@@ -121,7 +146,16 @@ std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part) {
 
 double global_mean_loss(Communicator& comm, double local_loss_sum, int64_t global_rows) {
   double total = 0;
-  comm.all_reduce(&local_loss_sum, &total, 1, DType::f64, ReduceOp::sum);
+  if (comm.memory() == Memory::host) {
+    comm.all_reduce(&local_loss_sum, &total, 1, DType::f64, ReduceOp::sum);
+  } else {
+    // A device backend reduces device memory: the one value travels through a Buffer.
+    Buffer word(comm.memory(), sizeof(double));
+    word.copy_from_host(&local_loss_sum, sizeof(double));
+    comm.all_reduce(word.data(), word.data(), 1, DType::f64, ReduceOp::sum);
+    comm.synchronize();
+    word.copy_to_host(&total, sizeof(double));
+  }
   return total / static_cast<double>(global_rows);
 }
 

@@ -162,6 +162,17 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   static const bool DTS_REGISTER_CONCAT(dts_strategy_registered_, __LINE__) = \
       ::dts::register_strategy(NAME, TRAITS, FACTORY)
 
+// A strategy that also runs on a device (strategies/device/, builds with CUDA) registers a second
+// factory under its name: make_strategy takes it when the communicator takes device memory, and
+// refuses the strategy there (Error{unsupported}, a SKIP) when it has none. The device factory
+// may refuse a precision or layout the same way.
+using DeviceStrategyFactory = StrategyFactory;
+bool register_device_strategy(std::string name, DeviceStrategyFactory factory);
+std::vector<std::string> device_strategies();  // the names with a device factory in this build
+#define DTS_REGISTER_DEVICE_STRATEGY(NAME, FACTORY)                                          \
+  static const bool DTS_REGISTER_CONCAT(dts_device_strategy_registered_, __LINE__) = \
+      ::dts::register_device_strategy(NAME, FACTORY)
+
 // One process training `steps` global batches of `batch_rows` rows (batch s: samples [s B, (s+1) B))
 // in `precision`, accumulating each step's gradient over `microbatches`
 // (SingleTrainer::step_accumulated): what a layout that sums nothing in another order

@@ -9,7 +9,9 @@
 #include <tuple>
 #include <vector>
 
+#include "comm/testing/fake_communicator.h"
 #include "core/error.h"
+#include "dts/config.h"
 #include "strategies/strategy_spec.h"
 
 namespace dts {
@@ -154,6 +156,51 @@ TEST(LayoutId, NamesTheSplitDimensions) {
       for (const auto& c : layouts_of(spec, world, {1, 4, 8, 64})) ids.push_back(layout_id(spec, c));
       std::sort(ids.begin(), ids.end());
       EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << text << " at " << world;
+    }
+  }
+}
+
+// On a communicator that takes device memory, make_strategy builds a strategy's device class
+// (strategies/device/, CUDA builds: ddp and zero1-3, f32 only) or refuses it as unsupported (a
+// SKIP), naming what does run there; it never hands host vectors to a device backend.
+std::string unsupported_on_device(const std::string& name, Precision precision) {
+  testing::FakeCommunicator device("fakegpu", Memory::device);
+  const ModelSpec spec{2, 6, 5, 3, 7, 8};
+  const std::vector<ParallelConfig> layouts = layouts_of(parse_strategy_spec(name), 1, kDefaults);
+  if (layouts.empty()) return "no layout";  // hybrid: at least two dimensions above 1
+  ParallelConfig config = layouts[0];
+  ProcessGroups groups = ProcessGroups::split(device, config);
+  try {
+    make_strategy(name, spec, config, groups, precision);
+  } catch (const Error& e) {
+    return e.kind() == Error::Kind::unsupported ? e.what() : std::string("other error: ") + e.what();
+  }
+  return "built";
+}
+
+TEST(DeviceStrategies, HostOnlyStrategiesAreRefusedWithWhatRunsOnTheDevice) {
+  const std::vector<std::string> device = device_strategies();
+#if DTS_HAVE_CUDA
+  EXPECT_EQ(device, (std::vector<std::string>{"ddp", "zero1", "zero2", "zero3"}));
+#else
+  EXPECT_TRUE(device.empty());
+#endif
+  for (const std::string& name : registered_strategies()) {
+    if (std::find(device.begin(), device.end(), name) != device.end()) continue;
+    const std::string why = unsupported_on_device(name, Precision::f32);
+    if (why == "no layout") continue;
+    EXPECT_NE(why.find(name + " keeps its tensors in host memory, and backend fakegpu takes device memory"),
+              std::string::npos) << why;
+    EXPECT_NE(why.find(device.empty() ? "none in this build" : "on the device: ddp, zero1, zero2, zero3"),
+              std::string::npos) << why;
+  }
+}
+
+TEST(DeviceStrategies, TheDeviceClassesRefuseAllButF32) {
+  for (const std::string& name : device_strategies()) {
+    for (const Precision p : {Precision::f64, Precision::bf16}) {
+      const std::string why = unsupported_on_device(name, p);
+      EXPECT_NE(why.find(name + " on the device computes in f32 only"), std::string::npos) << why;
     }
   }
 }

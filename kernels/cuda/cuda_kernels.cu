@@ -87,12 +87,14 @@ __device__ float normal_pdf(float x) { return kInvSqrt2Pi * expf(-0.5f * x * x);
 __device__ float gelu(float x) { return x * normal_cdf(x); }
 __device__ float gelu_grad(float x) { return normal_cdf(x) + x * normal_pdf(x); }
 
+// kGelu false: bias_add (pre = x + bias only; y unused).
+template <bool kGelu>
 __global__ void bias_gelu_forward_kernel(const float* x, const float* bias, float* pre, float* y,
                                          int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float p = x[i] + bias[i % cols];
     pre[i] = p;
-    y[i] = gelu(p);
+    if constexpr (kGelu) y[i] = gelu(p);
   }
 }
 
@@ -104,6 +106,8 @@ __global__ void bias_gelu_forward_kernel(const float* x, const float* bias, floa
 constexpr int kColumnTile = 32;
 constexpr int kRowLanes = 16;
 
+// kGelu false: column_sum (dbias = the column sums of dy; pre and dx unused).
+template <bool kGelu>
 __global__ void bias_gelu_backward_kernel(const float* pre, const float* dy, float* dx, float* dbias,
                                           int64_t rows, int64_t cols) {
   __shared__ double partial[kRowLanes][kColumnTile];
@@ -113,9 +117,13 @@ __global__ void bias_gelu_backward_kernel(const float* pre, const float* dy, flo
   if (col < cols) {
     for (int64_t r = ty; r < rows; r += kRowLanes) {
       const int64_t i = r * cols + col;
-      const float g = dy[i] * gelu_grad(pre[i]);
-      dx[i] = g;
-      sum += g;
+      if constexpr (kGelu) {
+        const float g = dy[i] * gelu_grad(pre[i]);
+        dx[i] = g;
+        sum += g;
+      } else {
+        sum += dy[i];
+      }
     }
   }
   partial[ty][tx] = sum;
@@ -237,6 +245,18 @@ __global__ void scale_matrix_kernel(float* c, int64_t rows, int64_t cols, int64_
   }
 }
 
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] += x[i];
+  }
+}
+
+__global__ void scale_kernel(float* x, float alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] *= alpha;
+  }
+}
+
 // Narrow-float casts: the device's round-to-nearest-even conversions, stored as raw bits.
 __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -280,7 +300,7 @@ bool available() {
   return count > 0;
 }
 
-void synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void synchronize() { check_cuda(cudaStreamSynchronize(0), "cudaStreamSynchronize"); }
 
 void gemm(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c) {
   const int m = to_int(shape.m, "m"), n = to_int(shape.n, "n"), k = to_int(shape.k, "k");
@@ -313,8 +333,17 @@ void bias_gelu_forward(const float* x, const float* bias, float* pre, float* y, 
   check_count(cols, "bias_gelu_forward cols");
   const int64_t n = rows * cols;
   if (n == 0) return;
-  bias_gelu_forward_kernel<<<grid_for(n), kThreads>>>(x, bias, pre, y, n, cols);
+  bias_gelu_forward_kernel<true><<<grid_for(n), kThreads>>>(x, bias, pre, y, n, cols);
   check_launch("bias_gelu_forward_kernel");
+}
+
+void bias_add(const float* x, const float* bias, float* out, int64_t rows, int64_t cols) {
+  check_count(rows, "bias_add rows");
+  check_count(cols, "bias_add cols");
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  bias_gelu_forward_kernel<false><<<grid_for(n), kThreads>>>(x, bias, out, nullptr, n, cols);
+  check_launch("bias_add_kernel");
 }
 
 void bias_gelu_backward(const float* pre, const float* dy, float* dx, float* dbias, int64_t rows, int64_t cols) {
@@ -323,8 +352,31 @@ void bias_gelu_backward(const float* pre, const float* dy, float* dx, float* dbi
   if (cols == 0) return;
   // rows == 0 still launches: dbias is overwritten with the empty sum, 0.
   const auto blocks = static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
-  bias_gelu_backward_kernel<<<blocks, dim3(kColumnTile, kRowLanes)>>>(pre, dy, dx, dbias, rows, cols);
+  bias_gelu_backward_kernel<true><<<blocks, dim3(kColumnTile, kRowLanes)>>>(pre, dy, dx, dbias, rows, cols);
   check_launch("bias_gelu_backward_kernel");
+}
+
+void column_sum(const float* x, float* out, int64_t rows, int64_t cols) {
+  check_count(rows, "column_sum rows");
+  check_count(cols, "column_sum cols");
+  if (cols == 0) return;
+  const auto blocks = static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
+  bias_gelu_backward_kernel<false><<<blocks, dim3(kColumnTile, kRowLanes)>>>(nullptr, x, nullptr, out, rows, cols);
+  check_launch("column_sum_kernel");
+}
+
+void add(float* y, const float* x, int64_t n) {
+  check_count(n, "add n");
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads>>>(y, x, n);
+  check_launch("add_kernel");
+}
+
+void scale(float* x, float alpha, int64_t n) {
+  check_count(n, "scale n");
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), kThreads>>>(x, alpha, n);
+  check_launch("scale_kernel");
 }
 
 double softmax_cross_entropy(const float* logits, const int32_t* labels, float* dlogits, int64_t rows,

@@ -512,6 +512,59 @@ TEST(CudaKernels, WideningCastsAreExactForEveryPattern) {
   }
 }
 
+// ---- layer pieces: bias_add, column_sum, add, scale ------------------------------------------
+
+// One float operation per element on both sides, rounded to nearest: the same bits.
+TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
+  for (const int64_t rows : kSizes) {
+    for (const int64_t cols : kSizes) {
+      const auto n = static_cast<size_t>(rows * cols);
+      const auto x = random_floats(n, 900 + static_cast<uint64_t>(rows * 1000 + cols), -3, 3);
+      const auto bias = random_floats(static_cast<size_t>(cols), 901, -1, 1);
+      DeviceArray<float> x_gpu(x), bias_gpu(bias), out(std::vector<float>(n, NAN));
+      cuda::bias_add(x_gpu.get(), bias_gpu.get(), out.get(), rows, cols);
+      std::vector<float> want(n);
+      for (size_t i = 0; i < n; ++i) want[i] = x[i] + bias[i % static_cast<size_t>(cols)];
+      EXPECT_EQ(out.to_host(), want) << "bias_add " << rows << "x" << cols;
+
+      const auto y = random_floats(n, 902, -2, 2);
+      DeviceArray<float> y_gpu(y);
+      cuda::add(y_gpu.get(), x_gpu.get(), static_cast<int64_t>(n));
+      cuda::scale(x_gpu.get(), 0.3f, static_cast<int64_t>(n));
+      std::vector<float> sum(n), scaled(n);
+      for (size_t i = 0; i < n; ++i) sum[i] = y[i] + x[i], scaled[i] = x[i] * 0.3f;
+      EXPECT_EQ(y_gpu.to_host(), sum) << "add n=" << n;
+      EXPECT_EQ(x_gpu.to_host(), scaled) << "scale n=" << n;
+    }
+  }
+}
+
+// Both sums in double (orders differ: each within (rows - 1) DBL_EPSILON of sum |x|), then one
+// float rounding each (eps |result| between them); no rows: 0.
+TEST(CudaKernels, ColumnSumMatchesADoubleSumRoundedOnce) {
+  for (const int64_t rows : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{33}, int64_t{1000}}) {
+    for (const int64_t cols : kSizes) {
+      const auto x = random_floats(static_cast<size_t>(std::max<int64_t>(rows * cols, 1)), 903, -1, 1);
+      DeviceArray<float> x_gpu(x), out(std::vector<float>(static_cast<size_t>(cols), NAN));
+      cuda::column_sum(x_gpu.get(), out.get(), rows, cols);
+      const auto got = out.to_host();
+      Comparison cmp;
+      for (int64_t c = 0; c < cols; ++c) {
+        double exact = 0, magnitude = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          exact += x[static_cast<size_t>(r * cols + c)];
+          magnitude += std::abs(double{x[static_cast<size_t>(r * cols + c)]});
+        }
+        const auto want = static_cast<float>(exact);
+        cmp.add(got[static_cast<size_t>(c)], want,
+                static_cast<double>(rows) * DBL_EPSILON * magnitude + kEps * std::abs(double{want}),
+                static_cast<size_t>(c));
+      }
+      cmp.expect_within("column_sum " + std::to_string(rows) + "x" + std::to_string(cols));
+    }
+  }
+}
+
 // ---- empty inputs ---------------------------------------------------------------------------
 
 TEST(CudaKernels, EmptyInputsAreNoOps) {
@@ -525,6 +578,9 @@ TEST(CudaKernels, EmptyInputsAreNoOps) {
     cuda::adamw_step(f.get(), f.get(), f.get(), f.get(), 0, AdamW{}, 1);
     cuda::cast_f32_to_bf16(f.get(), h.get(), 0);
     cuda::cast_f16_to_f32(h.get(), f.get(), 0);
+    cuda::bias_add(f.get(), f.get(), f.get(), 0, 7);
+    cuda::add(f.get(), f.get(), 0);
+    cuda::scale(f.get(), 2.0f, 0);
     cuda::synchronize();
   });
   EXPECT_EQ(f.to_host(), std::vector<float>(1, 3.0f));

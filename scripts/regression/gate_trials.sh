@@ -17,7 +17,8 @@
 # gate fails and every flagged row is of the slowed collective. Prints one line per trial and the
 # rates; the runs and every comparison stay in DIR.
 # MPIRUN is the launcher (default mpirun), MPIRUN_FLAGS its flags (default: Open MPI on a small
-# machine: oversubscribe, unbound, yield when idle).
+# machine: oversubscribe, unbound, yield when idle; none for MPICH's Hydra, e.g.
+# MPIRUN=mpiexec.mpich with --binary and --shim of a build against MPICH).
 set -euo pipefail
 
 usage() {
@@ -60,12 +61,23 @@ case ${slow%%:*} in
 esac
 
 mpirun=${MPIRUN:-mpirun}
-read -r -a launcher_flags <<< "${MPIRUN_FLAGS---oversubscribe --bind-to none --mca mpi_yield_when_idle 1}"
+# MPICH's Hydra (mpiexec.mpich) takes neither Open MPI's flags nor its -x NAME=VALUE.
+hydra=false
+"$mpirun" --version 2>&1 | grep -q HYDRA && hydra=true
+default_flags="--oversubscribe --bind-to none --mca mpi_yield_when_idle 1"
+$hydra && default_flags=""
+read -r -a launcher_flags <<< "${MPIRUN_FLAGS-$default_flags}"
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 
 one_run() {  # one_run FILE [slowed]
   local env=()
-  [ "${2:-}" = slowed ] && env=(-x LD_PRELOAD="$(realpath "$shim")" -x DTS_SLOW_COLLECTIVE="$slow")
+  if [ "${2:-}" = slowed ]; then
+    if $hydra; then
+      env=(-genv LD_PRELOAD "$(realpath "$shim")" -genv DTS_SLOW_COLLECTIVE "$slow")
+    else
+      env=(-x LD_PRELOAD="$(realpath "$shim")" -x DTS_SLOW_COLLECTIVE="$slow")
+    fi
+  fi
   "$mpirun" -np "$np" "${launcher_flags[@]}" "${env[@]}" "$binary" run "${plan[@]}" --repeat "$repeat" \
     --csv "$1" >"$1.log" 2>&1 || { echo "gate_trials.sh: the run for $1 failed (see $1.log)" >&2; exit 1; }
 }

@@ -20,17 +20,7 @@ size_t auto_bucket_bytes(size_t gradient_bytes) {
   return std::clamp(gradient_bytes / 4, kMin, kMax);
 }
 
-template <class T>
-DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
-                            MlpCompute compute)
-    : spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
-  if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, "ddp: microbatches must be >= 1");
-  const std::vector<double> init = init_parameters(spec);
-  params_.assign(init.begin(), init.end());
-  micro_grads_.assign(params_.size(), T(0));
-  grads_.assign(params_.size(), T(0));
-  state1_.assign(params_.size(), T(0));
-  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(params_.size(), T(0));
+BucketPlan plan_buckets(const std::vector<ParameterInfo>& layout, size_t element_bytes, size_t bucket_bytes) {
   // Buckets in gradient-ready order (reverse layout); each is a contiguous range because
   // neighbours in reverse order are neighbours in the buffer. As in PyTorch, the first bucket is
   // capped at 1 MiB (its _DEFAULT_FIRST_BUCKET_BYTES): the last layers' gradients are ready first,
@@ -45,28 +35,54 @@ DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config,
   // 3-6% with 4 or 8 MiB buckets (strategies/ddp/ddp_step_bench.cpp). Four or more buckets let
   // all but the last overlap with backward; models of 100 MiB of gradients and more get
   // PyTorch's 25 MiB.
-  const auto& layout = mlp_.layout();
-  bucket_of_.resize(layout.size());
+  BucketPlan plan;
+  auto& buckets = plan.buckets;
+  plan.bucket_of.resize(layout.size());
   constexpr size_t kFirstBucketBytes = size_t{1} << 20;
-  const size_t bucket_bytes = config.bucket_bytes > 0 ? config.bucket_bytes : auto_bucket_bytes(params_.size() * sizeof(T));
-  const auto elements = [](size_t bytes) { return std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(T))); };
-  const int64_t first_bucket_elements = elements(std::min(bucket_bytes, kFirstBucketBytes));
-  const int64_t bucket_elements = elements(bucket_bytes);
-  int64_t end = static_cast<int64_t>(params_.size()), filled = 0;
+  const int64_t psi = layout.back().offset + layout.back().size();
+  const size_t bytes = bucket_bytes > 0 ? bucket_bytes : auto_bucket_bytes(static_cast<size_t>(psi) * element_bytes);
+  const auto elements = [&](size_t b) { return std::max<int64_t>(1, static_cast<int64_t>(b / element_bytes)); };
+  const int64_t first_bucket_elements = elements(std::min(bytes, kFirstBucketBytes));
+  const int64_t bucket_elements = elements(bytes);
+  int64_t end = psi, filled = 0;
   for (size_t i = layout.size(); i-- > 0;) {
     if (filled == 0) {
-      buckets_.emplace_back(end, end);
-      parameters_in_bucket_.push_back(0);
+      buckets.emplace_back(end, end);
+      plan.parameters_in_bucket.push_back(0);
     }
-    buckets_.back().first = layout[i].offset;
-    ++parameters_in_bucket_.back();
-    bucket_of_[i] = buckets_.size() - 1;
+    buckets.back().first = layout[i].offset;
+    ++plan.parameters_in_bucket.back();
+    plan.bucket_of[i] = buckets.size() - 1;
     filled += layout[i].size();
-    if (filled >= (buckets_.size() == 1 ? first_bucket_elements : bucket_elements)) {
+    if (filled >= (buckets.size() == 1 ? first_bucket_elements : bucket_elements)) {
       end = layout[i].offset;
       filled = 0;
     }
   }
+  return plan;
+}
+
+std::vector<TrafficTheory> ddp_traffic(int64_t psi, int n, size_t buckets, size_t element_bytes) {
+  if (n == 1) return {};
+  const double element = static_cast<double>(element_bytes);
+  // Slack: each bucket's ring segments are uneven by at most one element per step, N per bucket.
+  return {{"dp", 2 * static_cast<double>(psi) * (n - 1) / n * element, static_cast<double>(buckets) * n * element,
+           "2*Psi*(N-1)/N*" + std::to_string(element_bytes) + " (Psi=" + std::to_string(psi) +
+               ", N=" + std::to_string(n) + ")"}};
+}
+
+template <class T>
+DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+                            MlpCompute compute)
+    : spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
+  if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, "ddp: microbatches must be >= 1");
+  const std::vector<double> init = init_parameters(spec);
+  params_.assign(init.begin(), init.end());
+  micro_grads_.assign(params_.size(), T(0));
+  grads_.assign(params_.size(), T(0));
+  state1_.assign(params_.size(), T(0));
+  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(params_.size(), T(0));
+  plan_ = plan_buckets(mlp_.layout(), sizeof(T), config.bucket_bytes);
 }
 
 template <class T>
@@ -75,8 +91,8 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   const auto step_start = std::chrono::steady_clock::now();
   const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.microbatches;
   StepReport report;
-  std::vector<std::unique_ptr<Work>> in_flight(buckets_.size());
-  std::vector<int> missing = parameters_in_bucket_;
+  std::vector<std::unique_ptr<Work>> in_flight(plan_.buckets.size());
+  std::vector<int> missing = plan_.parameters_in_bucket;
   std::chrono::steady_clock::time_point first_launch;
   bool launched = false;
   const auto& layout = mlp_.layout();
@@ -91,12 +107,12 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
         grads_[static_cast<size_t>(e)] += micro_grads_[static_cast<size_t>(e)];
       }
     }
-    const size_t b = bucket_of_[index];
+    const size_t b = plan_.bucket_of[index];
     if (--missing[b] == 0) {
       if (!launched) first_launch = std::chrono::steady_clock::now();
       launched = true;
-      T* data = grads_.data() + buckets_[b].first;
-      const auto count = static_cast<size_t>(buckets_[b].second - buckets_[b].first);
+      T* data = grads_.data() + plan_.buckets[b].first;
+      const auto count = static_cast<size_t>(plan_.buckets[b].second - plan_.buckets[b].first);
       in_flight[b] = comm_.all_reduce_async(data, data, count, dtype_of<T>(), ReduceOp::sum);
       // Ring model: reduce-scatter then all-gather, each sending (N-1)/N of the bucket.
       report.bytes_sent += static_cast<int64_t>(2.0 * static_cast<double>(count * sizeof(T)) * (n - 1) / n + 0.5);
@@ -144,14 +160,19 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   return report;
 }
 
-template <class T>
-void DdpStrategy<T>::set_learning_rate(double lr) {
+void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy) {
   if (!std::isfinite(lr) || lr < 0) {
-    throw Error(Error::Kind::invalid_argument, "ddp: learning rate " + std::to_string(lr) + " is not finite and >= 0");
+    throw Error(Error::Kind::invalid_argument,
+                std::string(strategy) + ": learning rate " + std::to_string(lr) + " is not finite and >= 0");
   }
   // SGD here is PyTorch's form (v = m v + g, p -= lr v): the lr is outside the velocity, so a
   // changed lr needs no momentum correction (Goyal et al. 2017, section 2.1).
-  (config_.train.optimizer == OptimizerKind::sgd ? config_.train.sgd.lr : config_.train.adamw.lr) = lr;
+  (train.optimizer == OptimizerKind::sgd ? train.sgd.lr : train.adamw.lr) = lr;
+}
+
+template <class T>
+void DdpStrategy<T>::set_learning_rate(double lr) {
+  set_optimizer_learning_rate(config_.train, lr, name());
 }
 
 template <class T>
@@ -161,13 +182,7 @@ std::vector<double> DdpStrategy<T>::full_parameters() {
 
 template <class T>
 std::vector<TrafficTheory> DdpStrategy<T>::expected_traffic() const {
-  const int n = comm_.size();
-  if (n == 1) return {};
-  const double psi = static_cast<double>(params_.size()), element = sizeof(T);
-  // Slack: each bucket's ring segments are uneven by at most one element per step, N per bucket.
-  return {{"dp", 2 * psi * (n - 1) / n * element, static_cast<double>(buckets_.size()) * n * element,
-           "2*Psi*(N-1)/N*" + std::to_string(sizeof(T)) + " (Psi=" + std::to_string(params_.size()) +
-               ", N=" + std::to_string(n) + ")"}};
+  return ddp_traffic(static_cast<int64_t>(params_.size()), comm_.size(), plan_.buckets.size(), sizeof(T));
 }
 
 template <class T>

@@ -6,6 +6,7 @@
 // only the last one communicates.
 #pragma once
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -16,6 +17,24 @@ namespace dts {
 
 // The bucket size bucket_bytes 0 stands for: gradient_bytes / 4, clamped to [1 MiB, 25 MiB].
 size_t auto_bucket_bytes(size_t gradient_bytes);
+
+// DDP's buckets over a parameter layout of elements of `element_bytes` (ddp_strategy.cpp says how
+// they are cut): [begin, end) element ranges of the flat gradient in launch order, the bucket of
+// each parameter, and how many parameters each bucket waits for.
+struct BucketPlan {
+  std::vector<std::pair<int64_t, int64_t>> buckets;
+  std::vector<size_t> bucket_of;
+  std::vector<int> parameters_in_bucket;
+};
+BucketPlan plan_buckets(const std::vector<ParameterInfo>& layout, size_t element_bytes, size_t bucket_bytes);
+
+// Sets the configured optimizer's lr (Strategy::set_learning_rate of a replicated strategy);
+// Error{invalid_argument} naming `strategy` for a negative or non-finite one.
+void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy);
+
+// DDP's traffic per step under the ring model: one all_reduce of Psi elements in `buckets`
+// buckets (none on one rank).
+std::vector<TrafficTheory> ddp_traffic(int64_t psi, int n, size_t buckets, size_t element_bytes);
 
 template <class T>
 class DdpStrategy final : public Strategy {
@@ -40,7 +59,7 @@ class DdpStrategy final : public Strategy {
   }
 
   // Buckets as [begin, end) element ranges of the flat gradient buffer, in launch order.
-  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return buckets_; }
+  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return plan_.buckets; }
 
  private:
   ModelSpec spec_;
@@ -48,9 +67,7 @@ class DdpStrategy final : public Strategy {
   Communicator& comm_;
   Mlp<T> mlp_;
   std::vector<T> params_, micro_grads_, grads_, state1_, state2_;
-  std::vector<std::pair<int64_t, int64_t>> buckets_;
-  std::vector<size_t> bucket_of_;        // parameter index -> bucket
-  std::vector<int> parameters_in_bucket_;
+  BucketPlan plan_;
   int64_t steps_ = 0;
   int64_t activations_peak_ = 0;
 };

@@ -35,18 +35,10 @@ ZeroStrategy<T>::ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const Para
   std::tie(shard_first_, shard_count_) = even_split(psi_, n, comm.rank());
 
   if (stage_ == ZeroStage::parameters) {
-    // Each rank generates only its own shard (workload.h: any element is a pure function of the
-    // seed), so the full model never exists on one rank, not even at start-up.
-    params_.assign(static_cast<size_t>(shard_size_), T(0));
-    std::vector<double> values;
-    const int64_t shard_end = shard_first_ + shard_count_;
-    for (const ParameterInfo& p : mlp_.layout()) {
-      const int64_t begin = std::max(p.offset, shard_first_), end = std::min(p.offset + p.size(), shard_end);
-      if (begin >= end) continue;
-      values.resize(static_cast<size_t>(end - begin));
-      init_parameter(spec, p, begin - p.offset, end - p.offset, values.data());
-      std::copy(values.begin(), values.end(), params_.begin() + (begin - shard_first_));
-    }
+    // Each rank generates only its own shard, so the full model never exists on one rank, not
+    // even at start-up.
+    const std::vector<double> shard = initial_shard(spec, shard_first_, shard_count_, shard_size_);
+    params_.assign(shard.begin(), shard.end());
   } else {
     const std::vector<double> init = init_parameters(spec);
     params_.assign(init.begin(), init.end());
@@ -56,14 +48,41 @@ ZeroStrategy<T>::ZeroStrategy(ZeroStage stage, const ModelSpec& spec, const Para
   if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(static_cast<size_t>(shard_size_), T(0));
 }
 
-template <class T>
-std::string_view ZeroStrategy<T>::name() const {
-  switch (stage_) {
+std::vector<double> initial_shard(const ModelSpec& spec, int64_t first, int64_t count, int64_t slot) {
+  std::vector<double> shard(static_cast<size_t>(slot), 0.0);
+  const int64_t shard_end = first + count;
+  for (const ParameterInfo& p : parameter_layout(spec)) {
+    const int64_t begin = std::max(p.offset, first), end = std::min(p.offset + p.size(), shard_end);
+    if (begin >= end) continue;
+    init_parameter(spec, p, begin - p.offset, end - p.offset, shard.data() + (begin - first));
+  }
+  return shard;
+}
+
+std::string_view name(ZeroStage stage) {
+  switch (stage) {
     case ZeroStage::optimizer_states: return "zero1";
     case ZeroStage::gradients: return "zero2";
     case ZeroStage::parameters: return "zero3";
   }
   return "zero";
+}
+
+std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n, int64_t shard_size,
+                                        size_t element_bytes) {
+  if (n == 1) return {};
+  const int collectives = stage == ZeroStage::parameters ? 2 * microbatches + 1 : 2;
+  const double bytes =
+      static_cast<double>(collectives) * (n - 1) * static_cast<double>(shard_size) * static_cast<double>(element_bytes);
+  // Padded shards make every rank's share exact: no slack.
+  return {{"dp", bytes, 0,
+           std::to_string(collectives) + "*(N-1)*S*" + std::to_string(element_bytes) + " (S=ceil(Psi/N)=" +
+               std::to_string(shard_size) + ", N=" + std::to_string(n) + ")"}};
+}
+
+template <class T>
+std::string_view ZeroStrategy<T>::name() const {
+  return dts::name(stage_);
 }
 
 template <class T>
@@ -201,14 +220,7 @@ std::vector<double> ZeroStrategy<T>::full_parameters() {
 
 template <class T>
 std::vector<TrafficTheory> ZeroStrategy<T>::expected_traffic() const {
-  const int n = comm_.size();
-  if (n == 1) return {};
-  const int collectives = stage_ == ZeroStage::parameters ? 2 * config_.microbatches + 1 : 2;
-  const double bytes = static_cast<double>(collectives) * (n - 1) * static_cast<double>(shard_size_) * sizeof(T);
-  // Padded shards make every rank's share exact: no slack.
-  return {{"dp", bytes, 0,
-           std::to_string(collectives) + "*(N-1)*S*" + std::to_string(sizeof(T)) + " (S=ceil(Psi/N)=" +
-               std::to_string(shard_size_) + ", N=" + std::to_string(n) + ")"}};
+  return zero_traffic(stage_, config_.microbatches, comm_.size(), shard_size_, sizeof(T));
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 // parameter vector and keeps optimizer state (1), also gradients (2), also parameters (3) only for it.
 #pragma once
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -12,6 +13,17 @@
 namespace dts {
 
 enum class ZeroStage { optimizer_states = 1, gradients = 2, parameters = 3 };
+std::string_view name(ZeroStage stage);  // "zero1", "zero2", "zero3"
+
+// Elements [first, first + count) of the reference layout's initial parameters, in a slot of
+// `slot` elements (zero tail), generated alone (workload.h: each element is a pure function of
+// the seed), so the full model never exists on one rank: ZeRO-3's start.
+std::vector<double> initial_shard(const ModelSpec& spec, int64_t first, int64_t count, int64_t slot);
+
+// ZeRO's traffic per step (the model below): stages 1-2 2 (N-1) S elements, stage 3
+// (2K + 1)(N-1) S, exact (S the padded shard); none on one rank.
+std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n, int64_t shard_size,
+                                        size_t element_bytes);
 
 // Shards: rank r owns elements even_split(Psi, N, r) of the reference layout. Collectives need
 // equal counts, so on the wire every shard is padded to S = ceil(Psi / N) elements (a buffer of

@@ -313,7 +313,8 @@ class EquivalenceSuite final : public Suite {
     const auto count = static_cast<size_t>(parameter_count(spec));
     const ReferenceWithBound reference =
         reference_with_bound(spec, config.train, c.precision, o.steps, o.batch,
-                             tensor_parallel_reordered_terms(spec, config.tp));
+                             tensor_parallel_reordered_terms(spec, config.tp) +
+                                 (comm.memory() == Memory::device ? device_kernel_terms(spec) : 0));
     const std::vector<double>& want = reference.parameters;
     double max_rel = 0, max_ulp = 0;
     for (size_t i = 0; i < count; ++i) {

@@ -103,6 +103,17 @@ void EquivalenceBound::add_step(const StepTrace& trace) {
   }
 }
 
+int64_t device_kernel_terms(const ModelSpec& spec) {
+  const std::vector<int64_t> dims = layer_dims(spec);
+  int64_t terms = kDeviceSoftmaxTerms;
+  for (size_t l = 0; l + 1 < dims.size(); ++l) {
+    terms += dims[l] - 1;                        // forward: z = a W^T over in features
+    if (l > 0) terms += dims[l + 1] - 1;         // backward: da = g W over out features
+    if (l + 2 < dims.size()) terms += kDeviceGeluTerms;  // a hidden layer's GeLU, forward and back
+  }
+  return terms;
+}
+
 std::string EquivalenceBound::describe() const {
   const double largest = error_params_.empty() ? 0 : *std::max_element(error_params_.begin(), error_params_.end());
   char text[400];

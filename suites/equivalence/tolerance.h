@@ -100,6 +100,21 @@ class EquivalenceBound {
   std::vector<double> error_params_, error_state1_, error_state2_;
 };
 
+// The device (strategies/device/: cuBLAS and kernels/cuda) against the CPU reference (OpenBLAS
+// and kernels/cpu), in R's units of 2 u_acc relative on a row's contribution c_r, to first order
+// as for tensor parallelism above:
+//   - every gemm sums in cuBLAS's order, not OpenBLAS's: the forward z = a W^T of each layer over
+//     its in features (in - 1), the backward da = g W of each layer but the first over its out
+//     features (out - 1); dW = g^T a sums over rows, part 1's (B - 1) already;
+//   - each element-wise kernel disagrees with its CPU twin by the ulps cuda_kernels_cuda_test
+//     bounds (an X eps disagreement is X units: eps = 2 u): GeLU forward 8.5 + 4.5 + erfc's
+//     condition number (<= 10 for |p| <= 3), gelu' 9 + 4.5 + 10 + 3.5 + p^2/4 (<= 2.25), together
+//     kDeviceGeluTerms per hidden layer; softmax's dlogits 7 + 1, kDeviceSoftmaxTerms.
+// Past |p| = 3 the relative disagreement grows (erfc's condition number reaches 37 at p = -6), on
+// values below 0.005 of the largest, whose contributions to M are as small.
+inline constexpr int64_t kDeviceGeluTerms = 53, kDeviceSoftmaxTerms = 8;
+int64_t device_kernel_terms(const ModelSpec& spec);
+
 inline constexpr int kSensitivityRuns = 2;
 
 // The single-process reference run in `precision` (S steps of `batch_rows`-row global batches,

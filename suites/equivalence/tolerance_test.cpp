@@ -97,5 +97,18 @@ TEST(ReferenceWithBound, ContainsItsOwnRerunAndGrowsWithSteps) {
   }
 }
 
+// The device's reordered terms, counted by hand for a 3-layer model 5 -> 6 -> 6 -> 3: forward
+// sums over in features 4 + 5 + 5, backward da sums over out features of layers 1 and 2: 5 + 2,
+// two hidden GeLUs, one softmax. Growing the width by one adds a term to each sum over it.
+TEST(DeviceKernelTerms, CountEveryGemmSumAndKernelOnTheWay) {
+  const ModelSpec spec{3, 6, 5, 3, 7, 8};
+  EXPECT_EQ(device_kernel_terms(spec), (4 + 5 + 5) + (5 + 2) + 2 * kDeviceGeluTerms + kDeviceSoftmaxTerms);
+  ModelSpec wider = spec;
+  wider.width = 7;  // layer 1's and 2's forward sums, layer 1's backward sum
+  EXPECT_EQ(device_kernel_terms(wider), device_kernel_terms(spec) + 3);
+  const ModelSpec one_layer{1, 6, 5, 3, 7, 8};  // no hidden layer: one sum over 5 inputs, a softmax
+  EXPECT_EQ(device_kernel_terms(one_layer), 4 + kDeviceSoftmaxTerms);
+}
+
 }  // namespace
 }  // namespace dts

@@ -204,6 +204,7 @@ ScalingPoint time_all_reduce(Communicator& members, Communicator& control_member
   buffer.copy_from_host(ones.data(), ones.size() * sizeof(float));
   std::vector<double> samples = time_steps(control_members, warmup, iters, [&] {
     members.all_reduce(buffer.data(), buffer.data(), count, DType::f32, ReduceOp::sum);
+    members.synchronize();  // a device backend returns once the call is queued: time it done
   });
   return point_of(members.size(), "all_reduce;dtype=f32;op=sum", bytes, std::move(samples));
 }
