@@ -14,6 +14,12 @@ namespace dts {
 
 namespace cuda = kernels::cuda;
 
+namespace {
+std::string_view stage_name(int stage) {
+  return stage == 0 ? std::string_view("ddp") : name(static_cast<ZeroStage>(stage));
+}
+}  // namespace
+
 DeviceDataParallel::DeviceDataParallel(int stage, const ModelSpec& spec, const ParallelConfig& config,
                                        Communicator& comm)
     : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec) {
@@ -47,12 +53,14 @@ DeviceDataParallel::DeviceDataParallel(int stage, const ModelSpec& spec, const P
 }
 
 std::string_view DeviceDataParallel::name() const {
-  return stage_ == 0 ? std::string_view("ddp") : dts::name(static_cast<ZeroStage>(stage_));
+  return stage_name(stage_);
 }
 
 template <class Collective>
-void DeviceDataParallel::communicate(StepReport& report, double bytes, Collective&& collective) {
+void DeviceDataParallel::communicate(StepReport& report, Collective&& collective) {
   cuda::synchronize();  // the kernels' results are in memory before the communicator's stream reads them
+  // Ring model: N - 1 steps, each sending one S-element slot.
+  const double bytes = static_cast<double>((comm_.size() - 1) * shard_size_ * static_cast<int64_t>(sizeof(float)));
   blocking_collective(report, bytes, [&] {
     collective();
     comm_.synchronize();  // and the collective's are before the next kernel reads them
@@ -68,12 +76,34 @@ void DeviceDataParallel::optimizer_step(float* params, const float* grads, float
   }
 }
 
+void DeviceDataParallel::pad(const float* full) {
+  const int n = comm_.size();
+  padded_.resize(n * shard_size_);
+  padded_.fill_zero();
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi_, n, r);
+    copy_device(padded_.data() + r * shard_size_, full + first, count);
+  }
+}
+
+void DeviceDataParallel::unpad(float* full) const {
+  const int n = comm_.size();
+  for (int r = 0; r < n; ++r) {
+    const auto [first, count] = even_split(psi_, n, r);
+    copy_device(full + first, padded_.data() + r * shard_size_, count);
+  }
+}
+
+Batch DeviceDataParallel::local_batch(const Batch& batch, int k) const {
+  const auto [micro_first, micro_rows] = even_split(batch.size, config_.microbatches, k);
+  const auto [local_first, local_rows] = even_split(micro_rows, comm_.size(), comm_.rank());
+  return slice_batch(batch, micro_first + local_first, local_rows);
+}
+
 double DeviceDataParallel::micro_batch(const Batch& batch, int k, const float* params, float* target,
                                        StepReport& report, const std::function<void(size_t)>& on_ready) {
-  const int n = comm_.size(), rank = comm_.rank();
-  const auto [micro_first, micro_rows] = even_split(batch.size, config_.microbatches, k);
-  const auto [local_first, local_rows] = even_split(micro_rows, n, rank);
-  const Batch local = slice_batch(batch, micro_first + local_first, local_rows);
+  const Batch local = local_batch(batch, k);
+  const auto local_rows = local.size;
   const double scale = static_cast<double>(local_rows) / static_cast<double>(batch.size);
   const auto compute_start = std::chrono::steady_clock::now();
   const double loss = mlp_.forward_backward(params, target, local, scale, on_ready);
@@ -83,12 +113,11 @@ double DeviceDataParallel::micro_batch(const Batch& batch, int k, const float* p
   return loss * static_cast<double>(local_rows);
 }
 
-double DeviceDataParallel::finish(StepReport& report, double loss_sum, int64_t rows,
-                                  std::chrono::steady_clock::time_point step_start) {
+void DeviceDataParallel::finish(StepReport& report, double loss_sum, int64_t rows,
+                                std::chrono::steady_clock::time_point step_start) {
   report.loss = global_mean_loss(comm_, loss_sum, rows);
   cuda::synchronize();
   report.step_time = seconds_since(step_start);
-  return report.loss;
 }
 
 StepReport DeviceDataParallel::step(const Batch& batch) {
@@ -154,24 +183,17 @@ StepReport DeviceDataParallel::step_ddp(const Batch& batch) {
 }
 
 void DeviceDataParallel::gather_parameters(DeviceFloats& full, StepReport& report) {
-  const int n = comm_.size(), rank = comm_.rank();
-  padded_.resize(n * shard_size_);
-  float* slot = padded_.data() + rank * shard_size_;
+  padded_.resize(comm_.size() * shard_size_);
+  float* slot = padded_.data() + comm_.rank() * shard_size_;
   copy_device(slot, params_.data(), shard_size_);  // stage 3's params_ is the padded slot
-  communicate(report, static_cast<double>((n - 1) * shard_size_ * static_cast<int64_t>(sizeof(float))), [&] {
-    comm_.all_gather(slot, padded_.data(), static_cast<size_t>(shard_size_), DType::f32);
-  });
+  communicate(report, [&] { comm_.all_gather(slot, padded_.data(), static_cast<size_t>(shard_size_), DType::f32); });
   full.resize(psi_);
-  for (int r = 0; r < n; ++r) {
-    const auto [first, count] = even_split(psi_, n, r);
-    copy_device(full.data() + first, padded_.data() + r * shard_size_, count);
-  }
+  unpad(full.data());
 }
 
 StepReport DeviceDataParallel::step_zero(const Batch& batch) {
   const auto step_start = std::chrono::steady_clock::now();
-  const int n = comm_.size(), rank = comm_.rank(), k_steps = config_.microbatches;
-  const double slot_bytes = static_cast<double>((n - 1) * shard_size_ * static_cast<int64_t>(sizeof(float)));
+  const int k_steps = config_.microbatches;
   StepReport report;
   DeviceFloats transient_grads, full;
   DeviceFloats& full_grads = stage_ == 1 ? grads_ : transient_grads;
@@ -185,14 +207,10 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
       // zero_strategy.cpp's schedule: gather for the forward, free, gather again for the
       // forward-backward (whose forward recomputes), free.
       gather_parameters(full, report);
-      {
-        const auto [micro_first, micro_rows] = even_split(batch.size, k_steps, k);
-        const auto [local_first, local_rows] = even_split(micro_rows, n, rank);
-        const auto compute_start = std::chrono::steady_clock::now();
-        const double loss = mlp_.loss(full.data(), slice_batch(batch, micro_first + local_first, local_rows));
-        report.compute_time += seconds_since(compute_start);
-        loss_sum += loss * static_cast<double>(local_rows);
-      }
+      const Batch local = local_batch(batch, k);
+      const auto compute_start = std::chrono::steady_clock::now();
+      loss_sum += mlp_.loss(full.data(), local) * static_cast<double>(local.size);
+      report.compute_time += seconds_since(compute_start);
       full.release();
       gather_parameters(full, report);
       micro_batch(batch, k, full.data(), target, report);
@@ -205,14 +223,9 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
   micro_grads_.release();
 
   // One reduce_scatter of the padded gradient leaves this rank the sum of its shard.
-  padded_.resize(n * shard_size_);
-  padded_.fill_zero();
-  for (int r = 0; r < n; ++r) {
-    const auto [first, count] = even_split(psi_, n, r);
-    copy_device(padded_.data() + r * shard_size_, full_grads.data() + first, count);
-  }
-  float* slot = padded_.data() + rank * shard_size_;
-  communicate(report, slot_bytes, [&] {
+  pad(full_grads.data());
+  float* slot = padded_.data() + comm_.rank() * shard_size_;
+  communicate(report, [&] {
     comm_.reduce_scatter(padded_.data(), slot, static_cast<size_t>(shard_size_), DType::f32, ReduceOp::sum);
   });
   float* shard_grads = stage_ == 1 ? grads_.data() + shard_first_ : grads_.data();
@@ -229,13 +242,8 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
     // Replicated parameters: every rank receives every updated shard.
     padded_.fill_zero();
     copy_device(slot, shard_params, shard_count_);
-    communicate(report, slot_bytes, [&] {
-      comm_.all_gather(slot, padded_.data(), static_cast<size_t>(shard_size_), DType::f32);
-    });
-    for (int r = 0; r < n; ++r) {
-      const auto [first, count] = even_split(psi_, n, r);
-      copy_device(params_.data() + first, padded_.data() + r * shard_size_, count);
-    }
+    communicate(report, [&] { comm_.all_gather(slot, padded_.data(), static_cast<size_t>(shard_size_), DType::f32); });
+    unpad(params_.data());
   }
   padded_.release();
   finish(report, loss_sum, batch.size, step_start);
@@ -269,9 +277,9 @@ std::vector<TrafficTheory> DeviceDataParallel::expected_traffic() const {
 }
 
 MemoryReport DeviceDataParallel::memory() const {
-  // Between steps: ZeRO's transient buffers (micro-batch gradients, padded staging, stage 2/3's
-  // full gradient, stage 3's gathered parameters) are released, as in the host class.
-  // ddp keeps its micro-batch gradient buffer between steps (with accumulation), as the host does.
+  // Between steps ZeRO's transient buffers (micro-batch gradients, padded staging, stage 2/3's
+  // full gradient, stage 3's gathered parameters) are released, and ddp keeps its micro-batch
+  // gradient buffer (with accumulation), as the host classes do.
   return {params_.bytes(), grads_.bytes() + (stage_ == 0 ? micro_grads_.bytes() : 0), state1_.bytes() + state2_.bytes(),
           activations_peak_};
 }
@@ -282,7 +290,7 @@ DeviceStrategyFactory device_factory(int stage) {
                  Precision precision) -> std::unique_ptr<Strategy> {
     if (precision != Precision::f32) {
       throw Error(Error::Kind::unsupported,
-                  std::string(stage == 0 ? "ddp" : name(static_cast<ZeroStage>(stage))) +
+                  std::string(stage_name(stage)) +
                       " on the device computes in f32 only (kernels/cuda); " +
                       (precision == Precision::f64 ? "f64" : "bf16") + " runs on a host backend");
     }

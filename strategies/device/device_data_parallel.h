@@ -50,19 +50,26 @@ class DeviceDataParallel final : public Strategy {
  private:
   StepReport step_ddp(const Batch& batch);
   StepReport step_zero(const Batch& batch);
+  // This rank's rows of micro-batch k (even_split of the micro-batch over the ranks).
+  Batch local_batch(const Batch& batch, int k) const;
   // Forward and backward of micro-batch k on this rank's rows into `target`; returns the loss
   // times the rows (the global mean's share).
   double micro_batch(const Batch& batch, int k, const float* params, float* target, StepReport& report,
                      const std::function<void(size_t)>& on_ready = {});
   // ZeRO: the full parameters from every rank's shard (one all_gather), into `full` (Psi).
   void gather_parameters(DeviceFloats& full, StepReport& report);
-  // One blocking collective, timed and booked, ordered after the default stream's work and
-  // complete (in device memory) when it returns.
+  // ZeRO's padded wire layout (zero_strategy.h) in padded_ (N * S): every shard of `full`
+  // (reference layout) to its slot, tails zero; and back.
+  void pad(const float* full);
+  void unpad(float* full) const;
+  // One blocking collective of N S-element slots (a reduce_scatter or an all_gather), timed and
+  // booked as (N - 1) S elements sent, ordered after the default stream's work and complete (in
+  // device memory) when it returns.
   template <class Collective>
-  void communicate(StepReport& report, double bytes, Collective&& collective);
+  void communicate(StepReport& report, Collective&& collective);
   void optimizer_step(float* params, const float* grads, float* state1, float* state2, int64_t n);
-  double finish(StepReport& report, double loss_sum, int64_t rows,
-                std::chrono::steady_clock::time_point step_start);
+  // The global mean loss and the step's time, once the device is done.
+  void finish(StepReport& report, double loss_sum, int64_t rows, std::chrono::steady_clock::time_point step_start);
 
   int stage_;
   ModelSpec spec_;
