@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -97,6 +98,56 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
                       (is_input ? ": refusing to overwrite an input" : ": each output needs a file of its own"));
     }
     seen.emplace_back(&output, id);
+  }
+}
+
+void replace_file_atomically(const NamedPath& output, std::string_view text) {
+  check_output_path(output);
+  const std::filesystem::path parent = std::filesystem::path(output.path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) throw Error(Error::Kind::io, "cannot create the folder of " + quoted(output) + ": " + ec.message());
+  }
+  // A name of its own per call (pid and a counter): two writers never share a temporary file.
+  static std::atomic<unsigned> serial{0};
+  const std::string temporary =
+      output.path + "." + std::to_string(::getpid()) + "-" + std::to_string(serial.fetch_add(1)) + ".tmp";
+  // 0644 before umask: results are read by others (CI, dashboards, node_exporter).
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(Error::Kind::io, "cannot write " + quoted(output) + ": " + std::strerror(errno));
+  const auto fail = [&](const char* what, int error) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw Error(Error::Kind::io, std::string(what) + " " + quoted(output) + ": " + std::strerror(error) +
+                                     " (left as it was)");
+  };
+  while (!text.empty()) {
+    const ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    text.remove_prefix(static_cast<size_t>(written));
+  }
+  // fsync before the rename: after a crash the name points at the whole new text or the old file,
+  // never at an empty one (ext4 and xfs may commit the rename before the data otherwise).
+  if (::fsync(fd) != 0) fail("cannot write", errno);
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw Error(Error::Kind::io, "cannot write " + quoted(output) + ": " + std::strerror(error) + " (left as it was)");
+  }
+  if (::rename(temporary.c_str(), output.path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw Error(Error::Kind::io, "cannot replace " + quoted(output) + ": " + std::strerror(error) + " (left as it was)");
+  }
+  // The rename is durable once the folder is synced; best effort (the file is whole either way).
+  const std::string folder = parent.empty() ? "." : parent.string();
+  if (const int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
   }
 }
 

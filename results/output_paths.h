@@ -3,6 +3,7 @@
 // overwrites one of the command's inputs and never shares a file with another output of it.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dts {
@@ -30,5 +31,13 @@ int open_output_file(const NamedPath& output, int access);
 // Throws Error{invalid_argument} with one line naming both flags and paths (Error{io} from
 // check_output_path).
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
+
+// Replaces `output` with `text` whole or not at all: the text goes to a new file beside it (same
+// folder, so the rename cannot cross file systems; a name that ends in ".tmp", which
+// node_exporter's textfile collector ignores), is fsync'd, then renamed over the path. Creates
+// missing parent folders. On any failure (a full disk, a read-only folder) the temporary file is
+// removed, whatever was at the path is left as it was, and Error{io} names the flag, the path and
+// the OS reason. Refuses what check_output_path refuses (the rename would replace a device).
+void replace_file_atomically(const NamedPath& output, std::string_view text);
 
 }  // namespace dts

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "results/testing/file_size_limit.h"
 
 namespace dts {
 namespace {
@@ -90,6 +91,61 @@ TEST_F(OutputPaths, OpenRefusesAFifoWithoutBlocking) {
   EXPECT_EQ(::fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
   ::close(fd);
   EXPECT_EQ(fs::file_size("old.csv"), 0u);  // truncated, as CsvSink expects
+}
+
+TEST_F(OutputPaths, ReplaceWritesTheWholeTextAndCreatesFolders) {
+  replace_file_atomically({"-o", "sub/report.html"}, "first");
+  replace_file_atomically({"-o", "sub/report.html"}, "second, longer");
+  std::ifstream in("sub/report.html");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "second, longer");
+  EXPECT_EQ(std::distance(fs::directory_iterator("sub"), fs::directory_iterator()), 1);  // no temporary left
+}
+
+// A full disk in the middle of the text: the old file stays whole, no temporary is left, and the
+// message names the flag, the path and the reason.
+TEST_F(OutputPaths, ReplaceOnAFullDiskLeavesTheOldFileAsItWas) {
+  std::ofstream("report.html") << "the old report";
+  const std::string text(64 * 1024, 'x');  // past the 16 KiB the limit below allows
+  std::string what;
+  {
+    testing::FileSizeLimit full_disk(16 * 1024);
+    try {
+      replace_file_atomically({"-o", "report.html"}, text);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::io);
+      what = e.what();
+    }
+  }
+  EXPECT_NE(what.find("-o 'report.html'"), std::string::npos) << what;
+  EXPECT_NE(what.find(std::strerror(EFBIG)), std::string::npos) << what;
+  std::ifstream in("report.html");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "the old report");
+  EXPECT_EQ(std::distance(fs::directory_iterator("."), fs::directory_iterator()), 1);
+}
+
+TEST_F(OutputPaths, ReplaceRefusesSpecialFilesAndNamesAReadOnlyFolder) {
+  ASSERT_EQ(::mkfifo("fifo", 0644), 0) << std::strerror(errno);
+  EXPECT_THROW(replace_file_atomically({"--prom", "fifo"}, "x"), Error);
+  EXPECT_TRUE(fs::is_fifo("fifo"));  // not renamed over
+  // A folder where no file can be made (proc's: even root cannot): the OS's reason is named.
+  if (fs::is_directory("/proc/self")) {
+    try {
+      replace_file_atomically({"--csv", "/proc/self/x.csv"}, "x");
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--csv '/proc/self/x.csv': " + std::string(std::strerror(ENOENT))),
+                std::string::npos) << e.what();
+    }
+  }
+  fs::create_directory("read_only");
+  fs::permissions("read_only", fs::perms::owner_read | fs::perms::owner_exec);
+  if (::access("read_only", W_OK) == 0) return;  // root writes to read-only folders
+  try {
+    replace_file_atomically({"--csv", "read_only/x.csv"}, "x");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::strerror(EACCES)), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -483,50 +483,9 @@ int PrometheusSink::metrics_port() const {
 }
 
 void PrometheusSink::write_textfile_locked() {
-  // node_exporter may read the file at any moment: write a temporary beside it (same file system,
-  // a name it ignores since it does not end in .prom), then rename over the old one atomically.
-  const std::string& path = outputs_.textfile_path;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) throw_io("cannot create directory for Prometheus textfile '" + path + "': " + ec.message());
-  }
-  // The rename would replace whatever `path` is: a device or FIFO (as root, /dev/null) must stay.
-  check_output_path({"--prom", path});
-  const std::string temporary = path + "." + std::to_string(::getpid()) + ".tmp";
-  const std::string text = exposition();
-  // 0644 before umask: node_exporter usually runs as another user.
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io("cannot write Prometheus textfile '" + temporary + "': " + std::strerror(errno));
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const ssize_t written = ::write(fd, rest.data(), rest.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      const int saved = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      throw_io("cannot write Prometheus textfile '" + temporary + "': " + std::strerror(saved));
-    }
-    rest.remove_prefix(static_cast<size_t>(written));
-  }
-  // fsync before the rename: after a crash the name points at the whole new text or the old file,
-  // never at an empty one (ext4 and xfs may commit the rename before the data otherwise).
-  const bool synced = ::fsync(fd) == 0;
-  const int sync_errno = errno;
-  if (::close(fd) != 0 || !synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = synced ? errno : sync_errno;
-    ::unlink(temporary.c_str());
-    throw_io("cannot replace Prometheus textfile '" + path + "': " + std::strerror(saved));
-  }
-  // The rename itself is durable once the directory is synced; best effort, as node_exporter
-  // reads the file either way.
-  const std::string directory = parent.empty() ? "." : parent.string();
-  if (const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
+  // node_exporter may read the file at any moment: the whole new text or the old file, never a
+  // part (a temporary beside it, named so the collector ignores it, renamed over it).
+  replace_file_atomically({"--prom", outputs_.textfile_path}, exposition());
   last_textfile_ = std::chrono::steady_clock::now();
 }
 
