@@ -1,17 +1,16 @@
-// read_results_csv: fast-cpp-csv-parser splits and unquotes the rows; this file checks every field
-// against results/SCHEMA.md and names the file and line of the first thing that is wrong, because
-// a gate that silently misreads a baseline is worse than one that refuses it.
+// read_results_csv: fast-cpp-csv-parser splits and unquotes the rows, fed by a byte source of
+// ours that reads the input once (a FIFO or pipe too), bounds every line (core/input_file.h) and
+// keeps the header line; this file checks every field against results/SCHEMA.md and names the
+// file and line of the first thing that is wrong, because a gate that silently misreads a
+// baseline is worse than one that refuses it.
 #include "results/csv_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
-#include <fstream>
+#include <functional>
+#include <istream>
 #include <limits>  // fast-cpp-csv-parser uses std::numeric_limits without including it
 #include <set>
 #include <string_view>
@@ -24,6 +23,7 @@
 #pragma GCC diagnostic pop
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "results/csv_sink.h"
 
 namespace dts {
@@ -51,14 +51,33 @@ class RowError : public std::exception {
 // The byte order mark some spreadsheets put before UTF-8 text: not part of the first column's name.
 const std::string kUtf8Bom = "\xEF\xBB\xBF";
 
-// The header, split by hand: the parser ignores unknown columns silently, and we want their names.
-std::vector<std::string> header_names(std::istream& in, const std::string& path) {
-  std::string line;
-  if (!std::getline(in, line)) {
-    if (in.bad()) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "'");
-    malformed(path, 1, "empty file: no header line");
+// The parser's input: whatever `pull` gives (a file read once, or text in memory), the first
+// line kept aside as it passes, since the parser ignores unknown columns silently and we want
+// their names.
+class HeaderKeepingSource : public io::ByteSourceBase {
+ public:
+  using Pull = std::function<size_t(char*, size_t)>;
+  explicit HeaderKeepingSource(Pull pull, std::string* header) : pull_(std::move(pull)), header_(header) {}
+  int read(char* buffer, int size) override {
+    const size_t got = pull_(buffer, static_cast<size_t>(size));
+    if (!header_done_) {
+      const char* end = buffer + got;
+      const char* newline = static_cast<const char*>(std::memchr(buffer, '\n', got));
+      header_->append(buffer, static_cast<size_t>((newline ? newline : end) - buffer));
+      header_done_ = newline != nullptr || got == 0;
+    }
+    return static_cast<int>(got);
   }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+
+ private:
+  Pull pull_;
+  std::string* header_;
+  bool header_done_ = false;
+};
+
+std::vector<std::string> header_names(std::string line, const std::string& path) {
+  if (line.empty()) malformed(path, 1, "empty file: no header line");
+  if (line.back() == '\r') line.pop_back();
   if (line.rfind(kUtf8Bom, 0) == 0) line.erase(0, kUtf8Bom.size());  // spreadsheets write one
   std::vector<std::string> names;
   size_t start = 0;
@@ -161,6 +180,14 @@ Record to_record(const std::vector<std::string>& f) {
       r.stats.max = parse_number(c[27], f[27]);
     }
   }
+  // A time is never negative: such a row was not written by a clock (a hand edit, a broken tool),
+  // and compare would read it as the fastest run ever.
+  if (r.unit == "seconds") {
+    for (const auto& [column, value] : {std::pair{20, r.value}, {23, r.stats.min}, {24, r.stats.p05},
+                                        {25, r.stats.median}, {26, r.stats.p95}, {27, r.stats.max}}) {
+      if (value < 0) throw RowError("column '" + c[static_cast<size_t>(column)] + "': a time of " + f[static_cast<size_t>(column)] + " s is negative");
+    }
+  }
   r.verdict = parse_verdict(f[28]);
   r.threshold = f[29].empty() ? std::numeric_limits<double>::quiet_NaN() : parse_number(c[29], f[29]);
   r.detail = f[30];
@@ -179,51 +206,32 @@ Record to_record(const std::vector<std::string>& f) {
   return r;
 }
 
-}  // namespace
-
-std::vector<Record> read_results_csv(const std::string& path) {
-  // Readable and a file: fopen() inside the parser would accept a directory and read nothing.
-  {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "': " + std::strerror(errno));
-    struct stat info {};
-    const bool is_directory = ::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode);
-    ::close(fd);
-    if (is_directory) throw Error(Error::Kind::io, "cannot read results CSV '" + path + "': it is a directory");
-  }
-  std::ifstream file(path, std::ios::binary);
-  return read_results_csv(file, path);
-}
-
-std::vector<Record> read_results_csv(std::istream& file, const std::string& path) {
+// The rows of one input. `pull` fills a buffer (fully, but at the end) and bounds its lines;
+// `torn` says, once everything was pulled, whether the input's last line lacks its '\n'.
+std::vector<Record> read_rows(const HeaderKeepingSource::Pull& pull, const std::function<bool()>& torn,
+                              const std::string& path, const CsvReadOptions& options) {
   const std::vector<std::string>& columns = csv_columns();
   static_assert(kColumns == 34, "the parser's arity below lists 34 columns");
   if (columns.size() != kColumns) throw Error(Error::Kind::invalid_argument, "csv_reader: column list out of date");
 
-  const std::vector<std::string> header = header_names(file, path);
-  std::set<std::string> seen;
-  std::vector<std::string> unknown;
-  for (const std::string& h : header) {
-    if (!seen.insert(h).second) malformed(path, 1, "column '" + h + "' appears twice in the header");
-    if (std::find(columns.begin(), columns.end(), h) == columns.end()) unknown.push_back(h);
-  }
-  for (size_t i = 0; i < kVersion1Columns; ++i) {
-    if (!seen.count(columns[i])) malformed(path, 1, "missing column '" + columns[i] + "'");
-  }
-
+  std::string header_line;
   std::vector<Record> records;
   unsigned line = 1;
   try {
-    // No trimming: a detail's leading spaces are data. Double quotes as RFC 4180.
-    file.clear();
-    file.seekg(0);
-    char bom[3] = {};
-    file.read(bom, 3);
-    if (file.gcount() != 3 || std::string(bom, 3) != kUtf8Bom) {
-      file.clear();
-      file.seekg(0);
+    // No trimming: a detail's leading spaces are data. Double quotes as RFC 4180. The parser
+    // skips a byte order mark itself.
+    io::CSVReader<kColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(
+        path, std::make_unique<HeaderKeepingSource>(pull, &header_line));
+    const std::vector<std::string> header = header_names(header_line, path);
+    std::set<std::string> seen;
+    std::vector<std::string> unknown;
+    for (const std::string& h : header) {
+      if (!seen.insert(h).second) malformed(path, 1, "column '" + h + "' appears twice in the header");
+      if (std::find(columns.begin(), columns.end(), h) == columns.end()) unknown.push_back(h);
     }
-    io::CSVReader<kColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path, file);
+    for (size_t i = 0; i < kVersion1Columns; ++i) {
+      if (!seen.count(columns[i])) malformed(path, 1, "missing column '" + columns[i] + "'");
+    }
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, columns[0], columns[1], columns[2],
                    columns[3], columns[4], columns[5], columns[6], columns[7], columns[8], columns[9], columns[10],
                    columns[11], columns[12], columns[13], columns[14], columns[15], columns[16], columns[17],
@@ -231,44 +239,97 @@ std::vector<Record> read_results_csv(std::istream& file, const std::string& path
                    columns[25], columns[26], columns[27], columns[28], columns[29], columns[30], columns[31],
                    columns[32], columns[33]);
     std::vector<std::string> f(kColumns);
+    // A row that fails to parse and is the input's last line, without its '\n': a write cut short
+    // (a full disk, a writer killed mid-row). It is the end of the file, said in a warning, not a
+    // reason to refuse the rows before it.
+    const auto torn_end = [&](const std::string& reason) {
+      if (in.next_line() != nullptr || !torn()) return false;
+      if (options.warn) {
+        options.warn(path + ":" + std::to_string(line) + ": the last row is cut short (" + reason +
+                     ", and no end of line: a write stopped by a full disk or a killed writer); read as the end of "
+                     "the file, the " + std::to_string(records.size()) + " rows before it kept");
+      }
+      return true;
+    };
     for (;;) {
       f[31].clear();  // absent in version 1 files: the parser leaves a missing column untouched
       f[32].clear();  // absent before version 3
       f[33].clear();  // absent before version 4 (every row then is repetition 1)
       line = in.get_file_line() + 1;
-      if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14],
-                       f[15], f[16], f[17], f[18], f[19], f[20], f[21], f[22], f[23], f[24], f[25], f[26], f[27],
-                       f[28], f[29], f[30], f[31], f[32], f[33])) {
-        break;
+      try {
+        if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13],
+                         f[14], f[15], f[16], f[17], f[18], f[19], f[20], f[21], f[22], f[23], f[24], f[25], f[26],
+                         f[27], f[28], f[29], f[30], f[31], f[32], f[33])) {
+          break;
+        }
+        line = in.get_file_line();
+        const int64_t version = parse_integer(columns[0], f[0]);
+        if (version > kSchemaVersion) {
+          throw RowError("schema_version " + f[0] + " is newer than this build reads (1.." +
+                         std::to_string(kSchemaVersion) + "); use a newer dtsuite");
+        }
+        if (version < 1) throw RowError("schema_version " + f[0] + " is not a version (1.." + std::to_string(kSchemaVersion) + ")");
+        if (!unknown.empty()) malformed(path, 1, "unknown column '" + unknown.front() + "'");
+        records.push_back(to_record(f));
+      } catch (const RowError& e) {
+        if (torn_end(e.what())) break;
+        throw;
+      } catch (const io::error::too_few_columns&) {
+        if (torn_end("too few fields")) break;
+        throw;
+      } catch (const io::error::escaped_string_not_closed&) {
+        if (torn_end("a quoted field is not closed")) break;
+        throw;
       }
-      line = in.get_file_line();
-      const int64_t version = parse_integer(columns[0], f[0]);
-      if (version > kSchemaVersion) {
-        throw RowError("schema_version " + f[0] + " is newer than this build reads (1.." +
-                       std::to_string(kSchemaVersion) + "); use a newer dtsuite");
-      }
-      if (version < 1) throw RowError("schema_version " + f[0] + " is not a version (1.." + std::to_string(kSchemaVersion) + ")");
-      if (!unknown.empty()) malformed(path, 1, "unknown column '" + unknown.front() + "'");
-      records.push_back(to_record(f));
     }
+    // A header only: nothing to say about the unknown columns' version, so they are the error.
+    if (!unknown.empty()) malformed(path, 1, "unknown column '" + unknown.front() + "'");
   } catch (const RowError& e) {
     malformed(path, line, e.what());
+  } catch (const io::error::header_missing&) {
+    malformed(path, 1, "empty file: no header line");
   } catch (const io::error::too_few_columns&) {
-    malformed(path, line, "too few fields (header has " + std::to_string(header.size()) + ")");
+    malformed(path, line, "too few fields (the header has " + std::to_string(header_names(header_line, path).size()) + ")");
   } catch (const io::error::too_many_columns&) {
-    malformed(path, line, "too many fields (header has " + std::to_string(header.size()) + ")");
+    malformed(path, line, "too many fields (the header has " + std::to_string(header_names(header_line, path).size()) + ")");
   } catch (const io::error::escaped_string_not_closed&) {
     malformed(path, line, "a quoted field is not closed on its line");
   } catch (const io::error::line_length_limit_exceeded&) {
-    malformed(path, line, "line longer than the reader's limit");
-  } catch (const io::error::can_not_open_file&) {
-    throw Error(Error::Kind::io, "cannot read results CSV '" + path + "'");
+    malformed(path, line, "line longer than the parser's limit");
   } catch (const io::error::base& e) {
     malformed(path, line, e.what());
   }
-  // A header only: nothing to say about the unknown columns' version, so they are the error.
-  if (!unknown.empty()) malformed(path, 1, "unknown column '" + unknown.front() + "'");
   return records;
+}
+
+InputLimits csv_limits(double timeout_seconds) {
+  InputLimits limits;
+  limits.max_line = kMaxCsvLine;  // results/csv_sink.h: no row CsvSink writes comes near it
+  limits.timeout_seconds = timeout_seconds;
+  return limits;
+}
+
+}  // namespace
+
+std::vector<Record> read_results_csv(const std::string& path, const CsvReadOptions& options) {
+  InputFile file(path, "results CSV", csv_limits(options.timeout_seconds));
+  return read_rows([&](char* buffer, size_t size) { return file.read(buffer, size); },
+                   [&] { return !file.ended_with_newline(); }, path, options);
+}
+
+std::vector<Record> read_results_csv(std::istream& in, const std::string& name, const CsvReadOptions& options) {
+  InputBounds bounds(name, "results CSV", csv_limits(0));
+  bool ended = false;
+  return read_rows(
+      [&](char* buffer, size_t size) {
+        in.read(buffer, static_cast<std::streamsize>(size));
+        const auto got = static_cast<size_t>(in.gcount());
+        if (in.bad()) throw Error(Error::Kind::io, "cannot read results CSV '" + name + "'");
+        bounds.account(buffer, got);
+        ended = ended || got < size;
+        return got;
+      },
+      [&] { return ended && !bounds.ends_with_newline(); }, name, options);
 }
 
 }  // namespace dts

@@ -1,7 +1,8 @@
-// Reads a dtsuite results CSV (the columns of results/SCHEMA.md, schema versions 1 and 2) back
+// Reads a dtsuite results CSV (the columns of results/SCHEMA.md, every schema version) back
 // into Records: the input side of `dtsuite compare` and `dtsuite report`. Sits in results/,
 // beside the CsvSink that writes the format.
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -10,13 +11,24 @@
 
 namespace dts {
 
-// Reads a dtsuite results CSV (the columns of results/SCHEMA.md) back into Records.
-// Throws Error{Kind::io} when the file can't be read, Error{Kind::invalid_argument} with
-// "PATH:LINE: reason" when it is malformed (missing/unknown columns, bad number, unknown verdict,
+struct CsvReadOptions {
+  // Seconds to wait for the next bytes of a FIFO or pipe (`compare -T`); 0: no limit.
+  double timeout_seconds = 0;
+  // Told of what is read past rather than refused: a last row cut short (a write stopped by a
+  // full disk or a killed writer: no '\n' at the end, and the row does not parse) ends the file,
+  // the rows before it kept. Unset: said nowhere.
+  std::function<void(const std::string&)> warn;
+};
+
+// Reads a dtsuite results CSV (the columns of results/SCHEMA.md) back into Records, in one pass
+// (a FIFO or a pipe reads too), holding one line at a time beside the records.
+// Throws Error{io} when the file can't be read or is not a file (a device or a folder, refused
+// before reading), Error{timeout} for a FIFO with no bytes for options.timeout_seconds, and
+// Error{invalid_argument} with "PATH:LINE: reason" when it is malformed (a line longer than
+// kMaxCsvLine, missing/unknown columns, bad number, negative time, unknown verdict,
 // schema_version newer than this build).
-std::vector<Record> read_results_csv(const std::string& path);
-// The same from a stream that can seek back to its start (the header is read twice): a file or a
-// std::istringstream. `name` stands for the path in messages.
-std::vector<Record> read_results_csv(std::istream& in, const std::string& name);
+std::vector<Record> read_results_csv(const std::string& path, const CsvReadOptions& options = {});
+// The same from a stream; `name` stands for the path in messages.
+std::vector<Record> read_results_csv(std::istream& in, const std::string& name, const CsvReadOptions& options = {});
 
 }  // namespace dts

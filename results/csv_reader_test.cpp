@@ -3,7 +3,9 @@
 // input is refused with "PATH:LINE: reason" naming the right line.
 #include "results/csv_reader.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -281,6 +284,11 @@ std::vector<Malformed> malformed_cases() {
       {"unclosed_quote", h + ok + replace_field(ok, 30, "\"open"), 3, "not closed"},
       {"bad_sample", h + ok + replace_field(ok, 31, "1e-06;;3e-06"), 3, "column 'samples': bad number ''"},
       {"empty_case", h + ok + replace_field(ok, 4, ""), 3, "column 'case' is empty"},
+      // kGoodRow is a time (seconds): no clock gives a negative one.
+      {"negative_time", h + ok + replace_field(ok, 20, "-0.5"), 3, "column 'value': a time of -0.5 s is negative"},
+      {"negative_p05", h + ok + replace_field(ok, 24, "-1e-6"), 3, "column 'p05': a time of -1e-6 s is negative"},
+      // A bad last row that does end its line was written whole: it is wrong, not torn.
+      {"bad_last_row_with_newline", h + ok + "4,r\n", 3, "too few fields"},
   };
 }
 
@@ -326,6 +334,85 @@ TEST_F(CsvReaderTest, AStreamReadsAsTheFileDoes) {
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).rfind("in-memory:" + std::to_string(m.line) + ": ", 0), 0u) << e.what();
     }
+  }
+}
+
+// What CsvSink writes ends in '\n'. A last line without one that does not parse was cut short
+// by a full disk or a killed writer: the rows before it are read, and a warning names it.
+TEST_F(CsvReaderTest, ATornLastRowEndsTheFileWithAWarning) {
+  const std::string ok = kGoodRow;
+  for (const std::string& torn : {ok.substr(0, 40), ok.substr(0, ok.size() / 2), std::string("2,\"open")}) {
+    const fs::path path = write_text("torn.csv", header_line() + ok + ok + torn);
+    std::vector<std::string> warnings;
+    CsvReadOptions options;
+    options.warn = [&](const std::string& w) { warnings.push_back(w); };
+    const std::vector<Record> read = read_results_csv(path.string(), options);
+    EXPECT_EQ(read.size(), 2u) << torn;  // the two whole rows
+    ASSERT_EQ(warnings.size(), 1u) << torn;
+    EXPECT_EQ(warnings[0].rfind(path.string() + ":4: the last row is cut short", 0), 0u) << warnings[0];
+    EXPECT_NE(warnings[0].find("the 2 rows before it kept"), std::string::npos) << warnings[0];
+    std::istringstream in(header_line() + ok + torn);  // the stream reads alike
+    EXPECT_EQ(read_results_csv(in, "in-memory", options).size(), 1u);
+  }
+  // The same row in the middle of the file is corruption, not a torn end: refused.
+  const fs::path middle = write_text("middle.csv", header_line() + ok.substr(0, 40) + "\n" + ok);
+  EXPECT_THROW(read_results_csv(middle.string()), Error);
+  // A whole last row without its '\n' (a spreadsheet's save) parses: kept, no warning.
+  std::vector<std::string> warnings;
+  CsvReadOptions options;
+  options.warn = [&](const std::string& w) { warnings.push_back(w); };
+  const fs::path whole = write_text("whole.csv", header_line() + ok + ok.substr(0, ok.size() - 1));
+  EXPECT_EQ(read_results_csv(whole.string(), options).size(), 2u);
+  EXPECT_TRUE(warnings.empty());
+}
+
+// /dev/zero's bytes never end a line: refused as a device before reading. The same bytes in a
+// regular file, or any line past kMaxCsvLine, are refused at that line, naming the limit, before
+// the file is held in memory.
+TEST_F(CsvReaderTest, DevicesAndOverlongLinesAreRefused) {
+  try {
+    read_results_csv("/dev/zero");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::io);
+    EXPECT_NE(std::string(e.what()).find("a character device"), std::string::npos) << e.what();
+  }
+  const std::string zeros(static_cast<size_t>(kMaxCsvLine) + 1, '\0');
+  const fs::path path = write_text("zeros.csv", zeros);
+  try {
+    read_results_csv(path.string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(path.string() + ":1: line longer than " + std::to_string(kMaxCsvLine) + " bytes"),
+              std::string::npos) << e.what();
+  }
+  const fs::path long_row = write_text("long.csv", header_line() + kGoodRow + std::string(kMaxCsvLine + 1, 'x') + "\n");
+  try {
+    read_results_csv(long_row.string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(long_row.string() + ":3: line longer"), std::string::npos) << e.what();
+  }
+}
+
+// A FIFO is read once, as a file is (the header is no longer read twice); one without a writer
+// ends after the wait asked for.
+TEST_F(CsvReaderTest, AFifoIsReadOnceAndOneWithoutAWriterTimesOut) {
+  const std::string path = (dir_ / "fifo.csv").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  const std::string text = header_line() + kGoodRow + kGoodRow;
+  std::thread writer([&] { std::ofstream(path, std::ios::binary) << text; });
+  CsvReadOptions options;
+  options.timeout_seconds = 60;
+  EXPECT_EQ(read_results_csv(path, options).size(), 2u);
+  writer.join();
+  options.timeout_seconds = 0.2;
+  try {
+    read_results_csv(path, options);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::timeout) << e.what();
   }
 }
 

@@ -39,9 +39,28 @@ std::string single_line(std::string_view field) {
   return line;
 }
 
+// At most kMaxCsvTextField bytes, cut before a UTF-8 continuation byte so no character is split.
+std::string bounded(std::string text) {
+  if (text.size() <= kMaxCsvTextField) return text;
+  static constexpr std::string_view kCut = " [cut]";
+  size_t keep = kMaxCsvTextField - kCut.size();
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  text.resize(keep);
+  text += kCut;
+  return text;
+}
+
 // Per-iteration samples, ';'-separated, %.9g: nine significant digits resolve a nanosecond in a
-// one-second iteration, and keep a 1000-iteration row near 16 KB.
-std::string format_samples(const std::vector<double>& samples) {
+// one-second iteration, and keep a 1000-iteration row near 16 KB. A longer series than
+// kMaxCsvSamples is written evenly thinned (sample i * size / kMaxCsvSamples), which keeps its
+// distribution for `compare --samples` and the row within its bound.
+std::string format_samples(const std::vector<double>& all) {
+  std::vector<double> thinned;
+  if (all.size() > kMaxCsvSamples) {
+    thinned.reserve(kMaxCsvSamples);
+    for (size_t i = 0; i < kMaxCsvSamples; ++i) thinned.push_back(all[i * all.size() / kMaxCsvSamples]);
+  }
+  const std::vector<double>& samples = all.size() > kMaxCsvSamples ? thinned : all;
   std::string text;
   for (double sample : samples) {
     if (!text.empty()) text += ';';
@@ -61,7 +80,13 @@ class RowBuilder {
  public:
   RowBuilder& text(std::string_view field) {
     next();
-    row_ += csv_escape(single_line(field));
+    row_ += csv_escape(bounded(single_line(field)));
+    return *this;
+  }
+  // Already bounded by format_samples: digits, signs, '.', 'e', ';' and "nan" need no quoting.
+  RowBuilder& samples(const std::string& field) {
+    next();
+    row_ += field;
     return *this;
   }
   RowBuilder& integer(int64_t value) {
@@ -130,7 +155,7 @@ std::string format_row(const Record& r) {
     row.number(r.threshold);
   }
   row.text(r.detail);
-  row.text(format_samples(r.samples));  // schema 2
+  row.samples(format_samples(r.samples));  // schema 2
   row.text(r.seed);                      // schema 3
   row.integer(r.repetition);             // schema 4
   return std::move(row).finish();
@@ -201,13 +226,22 @@ void CsvSink::close() {
 }
 
 void CsvSink::write_all(std::string_view text) {
-  // One write(2) per row in practice; the loop covers partial writes and signals.
+  // One write(2) per row in practice; the loop covers partial writes and signals. A write that
+  // fails part-way (a full disk) is taken back to the last whole row, so the file never ends in
+  // a torn one: readers and `compare` keep every row before it.
+  const off_t row_start = size_;
   while (!text.empty()) {
     const ssize_t written = ::write(fd_, text.data(), text.size());
     if (written < 0) {
       if (errno == EINTR) continue;
-      throw_io("cannot write CSV file", path_, std::strerror(errno));
+      const int error = errno;
+      const bool taken_back = size_ == row_start || (::ftruncate(fd_, row_start) == 0 &&
+                                                     ::lseek(fd_, row_start, SEEK_SET) == row_start);
+      size_ = taken_back ? row_start : size_;
+      throw_io("cannot write CSV file", path_,
+               std::string(std::strerror(error)) + (taken_back ? "; the file ends at its last whole row" : ""));
     }
+    size_ += written;
     text.remove_prefix(static_cast<size_t>(written));
   }
 }

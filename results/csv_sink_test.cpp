@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "results/csv_reader.h"
+#include "results/testing/file_size_limit.h"
 
 namespace dts {
 namespace {
@@ -422,6 +424,64 @@ TEST_F(CsvSinkTest, WriteAfterCloseThrows) {
   sink.close();
   sink.close();  // idempotent
   EXPECT_THROW(sink.write(sample_record()), Error);
+}
+
+// The bounds readers rely on (kMaxCsvLine): a text field past kMaxCsvTextField is cut at a
+// character boundary and marked, a series past kMaxCsvSamples is thinned evenly, and the row
+// reads back.
+TEST_F(CsvSinkTest, FieldsAndSamplesAreBoundedSoEveryRowReadsBack) {
+  Record r = sample_record();
+  r.detail = std::string(kMaxCsvTextField, 'a') + "\xC3\xA9" + std::string(1000, 'b');  // an e-acute past the bound
+  r.samples.clear();
+  for (size_t i = 0; i < 2 * kMaxCsvSamples + 1; ++i) r.samples.push_back(static_cast<double>(i));
+  r.stats.n = static_cast<int64_t>(r.samples.size());
+  const fs::path path = dir_ / "bounded.csv";
+  {
+    CsvSink sink(path.string());
+    sink.write(r);
+    sink.close();
+  }
+  const std::vector<Record> back = read_results_csv(path.string());
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].detail.size(), kMaxCsvTextField);
+  EXPECT_EQ(back[0].detail.substr(back[0].detail.size() - 6), " [cut]");
+  ASSERT_EQ(back[0].samples.size(), kMaxCsvSamples);
+  EXPECT_EQ(back[0].samples.front(), 0);
+  // Sample i * (2 k + 1) / k of the series 0, 1, 2, ...: evenly spaced, the last near the end.
+  EXPECT_EQ(back[0].samples[1], 2);
+  EXPECT_EQ(back[0].samples.back(), static_cast<double>((kMaxCsvSamples - 1) * (2 * kMaxCsvSamples + 1) / kMaxCsvSamples));
+  EXPECT_EQ(back[0].stats.n, static_cast<int64_t>(2 * kMaxCsvSamples + 1));  // n keeps the full count
+  EXPECT_LT(static_cast<int64_t>(fs::file_size(path)), kMaxCsvLine);
+}
+
+// A full disk in the middle of a row: the row is taken back, so the file ends at its last whole
+// row and reads back without a warning (before, it ended mid-row and compare refused it whole).
+TEST_F(CsvSinkTest, AFullDiskLeavesTheFileAtItsLastWholeRow) {
+  const fs::path path = dir_ / "full.csv";
+  size_t rows = 0;
+  std::string what;
+  {
+    CsvSink sink(path.string());
+    const auto header = static_cast<rlim_t>(fs::file_size(path));
+    Record r = sample_record();
+    r.detail = std::string(300, 'd');  // a row of about 500 bytes: the limit falls inside the 4th
+    testing::FileSizeLimit full_disk(header + 1800);
+    try {
+      for (; rows < 100; ++rows) sink.write(r);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+  }
+  EXPECT_GT(rows, 0u);
+  EXPECT_LT(rows, 100u);
+  EXPECT_NE(what.find("the file ends at its last whole row"), std::string::npos) << what;
+  std::vector<std::string> warnings;
+  CsvReadOptions options;
+  options.warn = [&](const std::string& w) { warnings.push_back(w); };
+  EXPECT_EQ(read_results_csv(path.string(), options).size(), rows);
+  EXPECT_TRUE(warnings.empty());
+  const std::string text = read_file(path);
+  EXPECT_EQ(text.back(), '\n');
 }
 
 }  // namespace

@@ -132,6 +132,7 @@ JunitSink::JunitSink(std::string path)
     // An empty run is still a valid report: header (no properties yet) and trailer.
     const std::string header = render_header(closed_);
     pwrite_all(header + std::string(kTrailer), 0);
+    header_text_ = header;
     header_size_ = static_cast<int64_t>(header.size());
     closed_end_ = header_size_;
     file_size_ = header_size_ + static_cast<int64_t>(kTrailer.size());
@@ -224,6 +225,20 @@ JunitSink::Counts JunitSink::counts_with_open_case() const {
 
 void JunitSink::write(const Record& record) {
   if (fd_ < 0) throw Error(Error::Kind::io, "JUnit file '" + path_ + "' is closed");
+  // Everything a write changes, to put back when the file cannot take the record.
+  const struct {
+    std::optional<Record> first;
+    std::optional<OpenCase> open;
+    Counts closed;
+    std::string header_text;
+    int64_t header_size;
+    std::vector<int64_t> counts_at;
+    int64_t closed_end;
+    std::string open_text;
+    int64_t file_size;
+    std::chrono::steady_clock::time_point case_start, last_record;
+  } saved{first_, open_, closed_, header_text_, header_size_, counts_at_, closed_end_, open_text_, file_size_,
+          case_start_, last_record_};
   bool rewrite_header = false;
   if (!first_) {
     first_ = record;
@@ -238,9 +253,9 @@ void JunitSink::write(const Record& record) {
   }
   if (open_ && (open_->suite != record.suite || open_->case_id != record.case_id || open_->repetition != record.repetition)) {
     closed_ = counts_with_open_case();  // the open case is final: it stays in the file as written
-    closed_end_ += open_size_;
+    closed_end_ += static_cast<int64_t>(open_text_.size());
     open_.reset();
-    open_size_ = 0;
+    open_text_.clear();
   }
   const auto now = std::chrono::steady_clock::now();
   if (!open_) {
@@ -277,29 +292,80 @@ void JunitSink::write(const Record& record) {
 
   const Counts counts = counts_with_open_case();
   const std::string element = render_case(*open_);
-  std::string tail = element + std::string(kTrailer);
-  int64_t at = closed_end_;
+  // What to write where, and what was there before (`undo` at `undo_at`, to the old end), so
+  // that a write the disk refuses part-way is taken back.
+  std::string text, undo;
+  int64_t at = closed_end_, undo_at = 0;
   if (rewrite_header) {
-    // The first record fixes the header (stack identity); nothing follows it yet but this case.
+    // The header (stack identity) changed length: the closed testcases move with it. They are
+    // read back from the file rather than kept in memory.
+    const std::string body = read_back(saved.header_size, saved.file_size - saved.header_size);
+    const std::string closed = body.substr(0, static_cast<size_t>(closed_end_ - saved.header_size));
     const std::string header = render_header(counts);
+    text = header + closed + element + std::string(kTrailer);
+    at = 0;
+    undo = saved.header_text + body;
+    undo_at = 0;
+    header_text_ = header;
     header_size_ = static_cast<int64_t>(header.size());
-    closed_end_ = header_size_;
+    closed_end_ = header_size_ + static_cast<int64_t>(closed.size());
     const size_t first = header.find(" tests=\"");
     counts_at_ = {static_cast<int64_t>(first), static_cast<int64_t>(header.find(" tests=\"", first + 1))};
-    tail = header + tail;
-    at = 0;
+  } else {
+    text = element + std::string(kTrailer);
+    // The open case's old element, if it is still this one, and the trailer were there.
+    undo_at = at;
+    undo = (at == saved.closed_end ? saved.open_text : std::string()) + std::string(kTrailer);
   }
-  pwrite_all(tail, at);
-  open_size_ = static_cast<int64_t>(element.size());
-  const int64_t end = closed_end_ + open_size_ + static_cast<int64_t>(kTrailer.size());
-  if (end < file_size_ && ::ftruncate(fd_, end) != 0) throw_io("cannot truncate JUnit file", path_, std::strerror(errno));
-  file_size_ = end;
+  try {
+    pwrite_all(text, at);
+    const int64_t end = at + static_cast<int64_t>(text.size());
+    if (end < file_size_ && ::ftruncate(fd_, end) != 0) throw_io("cannot truncate JUnit file", path_, std::strerror(errno));
+    file_size_ = end;
+  } catch (const Error& e) {
+    // Overwriting bytes the file already had needs no new space: the old document comes back
+    // whole, and so does this sink's state.
+    const bool restored = [&] {
+      try {
+        pwrite_all(undo, undo_at);
+        return ::ftruncate(fd_, saved.file_size) == 0;
+      } catch (const Error&) {
+        return false;
+      }
+    }();
+    first_ = saved.first;
+    open_ = saved.open;
+    closed_ = saved.closed;
+    header_text_ = saved.header_text;
+    header_size_ = saved.header_size;
+    counts_at_ = saved.counts_at;
+    closed_end_ = saved.closed_end;
+    open_text_ = saved.open_text;
+    file_size_ = saved.file_size;
+    case_start_ = saved.case_start;
+    last_record_ = saved.last_record;
+    throw Error(Error::Kind::io, std::string(e.what()) + (restored ? "; the file is left as it was after the previous record"
+                                                                   : "; the file could not be restored"));
+  }
+  open_text_ = element;
   if (!rewrite_header) {
-    // Counts last: a kill between the two writes leaves a valid document whose counts lag by
-    // this one record.
+    // Counts last, in place: a kill between the two writes leaves a valid document whose counts
+    // lag by this one record.
     const std::string region = render_counts(counts);
     for (const int64_t at_counts : counts_at_) pwrite_all(region, at_counts);
   }
+}
+
+std::string JunitSink::read_back(int64_t offset, int64_t size) const {
+  std::string text(static_cast<size_t>(size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t got = ::pread(fd_, text.data() + done, text.size() - done, static_cast<off_t>(offset) + static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw_io("cannot read back JUnit file", path_, got < 0 ? std::strerror(errno) : "shorter than written");
+    done += static_cast<size_t>(got);
+  }
+  return text;
 }
 
 void JunitSink::close() {

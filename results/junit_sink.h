@@ -27,8 +27,12 @@ std::string xml_escape(std::string_view text, bool attribute);
 //   header (XML declaration, <testsuites>, <testsuite>, <properties>) | closed testcases |
 //   the open testcase | trailer (</testsuite></testsuites>)
 // and each write() rewrites only the open testcase and the trailer at the end (pwrite at a known
-// offset; closed testcases are never touched again) plus the counts in the header, which live in
-// fixed-width, space-padded attribute regions rewritten in place. Whitespace between attributes is
+// offset; closed testcases are not touched again unless the header grows: a sub-world case that
+// spans more nodes than the job's first, read back then) plus the counts in the header, which
+// live in fixed-width, space-padded attribute regions rewritten in place. A write the disk
+// refuses part-way (full) is taken back: the bytes it overwrote are put back (they need no new
+// space) and the file truncated to its old end, so the file stays the complete document of the
+// records before, and the error says so. Whitespace between attributes is
 // insignificant in XML, so the padding needs no special reader. Cost per record: the open case's
 // element (a dozen lines), so a run of n records is O(n), not O(n^2).
 //
@@ -70,16 +74,18 @@ class JunitSink : public Sink {
   std::string render_case(const OpenCase& c) const;
   Counts counts_with_open_case() const;
   void pwrite_all(std::string_view text, int64_t offset);
+  std::string read_back(int64_t offset, int64_t size) const;
 
   std::string path_;
   int fd_ = -1;
   std::optional<Record> first_;        // stack identity for the header, from the first record
   std::optional<OpenCase> open_;
   Counts closed_;                      // counts of the closed testcases
-  int64_t header_size_ = 0;            // bytes of the header; fixed once the first record arrived
+  std::string header_text_;            // the header as written at offset 0
+  int64_t header_size_ = 0;            // its bytes
   std::vector<int64_t> counts_at_;     // offsets of the two fixed-width counts regions
   int64_t closed_end_ = 0;             // where the open testcase starts
-  int64_t open_size_ = 0;              // bytes of the open testcase as last written
+  std::string open_text_;              // the open testcase as last written
   int64_t file_size_ = 0;
   std::chrono::steady_clock::time_point case_start_;   // when the open case began
   std::chrono::steady_clock::time_point last_record_;  // when the latest record arrived

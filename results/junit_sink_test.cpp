@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "results/testing/file_size_limit.h"
 
 namespace dts {
 namespace {
@@ -251,6 +252,9 @@ TEST_F(JunitSinkTest, SubWorldCasesBelongToTheirJob) {
   EXPECT_EQ(properties["world_size"], "4");
   EXPECT_EQ(properties["nodes"], "2");
   EXPECT_EQ(properties["ranks_per_node"], "2");
+  // The header grew twice (ranks per node at dp2, nodes at dp3): the cases before stay.
+  EXPECT_EQ(suite->all("testcase").size(), 4u);
+  EXPECT_EQ(root->attributes.at("tests"), "4");
 }
 
 TEST_F(JunitSinkTest, WellFormedAfterEveryWrite) {
@@ -283,6 +287,37 @@ TEST_F(JunitSinkTest, WellFormedAfterEveryWrite) {
                 }());
     }
   }
+}
+
+// A full disk part-way through a record: the file is the complete document of the records before
+// (it was 12 KB of malformed XML), the error says so, and nothing of the refused record is in it.
+TEST_F(JunitSinkTest, AFullDiskLeavesTheDocumentOfTheRecordsBefore) {
+  const fs::path path = dir_ / "full.xml";
+  int written = 0;
+  std::string what, before;
+  {
+    JunitSink sink(path.string());
+    sink.write(record("case/0", "m", Verdict::pass));  // the header (stack identity) is fixed here
+    ++written;
+    testing::FileSizeLimit full_disk(static_cast<rlim_t>(fs::file_size(path)) + 3000);
+    try {
+      for (; written < 1000; ++written) {
+        before = read_file(path);
+        Record r = record("case/" + std::to_string(written / 3), "m" + std::to_string(written % 3), Verdict::fail);
+        r.detail = std::string(200, 'd');  // every record grows its case by two lines of about 250 bytes
+        sink.write(r);
+      }
+    } catch (const Error& e) {
+      what = e.what();
+    }
+  }
+  ASSERT_LT(written, 1000);
+  EXPECT_NE(what.find("the file is left as it was after the previous record"), std::string::npos) << what;
+  const std::string after = read_file(path);
+  EXPECT_EQ(after, before);  // byte for byte the document before the refused record
+  const auto root = parse_xml(after);
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->attributes.at("tests"), std::to_string(suite_of(*root)->all("testcase").size()));
 }
 
 TEST_F(JunitSinkTest, EscapesTextAttributesAndBytesXmlCannotCarry) {
