@@ -46,6 +46,19 @@ InputFile::InputFile(std::string path_text, std::string what, InputLimits limits
     : bounds_(std::move(path_text), std::move(what), limits) {
   const std::string& path = bounds_.path();
   const std::string named = bounds_.what() + " '" + path + "'";
+  if (path == "-") {
+    // Standard input (mpirun hands its own to rank 0): already open, so only its kind is checked.
+    struct stat info {};
+    if (::fstat(STDIN_FILENO, &info) != 0 || !readable_kind(info.st_mode)) {
+      throw Error(Error::Kind::io, "cannot read " + bounds_.what() + " from standard input: it is " +
+                                       (::isatty(STDIN_FILENO) ? "a terminal" : kind_of(info.st_mode)) +
+                                       "; pipe or redirect the file into it");
+    }
+    fd_ = ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) throw Error(Error::Kind::io, "cannot read " + named + ": " + std::strerror(errno));
+    pipe_ = S_ISFIFO(info.st_mode);  // polled before each read; left blocking (its flags are shared)
+    return;
+  }
   struct stat before {};
   if (::stat(path.c_str(), &before) != 0) {
     throw Error(Error::Kind::io, "cannot read " + named + ": " + std::strerror(errno));

@@ -50,7 +50,8 @@ class InputBounds {
 //   Error{timeout}          a FIFO or pipe that gave no bytes for timeout_seconds
 class InputFile {
  public:
-  // `what` names the input in messages ("results CSV", "--data file", "profile").
+  // `what` names the input in messages ("results CSV", "--data file", "profile"). The path "-"
+  // is standard input (a pipe or a file redirected into it; a terminal is refused).
   InputFile(std::string path, std::string what, InputLimits limits);
   ~InputFile();
   InputFile(const InputFile&) = delete;

@@ -126,5 +126,21 @@ TEST_F(InputFileTest, APipeNamedByDevFdReads) {
   ::close(fds[0]);
 }
 
+// "-": standard input, as mpirun hands its own to rank 0 (`zcat x.gz | mpirun ... --data -`).
+TEST_F(InputFileTest, DashIsStandardInput) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "from stdin\n", 11), 11);
+  ::close(fds[1]);
+  const int saved = ::dup(STDIN_FILENO);
+  ::dup2(fds[0], STDIN_FILENO);
+  ::close(fds[0]);
+  std::string text;
+  EXPECT_NO_THROW(text = read_input_file("-", "test input", {.timeout_seconds = 60}));
+  ::dup2(saved, STDIN_FILENO);
+  ::close(saved);
+  EXPECT_EQ(text, "from stdin\n");
+}
+
 }  // namespace
 }  // namespace dts

@@ -9,6 +9,7 @@
 
 #include "comm/topology.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "dts/config.h"
 #include "suites/flag_checks.h"
 
@@ -49,7 +50,9 @@ void apply_run_defaults(const Profile& profile, CLI::App& run) {
 
 }  // namespace
 
-Command parse_command_line(int argc, char** argv) {
+std::string read_profile_file(const std::string& path) { return read_input_file(path, "profile", profile_limits()); }
+
+Command parse_command_line(int argc, char** argv, const ProfileText& profile_text) {
   CLI::App app{"dtsuite: benchmark and conformance suite for distributed training stacks", "dtsuite"};
   app.set_version_flag("--version", std::string("dtsuite ") + DTS_VERSION);
   app.require_subcommand(0, 1);
@@ -123,11 +126,17 @@ Command parse_command_line(int argc, char** argv) {
   compare->add_flag("--samples", co.samples, "judge noise from per-iteration samples (one-sided Mann-Whitney U, alpha 0.01) rather than p05/p95");
   compare->add_option("--csv", co.csv_path, "write the comparison as CSV");
   compare->add_option("--junit", co.junit_path, "write the comparison as JUnit XML");
+  compare->add_option("-T,--timeout", co.timeout_seconds,
+                      "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
+      ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
   ReportOptions& ro = cmd.report;
   CLI::App* report = app.add_subcommand("report", "one self-contained HTML report with plots from results CSVs");
   report->add_option("results", ro.inputs, "results CSVs (several stacks are drawn side by side)")->required();
   report->add_option("-o,--output", ro.output_path, "HTML file to write")->capture_default_str();
+  report->add_option("-T,--timeout", ro.timeout_seconds,
+                     "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
+      ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -166,9 +175,9 @@ Command parse_command_line(int argc, char** argv) {
   cmd.kind = Command::Kind::run;
 
   try {
-    // Every rank reads the profile here, before MPI starts, so a bad one stops the job at once.
-    if (!cmd.profile_path.empty()) {
-      cmd.profile = load_profile(cmd.profile_path);
+    // A bad profile stops the job before anything runs (its text read once: harness/runner.cpp).
+    if (!cmd.profile_path.empty() && profile_text) {
+      cmd.profile = parse_profile(profile_text(cmd.profile_path), cmd.profile_path);
       apply_run_defaults(*cmd.profile, *run);
     }
     cmd.chunk_bytes = chunk == "auto" ? 0 : static_cast<size_t>(parse_size(chunk));
@@ -181,6 +190,7 @@ Command parse_command_line(int argc, char** argv) {
     for (auto& [name, group] : o.flags_by_group) group->finish(o);
     if (o.suites.empty()) o.suites.push_back("collectives");
   } catch (const Error& e) {
+    if (e.kind() == Error::Kind::timeout) throw;  // a hang, not a usage error (exit 3)
     throw UsageError(e.what());
   }
   return cmd;

@@ -3,6 +3,7 @@
 // a bad flag or value becomes UsageError, reported as one line and exit code 2.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -27,12 +28,14 @@ struct CompareOptions {
   bool samples = false;          // judge noise from per-iteration samples instead of p05/p95
   std::string csv_path;          // optional: the comparison table as CSV
   std::string junit_path;        // optional: one testcase per compared row
+  double timeout_seconds = 300;  // -T: wait for a FIFO's or pipe's bytes at most this long; 0: no limit
 };
 
 // `dtsuite report A.csv [B.csv ...] -o report.html` (harness/report_command.cpp).
 struct ReportOptions {
   std::vector<std::string> inputs;
   std::string output_path = "report.html";
+  double timeout_seconds = 300;  // -T, as compare's
 };
 
 struct Command {
@@ -54,7 +57,15 @@ struct Command {
   int64_t fault_after = 0;
 };
 
-// Throws UsageError with a one-line message on any bad flag or value.
-Command parse_command_line(int argc, char** argv);
+// Where the text of `run --profile FILE` comes from: read here (read_profile_file), or handed in
+// (the harness reads it once, on rank 0, and gives every rank the same bytes). An empty function:
+// the profile is not loaded at all (cmd.profile stays unset; the harness's first look at the
+// command line, before MPI starts).
+using ProfileText = std::function<std::string(const std::string& path)>;
+std::string read_profile_file(const std::string& path);
+
+// Throws UsageError with a one-line message on any bad flag or value (Error{timeout} when the
+// profile's text never came).
+Command parse_command_line(int argc, char** argv, const ProfileText& profile_text = read_profile_file);
 
 }  // namespace dts

@@ -197,11 +197,12 @@ int run_compare(const CompareOptions& options) {
     for (const std::string& path : baseline_paths) inputs.push_back({"the baseline", path});
     inputs.push_back({"the current run", current_path});
     check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
+    const CsvReadOptions reading = csv_read_options(options.timeout_seconds);
     std::vector<RecordedRun> baselines;
     for (const std::string& path : baseline_paths) {
-      for (RecordedRun& run : split_runs(read_results_csv(path), path)) baselines.push_back(std::move(run));
+      for (RecordedRun& run : split_runs(read_results_csv(path, reading), path)) baselines.push_back(std::move(run));
     }
-    const std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path), current_path);
+    const std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path, reading), current_path);
     if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
     if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     CompareSettings settings;
@@ -223,7 +224,7 @@ int run_compare(const CompareOptions& options) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "dtsuite: error: %s\n", e.what());
-    return kExitUsage;
+    return exit_code_of(e);
   }
 }
 

@@ -250,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(
                     // A suite's own flag, checked by its own validator.
                     BadProfile{"mode.toml", "[run]\nscaling-mode = \"sideways\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
                                "unknown scaling mode 'sideways'"},
-                    BadProfile{"missing.toml", "", "missing.toml: cannot read the profile"}),
+                    BadProfile{"missing.toml", "", "missing.toml': No such file or directory"}),
     [](const testing::TestParamInfo<BadProfile>& param_info) {
       return param_info.param.name.substr(0, param_info.param.name.find('.'));
     });

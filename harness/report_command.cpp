@@ -5,6 +5,7 @@
 #include <exception>
 #include <vector>
 
+#include "core/error.h"
 #include "harness/commands.h"
 #include "harness/runner.h"
 #include "results/csv_reader.h"
@@ -21,7 +22,7 @@ int run_report(const ReportOptions& options) {
     std::vector<ResultsFile> files;
     size_t records = 0;
     for (const std::string& path : options.inputs) {
-      files.push_back({path, read_results_csv(path)});
+      files.push_back({path, read_results_csv(path, csv_read_options(options.timeout_seconds))});
       records += files.back().records.size();
     }
     write_report(files, options.output_path);
@@ -30,8 +31,20 @@ int run_report(const ReportOptions& options) {
     return kExitPass;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtsuite: error: %s\n", e.what());
-    return kExitUsage;
+    return exit_code_of(e);
   }
+}
+
+CsvReadOptions csv_read_options(double timeout_seconds) {
+  CsvReadOptions options;
+  options.timeout_seconds = timeout_seconds;
+  options.warn = [](const std::string& warning) { std::fprintf(stderr, "dtsuite: warning: %s\n", warning.c_str()); };
+  return options;
+}
+
+int exit_code_of(const std::exception& error) {
+  const auto* e = dynamic_cast<const Error*>(&error);
+  return e && e->kind() == Error::Kind::timeout ? kExitTimeout : kExitUsage;
 }
 
 }  // namespace dts

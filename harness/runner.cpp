@@ -33,6 +33,7 @@
 #include "comm/text.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/philox.h"
 #include "dts/config.h"
 #include "harness/cli.h"
@@ -347,20 +348,65 @@ std::pair<int, std::string> classify(const std::exception_ptr& failure) {
   }
 }
 
+// A set-up step's failure: the exit code (2, or 3 for an input that never came: a hang) and the
+// text (rank 0's).
+struct SetupFailure {
+  int exit_code = kExitUsage;
+  std::string text;
+};
+
 // Runs a set-up step on every rank and agrees on the outcome, so that when any rank fails all
-// ranks leave together. Returns the failure (its text on rank 0), or nothing.
-std::optional<std::string> agreed_failure(Communicator& agreement, const std::function<void()>& step) {
+// ranks leave together. Returns the failure, or nothing.
+std::optional<SetupFailure> agreed_failure(Communicator& agreement, const std::function<void()>& step) {
+  constexpr int kFailed = 1, kTimedOut = 2;
   int status = 0;
   std::string message;
   try {
     step();
+  } catch (const Error& e) {
+    status = e.kind() == Error::Kind::timeout ? kTimedOut : kFailed;
+    message = e.what();
   } catch (const std::exception& e) {
-    status = 1;
+    status = kFailed;
     message = e.what();
   }
   auto [worst, text] = agree(agreement, status, message);
   if (worst == 0) return std::nullopt;
+  return SetupFailure{worst == kTimedOut ? kExitTimeout : kExitUsage, text};
+}
+
+// Reads `path` on `comm`'s rank 0 and gives every rank of it the same bytes, or the same Error
+// (collective): an input is read once for the job, so a FIFO or pipe is not split between ranks.
+std::string read_on_rank_zero(Communicator& comm, const std::string& path, const std::string& what, InputLimits limits) {
+  std::string text, error;
+  int64_t header[3] = {0, 0, 0};  // failed, bytes that follow (the text or the error's), the error's kind
+  if (comm.rank() == 0) {
+    try {
+      text = read_input_file(path, what, limits);
+      header[1] = static_cast<int64_t>(text.size());
+    } catch (const Error& e) {
+      error = e.what();
+      header[0] = 1;
+      header[1] = static_cast<int64_t>(error.size());
+      header[2] = static_cast<int64_t>(e.kind());
+    }
+  }
+  comm.broadcast(header, header, 3, DType::i64, 0);
+  std::string& payload = header[0] != 0 ? error : text;
+  payload.resize(static_cast<size_t>(header[1]));
+  if (header[1] > 0) comm.broadcast(payload.data(), payload.data(), payload.size(), DType::u8, 0);
+  if (header[0] != 0) throw Error(static_cast<Error::Kind>(header[2]), payload);
   return text;
+}
+
+// The ranks that share this rank's memory (one node, whatever --node says).
+int ranks_sharing_memory() {
+  MPI_Comm local = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return 1;
+  int size = 1;
+  MPI_Comm_size(local, &size);
+  MPI_Comm_free(&local);
+  return size;
 }
 
 void print_preamble(const Command& cmd, const StackInfo& stack, const std::string& run_id, const std::string& csv,
@@ -423,15 +469,24 @@ int run_with_mpi(Command& cmd) {
   std::unique_ptr<Communicator> tested;
   std::vector<std::unique_ptr<Suite>> suites;
   std::vector<std::pair<Suite*, Case>> cases;
-  if (auto failure = agreed_failure(*agreement, [&] {
-        for (const auto& name : o.suites) suites.push_back(make_suite(name));
-        tested = make_communicator(o.backend, comm_options);
-        for (auto& suite : suites) {
-          for (auto& c : suite->plan(o)) cases.emplace_back(suite.get(), std::move(c));
-        }
-      })) {
-    say("error: " + *failure);
-    return kExitUsage;
+  // The suites' plans read their inputs (--data) once for the job, through `control`.
+  o.read_input = [&control, timeout = o.timeout_seconds](const std::string& path, const std::string& what,
+                                                         InputLimits limits) {
+    limits.timeout_seconds = timeout;
+    return read_on_rank_zero(*control, path, what, limits);
+  };
+  o.ranks_on_node = ranks_sharing_memory();
+  auto planned = agreed_failure(*agreement, [&] {
+    for (const auto& name : o.suites) suites.push_back(make_suite(name));
+    tested = make_communicator(o.backend, comm_options);
+    for (auto& suite : suites) {
+      for (auto& c : suite->plan(o)) cases.emplace_back(suite.get(), std::move(c));
+    }
+  });
+  o.read_input = nullptr;  // plan() is over; `control` must not outlive what captured it
+  if (planned) {
+    say("error: " + planned->text);
+    return planned->exit_code;
   }
 
   // Where buffers live is the backend's to say; --device only asks. Asking for device memory of a
@@ -459,9 +514,13 @@ int run_with_mpi(Command& cmd) {
   CaseProgress progress;  // rank 0's live outputs (--metrics-port, --prom) follow the case loop
   if (auto failure = agreed_failure(*agreement, [&] {
         if (!leader) return;
-        // Before any sink opens its file: a refused output leaves every path as it was.
-        check_outputs({{"--profile", cmd.profile_path}},
-                      {{"--csv", csv_path}, {"--junit", cmd.junit_path}, {"--prom", cmd.prom_path}});
+        // Before any sink opens its file: a refused output leaves every path as it was, and no
+        // output is a file the run reads (the profile, every suite flag's input).
+        std::vector<NamedPath> inputs{{"--profile", cmd.profile_path}};
+        for (const auto& [name, group] : o.flags_by_group) {
+          for (NamedPath& input : group->input_files()) inputs.push_back(std::move(input));
+        }
+        check_outputs(inputs, {{"--csv", csv_path}, {"--junit", cmd.junit_path}, {"--prom", cmd.prom_path}});
         results.add(std::make_unique<ConsoleTable>(stdout));
         results.add(std::make_unique<CsvSink>(csv_path));
         if (!cmd.junit_path.empty()) results.add(std::make_unique<JunitSink>(cmd.junit_path));
@@ -469,8 +528,8 @@ int run_with_mpi(Command& cmd) {
           results.add(std::move(prom));
         }
       })) {
-    say("error: " + *failure);
-    return kExitUsage;
+    say("error: " + failure->text);
+    return failure->exit_code;
   }
   if (leader) print_preamble(cmd, stack, run_id, csv_path, cases.size());
 
@@ -628,12 +687,26 @@ void print_list() {
   std::printf("devices: %d CUDA device(s) visible\n", cuda_device_count());
 }
 
+// The command line again, now with the profile's text: read once, by rank 0, and the same bytes
+// given to every rank (a FIFO is not split between ranks, a bad profile stops every rank alike).
+Command with_profile(int argc, char** argv, const Command& first) {
+  std::unique_ptr<Communicator> world = make_communicator("mpi", CommOptions{});
+  InputLimits limits = profile_limits();
+  limits.timeout_seconds = first.run.timeout_seconds;  // -T as given on the command line
+  const std::string text = read_on_rank_zero(*world, first.profile_path, "profile", limits);
+  return parse_command_line(argc, argv, [&text](const std::string&) { return text; });
+}
+
 }  // namespace
 
 int harness_main(int argc, char** argv) {
+  // A file past the size limit (ulimit -f) is a write error the sinks report and survive, as a
+  // full disk is; SIGXFSZ's default action would end the process and lose the rows still to come.
+  std::signal(SIGXFSZ, SIG_IGN);
   Command cmd;
   try {
-    cmd = parse_command_line(argc, argv);
+    // `run --profile` is read once MPI runs (with_profile); everything else is checked here.
+    cmd = parse_command_line(argc, argv, ProfileText{});
   } catch (const UsageError& e) {
     if (is_launcher_rank_zero()) std::fprintf(stderr, "dtsuite: error: %s (see dtsuite --help)\n", e.what());
     return kExitUsage;
@@ -675,7 +748,22 @@ int harness_main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) std::fprintf(stderr, "dtsuite: error: the MPI library does not provide MPI_THREAD_MULTIPLE, which the watchdog (-T) needs; run with -T 0\n");
   } else {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    bool ready = true;
     try {
+      if (!cmd.profile_path.empty()) cmd = with_profile(argc, argv, cmd);
+    } catch (const UsageError& e) {
+      // Every rank parsed the same text, so every rank is here: one line from rank 0.
+      if (rank == 0) std::fprintf(stderr, "dtsuite: error: %s (see dtsuite --help)\n", e.what());
+      ready = false;
+    } catch (const Error& e) {
+      // The profile could not be read (every rank throws rank 0's error): nothing ran yet.
+      if (rank == 0) std::fprintf(stderr, "dtsuite: error: %s\n", e.what());
+      exit_code = e.kind() == Error::Kind::timeout ? kExitTimeout : kExitUsage;
+      ready = false;
+    }
+    if (ready) try {
       exit_code = run_with_mpi(cmd);
     } catch (const std::exception& e) {
       // An error outside any case (stack discovery, sinks): one line, and no rank left waiting.

@@ -795,12 +795,8 @@ void write_report(const std::vector<ResultsFile>& files, const std::string& outp
   const std::string html = render_html(data, [&](const Plot& plot) {
     return run_gnuplot(gnuplot_script(plot), "p" + std::to_string(index++));
   });
-  check_output_path({"-o", output_path});  // an ofstream would feed a device or block on a FIFO
-  std::ofstream out(output_path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(Error::Kind::io, output_path + ": cannot write the report: " + std::strerror(errno));
-  out << html;
-  out.close();
-  if (!out) throw Error(Error::Kind::io, output_path + ": cannot write the report");
+  // Whole or not at all: a full disk leaves the previous report as it was, not half a page.
+  replace_file_atomically({"-o", output_path}, html);
 }
 
 }  // namespace dts

@@ -15,7 +15,9 @@
 #include "comm/topology.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "results/catalog.h"
+#include "results/output_paths.h"
 #include "results/record.h"
 
 namespace CLI {
@@ -37,6 +39,9 @@ class FlagGroup {
   virtual void finish(const RunOptions& common) { (void)common; }
   // One line for the run's preamble ("# minBytes 8 maxBytes ..."); empty: none.
   virtual std::string describe() const { return {}; }
+  // The files these flags name for reading ({"--data", path}): no output of the run may be one of
+  // them (results/output_paths.h, check_outputs).
+  virtual std::vector<NamedPath> input_files() const { return {}; }
 };
 
 // Everything `dtsuite run` was asked to do: the flags every suite shares; each suite's own are in
@@ -54,7 +59,17 @@ struct RunOptions {
   int repeat = 1;                              // --repeat: passes over the plan, each in its own order
   bool quick = false;
   int world_size = 1;                          // filled by the harness
+  int ranks_on_node = 1;                       // filled by the harness: ranks sharing this rank's node
   std::map<std::string, std::shared_ptr<FlagGroup>> flags_by_group;
+  // Reads a file a flag names, once for the whole job. Where the harness sets it, its rank 0
+  // reads the file (within `limits`, a FIFO or pipe waited on at most -T) and every rank gets
+  // the same bytes, so that a FIFO or pipe (`--data <(zcat x.gz)`) is read once rather than split
+  // between ranks; collective then: every rank calls it, in the same order (as plan() runs), and
+  // every rank throws the same Error. Unset (one process, tests): read here.
+  std::function<std::string(const std::string& path, const std::string& what, InputLimits limits)> read_input;
+  std::string read_shared_input(const std::string& path, const std::string& what, InputLimits limits) const {
+    return read_input ? read_input(path, what, limits) : read_input_file(path, what, limits);
+  }
 
   // The parsed flags of group T (T::kGroup names it). Error{invalid_argument} when this build
   // has no such group (a suite reading a group nobody registered: found by its first test).

@@ -104,6 +104,11 @@ class ConvergenceFlags final : public FlagGroup {
     }
   }
 
+  std::vector<NamedPath> input_files() const override {
+    if (data == "digits" || data == "teacher-student") return {};
+    return {{"--data", data}};
+  }
+
   std::string describe() const override {
     if (!sweep.empty()) return "convergence: sweep of " + std::to_string(sweep.size()) + " configurations on " + data;
     return "convergence: linear scaling rule at k=" + std::to_string(scale) + " on " + data + ", warm-up " +
@@ -248,9 +253,11 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
 
 // The synthetic set is sized like the digits (1,500 to train, 297 held out) and shaped for the
 // same model (64 features, 10 classes), so every default applies to both.
-ConvergenceData load_data(const std::string& data) {
+ConvergenceData load_data(const std::string& data, const RunOptions& common) {
   if (data == "teacher-student") return teacher_student_data(digits_model(), 1500, kDigitsHeldOut);
-  return digits_data(data == "digits" ? default_digits_path() : data);
+  const std::string path = data == "digits" ? default_digits_path() : data;
+  const std::string name = path == "-" ? "standard input" : path;
+  return digits_data(parse_digits(common.read_shared_input(path, "--data file", digits_file_limits()), name), name);
 }
 
 // "run=scaled-k8": what a row's series is called in the report and the CSV.
@@ -266,9 +273,10 @@ class ConvergenceSuite final : public Suite {
 
   std::vector<Case> plan(const RunOptions& common) const override {
     const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
-    // The data is read here, on every rank at set-up, so a missing or damaged file stops the job
-    // with one line naming file and line (exit 2) before anything runs.
-    auto data = std::make_shared<const ConvergenceData>(load_data(f.data));
+    // The data is read here at set-up, once for the job (rank 0 reads, every rank parses the same
+    // bytes), so a missing or damaged file stops the job with one line naming file and line
+    // (exit 2) before anything runs.
+    auto data = std::make_shared<const ConvergenceData>(load_data(f.data, common));
     const int64_t train_rows = data->train.size;
     RunConfig base = digits_base_run();
     if (f.epochs > 0) {

@@ -74,7 +74,8 @@ TEST(Digits, PlainCsvReadsToo) {
 }
 
 TEST(Digits, DamagedFilesNameFileAndLine) {
-  EXPECT_NE(error_of(scratch("missing.csv.gz").string()).find("missing.csv.gz: cannot open"), std::string::npos);
+  EXPECT_NE(error_of(scratch("missing.csv.gz").string()).find("missing.csv.gz': No such file or directory"),
+            std::string::npos);
   const auto malformed = [](const std::string& name, const std::string& second_line, const std::string& why) {
     const fs::path path = scratch(name);
     write(path, line(1, 1) + second_line);
@@ -111,6 +112,65 @@ TEST(Digits, TruncatedGzipIsAnIoError) {
     EXPECT_EQ(e.kind(), Error::Kind::io);
     EXPECT_NE(std::string(e.what()).find("truncated.csv.gz: cannot decompress"), std::string::npos) << e.what();
   }
+}
+
+// /dev/zero grew each rank to 12 GB (the whole "file" was inflated into memory): refused as a
+// device before it is read. The same bytes in a regular file, a line of many pixels, a file
+// past the samples' bound, and a gzip of zeros (a bomb: 32 KiB that inflate to 32 MiB) are each
+// refused at the first byte past a bound, naming it.
+TEST(Digits, EveryInputIsBounded) {
+  EXPECT_NE(error_of("/dev/zero").find("a character device"), std::string::npos) << error_of("/dev/zero");
+  const fs::path zeros = scratch("zeros.csv");
+  write(zeros, std::string(1 << 20, '\0'));
+  EXPECT_NE(error_of(zeros.string()).find("zeros.csv:1: line longer than 256 bytes"), std::string::npos)
+      << error_of(zeros.string());
+  std::string too_many;
+  for (int64_t i = 0; i <= kDigitsMaxSamples; ++i) too_many += "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1\n";
+  const fs::path many = scratch("many.csv");
+  write(many, too_many);
+  EXPECT_NE(error_of(many.string()).find("many.csv:100001: more than 100000 samples"), std::string::npos)
+      << error_of(many.string());
+  // A gzip stream of 64 MiB + 1 zero bytes, made here with zlib: no newline ever, so the first
+  // line's bound stops it after 256 bytes of inflated text, long before the text's own bound.
+  std::string bomb;
+  {
+    z_stream z{};
+    ASSERT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    std::string input(1 << 20, '\0');
+    std::string out(1 << 20, '\0');
+    std::string gz;
+    for (int chunk = 0; chunk < 64; ++chunk) {
+      z.next_in = reinterpret_cast<Bytef*>(input.data());
+      z.avail_in = static_cast<uInt>(input.size());
+      do {
+        z.next_out = reinterpret_cast<Bytef*>(out.data());
+        z.avail_out = static_cast<uInt>(out.size());
+        deflate(&z, chunk == 63 ? Z_FINISH : Z_NO_FLUSH);
+        gz.append(out.data(), out.size() - z.avail_out);
+      } while (z.avail_out == 0);
+    }
+    deflateEnd(&z);
+    bomb = gz;
+  }
+  EXPECT_LT(bomb.size(), size_t{1} << 20);  // it compresses a thousandfold and more
+  const fs::path gz = scratch("bomb.csv.gz");
+  write(gz, bomb);
+  EXPECT_NE(error_of(gz.string()).find("bomb.csv.gz:1: line longer than 256 bytes"), std::string::npos)
+      << error_of(gz.string());
+}
+
+// The bytes of a file, as the harness hands them to every rank (read once by rank 0), parse as
+// the file itself does.
+TEST(Digits, BytesParseAsTheFileReads) {
+  std::ifstream in(default_digits_path(), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const LabeledData from_bytes = parse_digits(bytes, "shipped");
+  const LabeledData from_file = load_digits(default_digits_path());
+  EXPECT_EQ(from_bytes.samples, from_file.samples);
+  EXPECT_EQ(from_bytes.x, from_file.x);
+  EXPECT_EQ(from_bytes.labels, from_file.labels);
+  // Two gzip members one after the other (cat a.gz b.gz) read as one file, as gzip -d reads them.
+  EXPECT_EQ(parse_digits(bytes + bytes, "twice").samples, 2 * from_file.samples);
 }
 
 // The scratch files go with the test binary's run.

@@ -104,11 +104,15 @@ enum EpochField : size_t {
 }  // namespace
 
 ConvergenceData digits_data(const std::string& path, int64_t held_out) {
-  const LabeledData all = load_digits(path);
-  if (held_out <= 0 || held_out >= all.samples) {
-    throw Error(Error::Kind::invalid_argument, "digits_data: held_out " + std::to_string(held_out) +
-                                                   " must leave samples on both sides of " +
-                                                   std::to_string(all.samples));
+  return digits_data(load_digits(path), path, held_out);
+}
+
+ConvergenceData digits_data(const LabeledData& all, const std::string& name, int64_t held_out) {
+  if (held_out <= 0) throw Error(Error::Kind::invalid_argument, "digits_data: held_out must be positive");
+  if (held_out >= all.samples) {
+    throw Error(Error::Kind::invalid_argument,
+                name + ": " + std::to_string(all.samples) + " samples leave none to train on beside the " +
+                    std::to_string(held_out) + " held out (at least " + std::to_string(held_out + 1) + " needed)");
   }
   const int64_t train = all.samples - held_out;
   return {"digits", all.features, all.classes, batch_of(all, 0, train), batch_of(all, train, held_out)};

@@ -26,6 +26,8 @@ struct ConvergenceData {
 // every run holds out the same ones). Error{invalid_argument} unless 0 < held_out < samples.
 inline constexpr int64_t kDigitsHeldOut = 297;  // of 1,797: 1,500 to train on, ~30 of each digit held out
 ConvergenceData digits_data(const std::string& path, int64_t held_out = kDigitsHeldOut);
+// The same from samples already read (parse_digits); `name` is the file's, for messages.
+ConvergenceData digits_data(const LabeledData& all, const std::string& name, int64_t held_out = kDigitsHeldOut);
 // Samples [0, train) and [train, train + held_out) of make_batch(spec, ...): the synthetic
 // teacher-student set, for models other than digits'.
 ConvergenceData teacher_student_data(const ModelSpec& spec, int64_t train, int64_t held_out);

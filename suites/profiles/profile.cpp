@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "results/catalog.h"
 
 namespace dts {
@@ -476,18 +477,14 @@ std::string Profile::file_name() const {
 
 Profile parse_profile(std::string_view text, const std::string& path) { return Loader(path).load(text); }
 
-Profile load_profile(const std::string& path) {
-  std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored)) {
-    throw Error(Error::Kind::io, path + ": cannot read the profile (a directory, not a file)");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(Error::Kind::io, path + ": cannot read the profile (no such file, or not readable)");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(Error::Kind::io, path + ": cannot read the profile");
-  return parse_profile(text.str(), path);
+InputLimits profile_limits() {
+  InputLimits limits;
+  limits.max_bytes = kProfileMaxBytes;
+  limits.max_line = kProfileMaxLine;
+  return limits;
 }
+
+Profile load_profile(const std::string& path) { return parse_profile(read_input_file(path, "profile", profile_limits()), path); }
 
 bool matches(const Threshold& t, const Record& record) {
   const Labels& l = record.labels;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/input_file.h"
 #include "results/record.h"
 
 namespace dts {
@@ -55,9 +56,16 @@ struct Profile {
   std::string file_name() const;
 };
 
+// Bounds of a profile file, far past any real one (the shipped ones are under 10 KB with lines
+// under 200 bytes): a longer file or line is not a profile.
+inline constexpr int64_t kProfileMaxBytes = 1 << 20;
+inline constexpr int64_t kProfileMaxLine = 64 * 1024;
+InputLimits profile_limits();
+
 // Parse a profile. Any problem (TOML syntax, unknown key, wrong type, unknown metric, op, dtype,
 // suite or strategy, min > max, no bound, no source) throws Error{invalid_argument} with one
-// line "PATH:LINE: reason"; an unreadable file gives Error{io} "PATH: reason".
+// line "PATH:LINE: reason"; an unreadable file gives Error{io} naming it and the reason, a file
+// past the bounds Error{invalid_argument} (core/input_file.h: a device is refused before it is read).
 Profile load_profile(const std::string& path);
 Profile parse_profile(std::string_view text, const std::string& path);
 
