@@ -602,6 +602,70 @@ std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::
   return runs;
 }
 
+namespace {
+
+using RunIdentity = std::pair<std::string, int>;  // (run_id, repetition)
+
+RunIdentity identity_of(const RecordedRun& run) { return {run.rows.front().run_id, run.rows.front().repetition}; }
+
+// "run R (repetition 2)"
+std::string run_text(const RunIdentity& id) { return "run " + id.first + " (repetition " + std::to_string(id.second) + ")"; }
+
+// "in a.csv and b.csv", "in a.csv twice" (empty for runs from no file: the overload for one run a
+// side); `twice` says "twice" where both are one file.
+std::string in_sources(const RecordedRun& first, const RecordedRun& second, bool twice) {
+  if (first.source.empty()) return "";
+  if (first.source == second.source) return "in " + first.source + (twice ? " twice" : "");
+  return "in " + first.source + " and " + second.source;
+}
+
+std::string with_space(const std::string& text) { return text.empty() ? "" : " " + text; }
+
+}  // namespace
+
+void check_distinct_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents) {
+  // Copies of one run add nothing about how runs differ, only the look of agreement: the spread
+  // between runs shrinks and every change looks significant.
+  std::map<RunIdentity, const RecordedRun*> baseline_runs, current_runs;
+  for (const RecordedRun& run : baselines) {
+    if (run.rows.empty()) continue;
+    const auto [it, added] = baseline_runs.try_emplace(identity_of(run), &run);
+    if (!added) {
+      throw Error(Error::Kind::invalid_argument, run_text(it->first) + " is" + with_space(in_sources(*it->second, run, true)) +
+                                                     ": give each baseline run once");
+    }
+  }
+  for (const RecordedRun& run : currents) {  // split_runs gives each once; a caller might not
+    if (run.rows.empty()) continue;
+    const auto [it, added] = current_runs.try_emplace(identity_of(run), &run);
+    if (!added) {
+      throw Error(Error::Kind::invalid_argument, "the current " + run_text(it->first) + " is" +
+                                                     with_space(in_sources(*it->second, run, true)) + ": give it once");
+    }
+  }
+  // `compare a.csv a.csv`, or a copy of the current file as the baseline: nothing but the
+  // current run on the baseline side.
+  const bool nothing_else = std::all_of(baseline_runs.begin(), baseline_runs.end(),
+                                        [&](const auto& entry) { return current_runs.count(entry.first) > 0; });
+  for (const RecordedRun& run : currents) {
+    if (run.rows.empty()) continue;
+    const RunIdentity id = identity_of(run);
+    const auto found = baseline_runs.find(id);
+    if (found == baseline_runs.end()) continue;
+    const RecordedRun& baseline = *found->second;
+    if (nothing_else) {
+      throw Error(Error::Kind::invalid_argument, "the baseline and the current run are the same run (run " + id.first +
+                                                     ", repetition " + std::to_string(id.second) +
+                                                     (baseline.source.empty() ? "" : ", " + in_sources(baseline, run, false)) +
+                                                     "): a run cannot be its own baseline");
+    }
+    throw Error(Error::Kind::invalid_argument,
+                "the current " + run_text(id) + (run.source.empty() ? "" : " in " + run.source) +
+                    " is also among the baselines" + (baseline.source.empty() ? "" : " (in " + baseline.source + ")") +
+                    ": a run cannot be its own baseline");
+  }
+}
+
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
                         const CompareSettings& settings) {
   return compare_runs(std::vector<RecordedRun>{{"", baseline}}, std::vector<RecordedRun>{{"", current}}, settings);
@@ -610,6 +674,7 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
 Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents,
                         const CompareSettings& settings) {
   if (baselines.empty() || currents.empty()) throw Error(Error::Kind::invalid_argument, "compare needs a baseline and a current run");
+  check_distinct_runs(baselines, currents);
   const auto which = [](const char* side, const std::vector<RecordedRun>& runs, const RecordedRun& run) {
     std::string text = side;
     if (runs.size() > 1) {

@@ -53,6 +53,15 @@ struct RecordedRun {
 // A file's rows as runs, by (run_id, repetition) in order of first appearance.
 std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source);
 
+// A run is (run_id, repetition), whatever file holds it. Throws Error{invalid_argument} with one
+// line naming the run, its repetition and its files when a run is given twice (two copies of a
+// file in a folder, one file named twice: its values would count twice and the spread between
+// runs shrink), or when a current run is also among the baselines (it would be judged against
+// itself; `compare a.csv a.csv` is told that the baseline and the current run are the same run).
+// Several repetitions of the current run are several current runs: accepted while no baseline is
+// one of them. compare_runs checks this first.
+void check_distinct_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents);
+
 struct ComparedRow {
   Record baseline, current;  // current is empty (metric "") for a missing row; baseline for a new failure
   std::string label;         // case id, placement, and config when needed to tell rows apart
@@ -95,16 +104,17 @@ struct JobStack {
 // sweep and the placement, equal across runs of one stack) when none does.
 std::vector<JobStack> job_stacks(const std::vector<Record>& records);
 
-// Joins by (suite, case, metric, op, dtype, bytes, placement, strategy, config, world_size); a key
-// that repeats within a run is matched occurrence by occurrence. Throws Error{invalid_argument}
-// with one line when the runs' stacks differ (job_stacks) or when cases of the baseline are
-// missing from the current run.
+// One baseline run against one current run. Joins by (suite, case, metric, op, dtype, bytes,
+// placement, strategy, config, world_size); a key that repeats within a run is matched occurrence
+// by occurrence. Throws Error{invalid_argument} with one line when the two are one run
+// (check_distinct_runs), when the runs' stacks differ (job_stacks) or when cases of the baseline
+// are missing from the current run.
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
                         const CompareSettings& settings);
 
-// The gate over several runs of each side. The structure (the join, missing cases, verdicts) is
-// judged between the last baseline run (the most recent) and the first current run; a changed
-// verdict in any current run counts. Numbers: with one baseline run, as above; with two or more,
+// The gate over several runs of each side, each run given once (check_distinct_runs). The
+// structure (the join, missing cases, verdicts) is judged between the last baseline run (the most
+// recent) and the first current run; a changed verdict in any current run counts. Numbers: with one baseline run, as above; with two or more,
 // each row's values over the runs against the between-run noise (results/noise.h): the row's
 // spread over the baseline runs, moderated towards the spread of like rows (same suite, metric,
 // operation and size within a factor of 8), at least what each run's own iterations leave in
