@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -100,10 +100,10 @@ void print_table(const Comparison& c, const std::vector<std::string>& baseline_f
   std::fflush(stdout);
 }
 
+// The table as CSV, written whole or not at all (replace_file_atomically): a gate's CSV that a
+// full disk cut short would read as a table of fewer rows.
 void write_csv(const Comparison& c, const std::string& path) {
-  check_output_path({"--csv", path});  // again at the open: an ofstream on a FIFO would block
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
+  std::ostringstream out;
   out << "suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,baseline,current,"
          "change_percent,baseline_p05,baseline_p95,current_p05,current_p95,p_value,verdict,reason,baseline_runs,"
          "current_runs,allowed_percent\n";
@@ -124,8 +124,7 @@ void write_csv(const Comparison& c, const std::string& path) {
         << (row.baseline_runs > 0 ? std::to_string(row.baseline_runs) : "") << ','
         << (row.current_runs > 0 ? std::to_string(row.current_runs) : "") << ',' << number(row.allowed_percent) << '\n';
   }
-  out.flush();
-  if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
+  replace_file_atomically({"--csv", path}, out.str());
 }
 
 // One testcase per compared row (suite "compare.<suite>"), failed when it regressed.

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -369,6 +371,35 @@ TEST(Compare, SpecialFileOutputsAreRefused) {
     ASSERT_EQ(ours.size(), 1u) << r.err;
     EXPECT_NE(ours[0].find(flag + " '" + fifo.string() + "' is a FIFO"), std::string::npos) << ours[0];
     EXPECT_TRUE(fs::is_fifo(fifo));
+  }
+}
+
+// `--csv` is written whole or not at all, and a failure names the OS's reason: a folder where no
+// file can be made (proc's, even for root), and a full disk (RLIMIT_FSIZE from the shell, SIGXFSZ
+// ignored), which must leave the table of an earlier run as it was, byte for byte.
+TEST(Compare, CsvOutputIsWholeOrNotAtAllNamingTheReason) {
+  const std::string inputs =
+      baseline_csv().string() + " " + write_run("csv_current.csv", dts::read_results_csv(baseline_csv().string())).string();
+  if (fs::is_directory("/proc/self")) {
+    const auto [code, line] = refused(inputs + " --csv /proc/self/x.csv");
+    EXPECT_EQ(code, 2);
+    EXPECT_NE(line.find("--csv '/proc/self/x.csv': " + std::string(std::strerror(ENOENT))), std::string::npos) << line;
+  }
+  const fs::path table = scratch_dir() / "kept_table.csv";
+  std::ofstream(table) << "the table of an earlier run\n";
+  // ulimit -f counts blocks of 512 or 1024 bytes: one block is smaller than the table (a line
+  // per row of the baseline), and stdout goes where no limit applies.
+  const RunResult r = run_shell("sh -c 'trap \"\" XFSZ; ulimit -f 1; exec " + std::string(DTS_BINARY) + " compare " +
+                                inputs + " --csv " + table.string() + " >/dev/null'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("--csv '" + table.string() + "': " + std::strerror(EFBIG) + " (left as it was)"),
+            std::string::npos)
+      << ours[0];
+  EXPECT_EQ(read_file(table), "the table of an earlier run\n");
+  for (const auto& entry : fs::directory_iterator(scratch_dir())) {
+    EXPECT_NE(entry.path().extension(), ".tmp") << "a temporary file was left: " << entry.path();
   }
 }
 
