@@ -196,17 +196,24 @@ int run_compare(const CompareOptions& options) {
     for (const std::string& path : baseline_paths) inputs.push_back({"the baseline", path});
     inputs.push_back({"the current run", current_path});
     check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
-    std::vector<RecordedRun> baselines;
-    for (const std::string& path : baseline_paths) {
-      for (RecordedRun& run : split_runs(read_results_csv(path), path)) baselines.push_back(std::move(run));
-    }
-    const std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path), current_path);
-    if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
-    if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     CompareSettings settings;
     settings.tolerance = options.tolerance_percent / 100;
     settings.use_samples = options.samples;
     settings.false_alarm = options.false_alarm_percent / 100;
+    // Each run as it is read keeps only what the gate reads: of the baseline runs before the most
+    // recent one, their numbers (release_unread), so a long history fits in memory.
+    std::vector<RecordedRun> baselines;
+    for (const std::string& path : baseline_paths) {
+      for (RecordedRun& run : split_runs(read_results_csv(path), path)) {
+        if (!baselines.empty()) release_unread(baselines.back(), true, settings.use_samples);
+        release_unread(run, false, settings.use_samples);
+        baselines.push_back(std::move(run));
+      }
+    }
+    std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path), current_path);
+    for (RecordedRun& run : currents) release_unread(run, false, settings.use_samples);
+    if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
+    if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     Comparison comparison;
     try {
       comparison = compare_runs(baselines, currents, settings);

@@ -50,8 +50,18 @@ struct RecordedRun {
   std::vector<Record> rows;
 };
 
-// A file's rows as runs, by (run_id, repetition) in order of first appearance.
+// A file's rows as runs, by (run_id, repetition) in order of first appearance; the rows are
+// moved, not copied, when the caller gives them up.
+std::vector<RecordedRun> split_runs(std::vector<Record>&& rows, const std::string& source);
 std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source);
+
+// Lets go of what compare_runs will not read of `run`, so that a long history of baseline runs
+// fits in memory (README, *Comparing runs*, gives the bytes held per byte of input): the
+// per-iteration samples unless `use_samples`; and of a baseline run that is not the most recent
+// (`numbers_only`: the gate reads its numbers, never its text) also its samples, detail,
+// timestamp, host, versions and seed. What is kept: the values, statistics and verdicts, the
+// labels of the join and of the stack, and the run's identity.
+void release_unread(RecordedRun& run, bool numbers_only, bool use_samples);
 
 // A run is (run_id, repetition), whatever file holds it. Throws Error{invalid_argument} with one
 // line naming the run, its repetition and its files when a run is given twice (two copies of a

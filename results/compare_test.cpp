@@ -864,5 +864,48 @@ TEST(CompareRuns, ARunAgainstItselfIsRefusedSayingSo) {
   }
 }
 
+// release_unread lets go of what the gate does not read, and no outcome, number or reason of the
+// comparison changes: with the per-iteration samples (--samples) and without, with the family
+// sets and the between-run rows judged. The text of the earlier baseline runs is freed (a
+// string's capacity back to its in-place buffer, a vector's to 0), the most recent one's kept.
+TEST(CompareRuns, ReleasingWhatIsNotReadChangesNoVerdict) {
+  const std::string long_text(200, 'x');  // past any in-place string buffer
+  std::vector<RecordedRun> baseline = family_runs(6, "b", 7, [](size_t) { return 1.0; });
+  for (RecordedRun& run : baseline) {
+    for (Record& r : run.rows) {
+      r.timestamp = r.labels.host = r.labels.backend_version = r.labels.mpi_version = r.detail = r.seed = long_text;
+    }
+  }
+  const std::vector<RecordedRun> current = family_runs(2, "c", 11, [](size_t) { return 1.25; });
+  for (const bool use_samples : {false, true}) {
+    CompareSettings settings;
+    settings.use_samples = use_samples;
+    const Comparison whole = compare_runs(baseline, current, settings);
+    ASSERT_GT(whole.regressions, 0u);
+    ASSERT_GT(whole.family_tests, 0u);
+    std::vector<RecordedRun> released = baseline, released_current = current;
+    for (size_t k = 0; k < released.size(); ++k) release_unread(released[k], k + 1 < released.size(), use_samples);
+    for (RecordedRun& run : released_current) release_unread(run, false, use_samples);
+    const Comparison trimmed = compare_runs(released, released_current, settings);
+    ASSERT_EQ(trimmed.rows.size(), whole.rows.size());
+    EXPECT_EQ(trimmed.regressions, whole.regressions);
+    for (size_t i = 0; i < whole.rows.size(); ++i) {
+      const ComparedRow &a = whole.rows[i], &b = trimmed.rows[i];
+      EXPECT_EQ(a.outcome, b.outcome) << a.label;
+      EXPECT_EQ(a.reason, b.reason) << a.label;
+      EXPECT_EQ(a.baseline.value, b.baseline.value) << a.label;
+      EXPECT_EQ(a.current.value, b.current.value) << a.label;
+    }
+    const Record& earlier = released.front().rows.front();
+    EXPECT_EQ(earlier.samples.capacity(), 0u);
+    EXPECT_LT(earlier.labels.mpi_version.capacity(), long_text.size());
+    EXPECT_LT(earlier.detail.capacity(), long_text.size());
+    const Record& latest = released.back().rows.front();  // the time row of the first size
+    EXPECT_EQ(latest.detail, long_text);
+    EXPECT_EQ(latest.labels.mpi_version, long_text);
+    EXPECT_EQ(latest.samples.empty(), !use_samples);
+  }
+}
+
 }  // namespace
 }  // namespace dts
