@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -100,10 +100,10 @@ void print_table(const Comparison& c, const std::vector<std::string>& baseline_f
   std::fflush(stdout);
 }
 
+// The table as CSV, written whole or not at all (replace_file_atomically): a gate's CSV that a
+// full disk cut short would read as a table of fewer rows.
 void write_csv(const Comparison& c, const std::string& path) {
-  check_output_path({"--csv", path});  // again at the open: an ofstream on a FIFO would block
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
+  std::ostringstream out;
   out << "suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,baseline,current,"
          "change_percent,baseline_p05,baseline_p95,current_p05,current_p95,p_value,verdict,reason,baseline_runs,"
          "current_runs,allowed_percent\n";
@@ -124,8 +124,7 @@ void write_csv(const Comparison& c, const std::string& path) {
         << (row.baseline_runs > 0 ? std::to_string(row.baseline_runs) : "") << ','
         << (row.current_runs > 0 ? std::to_string(row.current_runs) : "") << ',' << number(row.allowed_percent) << '\n';
   }
-  out.flush();
-  if (!out) throw Error(Error::Kind::io, "cannot write comparison CSV '" + path + "'");
+  replace_file_atomically({"--csv", path}, out.str());
 }
 
 // One testcase per compared row (suite "compare.<suite>"), failed when it regressed.
@@ -197,18 +196,25 @@ int run_compare(const CompareOptions& options) {
     for (const std::string& path : baseline_paths) inputs.push_back({"the baseline", path});
     inputs.push_back({"the current run", current_path});
     check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
-    const CsvReadOptions reading = csv_read_options(options.timeout_seconds);
-    std::vector<RecordedRun> baselines;
-    for (const std::string& path : baseline_paths) {
-      for (RecordedRun& run : split_runs(read_results_csv(path, reading), path)) baselines.push_back(std::move(run));
-    }
-    const std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path, reading), current_path);
-    if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
-    if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     CompareSettings settings;
     settings.tolerance = options.tolerance_percent / 100;
     settings.use_samples = options.samples;
     settings.false_alarm = options.false_alarm_percent / 100;
+    // Each run as it is read keeps only what the gate reads: of the baseline runs before the most
+    // recent one, their numbers (release_unread), so a long history fits in memory.
+    const CsvReadOptions reading = csv_read_options(options.timeout_seconds);
+    std::vector<RecordedRun> baselines;
+    for (const std::string& path : baseline_paths) {
+      for (RecordedRun& run : split_runs(read_results_csv(path, reading), path)) {
+        if (!baselines.empty()) release_unread(baselines.back(), true, settings.use_samples);
+        release_unread(run, false, settings.use_samples);
+        baselines.push_back(std::move(run));
+      }
+    }
+    std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path, reading), current_path);
+    for (RecordedRun& run : currents) release_unread(run, false, settings.use_samples);
+    if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
+    if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     Comparison comparison;
     try {
       comparison = compare_runs(baselines, currents, settings);

@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -115,11 +118,16 @@ const fs::path& baseline_csv() {
   return path;
 }
 
-// Writes `records` as a results CSV with the sink the binary uses.
+// Writes `records` as a results CSV with the sink the binary uses, as a run of its own: its run id
+// is the file's name (compare tells runs apart by run id and repetition, and refuses a run as its
+// own baseline), the repetitions kept.
 fs::path write_run(const std::string& name, const std::vector<dts::Record>& records) {
   const fs::path path = scratch_dir() / name;
   dts::CsvSink sink(path.string());
-  for (const dts::Record& r : records) sink.write(r);
+  for (dts::Record r : records) {
+    r.run_id = name;
+    sink.write(r);
+  }
   sink.close();
   return path;
 }
@@ -135,12 +143,63 @@ std::vector<dts::Record> slowed(std::vector<dts::Record> records, double factor)
   return records;
 }
 
-TEST(Compare, BaselineAgainstItselfPasses) {
-  const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + baseline_csv().string());
+TEST(Compare, ARerunWithTheSameNumbersPasses) {
+  const fs::path again = write_run("again.csv", dts::read_results_csv(baseline_csv().string()));
+  const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + again.string());
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("0 regressed"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("REGRESSED  "), std::string::npos);
   EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+// The exit code and our one stderr line of `compare ARGS` (the test fails unless it is one line).
+std::pair<int, std::string> refused(const std::string& args) {
+  const RunResult r = run_dtsuite(0, "compare " + args);
+  const auto ours = our_lines(r.err);
+  EXPECT_EQ(ours.size(), 1u) << r.err << r.out.substr(0, 600);
+  return {r.exit_code, ours.empty() ? "" : ours.front()};
+}
+
+// `compare a.csv a.csv` judged a run against itself and said "no regression": it says now that
+// the two are one run, with exit 2.
+TEST(Compare, ARunAgainstItselfIsRefusedSayingSo) {
+  const std::string a = baseline_csv().string();
+  const auto [code, line] = refused(a + " " + a);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(line.find("the baseline and the current run are the same run"), std::string::npos) << line;
+  EXPECT_NE(line.find("repetition 1, in " + a + "): a run cannot be its own baseline"), std::string::npos) << line;
+}
+
+// Runs are (run id, repetition) whatever file holds them: two copies of one baseline run in a
+// folder, or one file named twice, would count the run twice; a folder that holds the current
+// run would judge it against itself. Each is exit 2, naming the run and the files.
+TEST(Compare, ARunGivenTwiceOrAsItsOwnBaselineIsRefused) {
+  const fs::path dir = scratch_dir() / "copied_baselines";
+  fs::create_directories(dir);
+  const fs::path original = write_run("original.csv", dts::read_results_csv(baseline_csv().string()));
+  fs::copy_file(original, dir / "a.csv", fs::copy_options::overwrite_existing);
+  fs::copy_file(original, dir / "b.csv", fs::copy_options::overwrite_existing);
+  const fs::path current = write_run("current_run.csv", dts::read_results_csv(baseline_csv().string()));
+  const std::string a = (dir / "a.csv").string(), b = (dir / "b.csv").string();
+  auto [code, line] = refused(dir.string() + " " + current.string());
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(line.find("run original.csv (repetition 1) is in " + a + " and " + b + ": give each baseline run once"),
+            std::string::npos)
+      << line;
+  std::tie(code, line) = refused(a + " " + a + " " + current.string());
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(line.find("run original.csv (repetition 1) is in " + a + " twice"), std::string::npos) << line;
+
+  // A folder of baselines that holds the current run's file.
+  fs::remove(dir / "b.csv");
+  fs::copy_file(current, dir / "current.csv", fs::copy_options::overwrite_existing);
+  const std::string inside = (dir / "current.csv").string();
+  std::tie(code, line) = refused(dir.string() + " " + inside);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(line.find("the current run current_run.csv (repetition 1) in " + inside +
+                      " is also among the baselines (in " + inside + "): a run cannot be its own baseline"),
+            std::string::npos)
+      << line;
 }
 
 // The table line of `label`'s `metric`, or "".
@@ -315,6 +374,35 @@ TEST(Compare, SpecialFileOutputsAreRefused) {
   }
 }
 
+// `--csv` is written whole or not at all, and a failure names the OS's reason: a folder where no
+// file can be made (proc's, even for root), and a full disk (RLIMIT_FSIZE from the shell, SIGXFSZ
+// ignored), which must leave the table of an earlier run as it was, byte for byte.
+TEST(Compare, CsvOutputIsWholeOrNotAtAllNamingTheReason) {
+  const std::string inputs =
+      baseline_csv().string() + " " + write_run("csv_current.csv", dts::read_results_csv(baseline_csv().string())).string();
+  if (fs::is_directory("/proc/self")) {
+    const auto [code, line] = refused(inputs + " --csv /proc/self/x.csv");
+    EXPECT_EQ(code, 2);
+    EXPECT_NE(line.find("--csv '/proc/self/x.csv': " + std::string(std::strerror(ENOENT))), std::string::npos) << line;
+  }
+  const fs::path table = scratch_dir() / "kept_table.csv";
+  std::ofstream(table) << "the table of an earlier run\n";
+  // ulimit -f counts blocks of 512 or 1024 bytes: one block is smaller than the table (a line
+  // per row of the baseline), and stdout goes where no limit applies.
+  const RunResult r = run_shell("sh -c 'trap \"\" XFSZ; ulimit -f 1; exec " + std::string(DTS_BINARY) + " compare " +
+                                inputs + " --csv " + table.string() + " >/dev/null'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("--csv '" + table.string() + "': " + std::strerror(EFBIG) + " (left as it was)"),
+            std::string::npos)
+      << ours[0];
+  EXPECT_EQ(read_file(table), "the table of an earlier run\n");
+  for (const auto& entry : fs::directory_iterator(scratch_dir())) {
+    EXPECT_NE(entry.path().extension(), ".tmp") << "a temporary file was left: " << entry.path();
+  }
+}
+
 TEST(Compare, MalformedCsvIsOneLineAndExitTwo) {
   std::string text = read_file(baseline_csv());
   // Corrupt the `value` of the third data row (line 4): replace the row with too few fields.
@@ -381,8 +469,10 @@ TEST(CompareRuns, RepetitionsFilesAndFoldersAreRuns) {
   }
   EXPECT_TRUE(order[0] != order[1] || order[1] != order[2]) << "three passes in one order";
 
-  // The repeated file against itself: 3 baseline runs, 3 current runs, nothing changed.
-  r = run_dtsuite(0, "compare " + repeated.string() + " " + repeated.string());
+  // The repeated file against a rerun of the same numbers: 3 baseline runs, 3 current runs,
+  // nothing changed.
+  const fs::path rerun = write_run("repeated_again.csv", dts::read_results_csv(repeated.string()));
+  r = run_dtsuite(0, "compare " + repeated.string() + " " + rerun.string());
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("baseline 3 runs from 1 file(s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("beyond the between-run noise of 3 runs"), std::string::npos) << r.out;
@@ -397,7 +487,8 @@ TEST(CompareRuns, RepetitionsFilesAndFoldersAreRuns) {
   EXPECT_NE(r.out.find("baseline 3 runs from 1 file(s)"), std::string::npos) << r.out;
 
   // One baseline run: the header says what is missing.
-  r = run_dtsuite(0, "compare " + single.string() + " " + single.string());
+  r = run_dtsuite(0, "compare " + single.string() + " " +
+                         write_run("single_again.csv", dts::read_results_csv(single.string())).string());
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("between-run noise: unknown (1 run of the baseline)"), std::string::npos) << r.out;
 

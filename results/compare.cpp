@@ -55,10 +55,43 @@ std::string stack_difference(const JobStack& b, const JobStack& c) {
   return text;
 }
 
+// job_stacks, a row at a time: the rows of several runs need not sit in one vector.
+class StackCollector {
+ public:
+  void add(const Record& r) {
+    const Labels& l = r.labels;
+    const int size = job_size(r);
+    const auto [it, added] = job_of_.try_emplace({r.run_id, l.backend, l.device, size}, jobs_.size());
+    if (added) jobs_.push_back({l.backend, l.device, size, 0, 0});
+    JobStack& job = jobs_[it->second];
+    job.nodes = std::max(job.nodes, l.nodes);
+    job.ranks_per_node = std::max(job.ranks_per_node, l.ranks_per_node);
+  }
+  std::vector<JobStack> stacks() const {
+    std::vector<JobStack> stacks;  // two runs of one stack are one stack
+    for (const JobStack& job : jobs_) {
+      if (std::find(stacks.begin(), stacks.end(), job) == stacks.end()) stacks.push_back(job);
+    }
+    return stacks;
+  }
+
+ private:
+  std::vector<JobStack> jobs_;
+  std::map<std::tuple<std::string, std::string, std::string, int>, size_t> job_of_;
+};
+
+std::vector<JobStack> stacks_of(const std::vector<RecordedRun>& runs) {
+  StackCollector collector;
+  for (const RecordedRun& run : runs) {
+    for (const Record& r : run.rows) collector.add(r);
+  }
+  return collector.stacks();
+}
+
 // Comparing two different stacks with a regression gate would blame the code for the hardware;
 // `report` is the tool for comparing stacks side by side.
-void check_same_stack(const std::vector<Record>& baseline, const std::vector<Record>& current) {
-  const std::vector<JobStack> b = job_stacks(baseline), c = job_stacks(current);
+void check_same_stack(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents) {
+  const std::vector<JobStack> b = stacks_of(baselines), c = stacks_of(currents);
   if (b.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
   if (c.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
   for (const JobStack& s : b) {
@@ -118,22 +151,9 @@ bool outside_intervals(const Record& b, const Record& c, Direction direction, bo
 }  // namespace
 
 std::vector<JobStack> job_stacks(const std::vector<Record>& records) {
-  std::vector<JobStack> jobs;
-  std::map<std::tuple<std::string, std::string, std::string, int>, size_t> job_of;
-  for (const Record& r : records) {
-    const Labels& l = r.labels;
-    const int size = job_size(r);
-    const auto [it, added] = job_of.try_emplace({r.run_id, l.backend, l.device, size}, jobs.size());
-    if (added) jobs.push_back({l.backend, l.device, size, 0, 0});
-    JobStack& job = jobs[it->second];
-    job.nodes = std::max(job.nodes, l.nodes);
-    job.ranks_per_node = std::max(job.ranks_per_node, l.ranks_per_node);
-  }
-  std::vector<JobStack> stacks;  // two runs of one stack in a file are one stack
-  for (const JobStack& job : jobs) {
-    if (std::find(stacks.begin(), stacks.end(), job) == stacks.end()) stacks.push_back(job);
-  }
-  return stacks;
+  StackCollector collector;
+  for (const Record& r : records) collector.add(r);
+  return collector.stacks();
 }
 
 Direction direction_of(const Record& r) {
@@ -591,15 +611,117 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
 
 }  // namespace
 
-std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source) {
+std::vector<RecordedRun> split_runs(std::vector<Record>&& rows, const std::string& source) {
+  // Each run's rows counted first, so each vector is made at its size: no spare room held for
+  // every run of a long history (shrink_to_fit would move each run once more).
   std::vector<RecordedRun> runs;
+  std::vector<size_t> run_of(rows.size()), sizes;
   std::map<std::pair<std::string, int>, size_t> index;
-  for (const Record& r : rows) {
-    const auto [it, added] = index.try_emplace({r.run_id, r.repetition}, runs.size());
-    if (added) runs.push_back({source, {}});
-    runs[it->second].rows.push_back(r);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto [it, added] = index.try_emplace({rows[i].run_id, rows[i].repetition}, runs.size());
+    if (added) {
+      runs.push_back({source, {}});
+      sizes.push_back(0);
+    }
+    run_of[i] = it->second;
+    ++sizes[it->second];
   }
+  for (size_t k = 0; k < runs.size(); ++k) runs[k].rows.reserve(sizes[k]);
+  for (size_t i = 0; i < rows.size(); ++i) runs[run_of[i]].rows.push_back(std::move(rows[i]));
   return runs;
+}
+
+std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source) {
+  return split_runs(std::vector<Record>(rows), source);
+}
+
+namespace {
+
+// Frees the heap a value holds (clear() keeps a string's or vector's capacity).
+template <typename T>
+void release(T& value) {
+  T().swap(value);
+}
+
+}  // namespace
+
+void release_unread(RecordedRun& run, bool numbers_only, bool use_samples) {
+  for (Record& r : run.rows) {
+    if (!use_samples || numbers_only) release(r.samples);
+    if (!numbers_only) continue;
+    // Of an earlier baseline run compare_core never sees a row: only the between-run numbers
+    // (join key, value, stats, verdict), the stack (job_stacks) and the identity are read.
+    release(r.detail);
+    release(r.timestamp);
+    release(r.labels.host);
+    release(r.labels.backend_version);
+    release(r.labels.mpi_version);
+    release(r.seed);
+  }
+}
+
+namespace {
+
+using RunIdentity = std::pair<std::string, int>;  // (run_id, repetition)
+
+RunIdentity identity_of(const RecordedRun& run) { return {run.rows.front().run_id, run.rows.front().repetition}; }
+
+// "run R (repetition 2)"
+std::string run_text(const RunIdentity& id) { return "run " + id.first + " (repetition " + std::to_string(id.second) + ")"; }
+
+// "in a.csv and b.csv", "in a.csv twice" (empty for runs from no file: the overload for one run a
+// side); `twice` says "twice" where both are one file.
+std::string in_sources(const RecordedRun& first, const RecordedRun& second, bool twice) {
+  if (first.source.empty()) return "";
+  if (first.source == second.source) return "in " + first.source + (twice ? " twice" : "");
+  return "in " + first.source + " and " + second.source;
+}
+
+std::string with_space(const std::string& text) { return text.empty() ? "" : " " + text; }
+
+}  // namespace
+
+void check_distinct_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents) {
+  // Copies of one run add nothing about how runs differ, only the look of agreement: the spread
+  // between runs shrinks and every change looks significant.
+  std::map<RunIdentity, const RecordedRun*> baseline_runs, current_runs;
+  for (const RecordedRun& run : baselines) {
+    if (run.rows.empty()) continue;
+    const auto [it, added] = baseline_runs.try_emplace(identity_of(run), &run);
+    if (!added) {
+      throw Error(Error::Kind::invalid_argument, run_text(it->first) + " is" + with_space(in_sources(*it->second, run, true)) +
+                                                     ": give each baseline run once");
+    }
+  }
+  for (const RecordedRun& run : currents) {  // split_runs gives each once; a caller might not
+    if (run.rows.empty()) continue;
+    const auto [it, added] = current_runs.try_emplace(identity_of(run), &run);
+    if (!added) {
+      throw Error(Error::Kind::invalid_argument, "the current " + run_text(it->first) + " is" +
+                                                     with_space(in_sources(*it->second, run, true)) + ": give it once");
+    }
+  }
+  // `compare a.csv a.csv`, or a copy of the current file as the baseline: nothing but the
+  // current run on the baseline side.
+  const bool nothing_else = std::all_of(baseline_runs.begin(), baseline_runs.end(),
+                                        [&](const auto& entry) { return current_runs.count(entry.first) > 0; });
+  for (const RecordedRun& run : currents) {
+    if (run.rows.empty()) continue;
+    const RunIdentity id = identity_of(run);
+    const auto found = baseline_runs.find(id);
+    if (found == baseline_runs.end()) continue;
+    const RecordedRun& baseline = *found->second;
+    if (nothing_else) {
+      throw Error(Error::Kind::invalid_argument, "the baseline and the current run are the same run (run " + id.first +
+                                                     ", repetition " + std::to_string(id.second) +
+                                                     (baseline.source.empty() ? "" : ", " + in_sources(baseline, run, false)) +
+                                                     "): a run cannot be its own baseline");
+    }
+    throw Error(Error::Kind::invalid_argument,
+                "the current " + run_text(id) + (run.source.empty() ? "" : " in " + run.source) +
+                    " is also among the baselines" + (baseline.source.empty() ? "" : " (in " + baseline.source + ")") +
+                    ": a run cannot be its own baseline");
+  }
 }
 
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
@@ -610,6 +732,7 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
 Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents,
                         const CompareSettings& settings) {
   if (baselines.empty() || currents.empty()) throw Error(Error::Kind::invalid_argument, "compare needs a baseline and a current run");
+  check_distinct_runs(baselines, currents);
   const auto which = [](const char* side, const std::vector<RecordedRun>& runs, const RecordedRun& run) {
     std::string text = side;
     if (runs.size() > 1) {
@@ -619,16 +742,9 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
     }
     return text;
   };
-  std::vector<Record> all_baseline, all_current;
-  for (const RecordedRun& run : baselines) {
-    refuse_repeated_rows(run.rows, which("the baseline", baselines, run));
-    all_baseline.insert(all_baseline.end(), run.rows.begin(), run.rows.end());
-  }
-  for (const RecordedRun& run : currents) {
-    refuse_repeated_rows(run.rows, which("the current run", currents, run));
-    all_current.insert(all_current.end(), run.rows.begin(), run.rows.end());
-  }
-  check_same_stack(all_baseline, all_current);
+  for (const RecordedRun& run : baselines) refuse_repeated_rows(run.rows, which("the baseline", baselines, run));
+  for (const RecordedRun& run : currents) refuse_repeated_rows(run.rows, which("the current run", currents, run));
+  check_same_stack(baselines, currents);
   const std::vector<Record>& reference_baseline = baselines.back().rows;  // the most recent
   const std::vector<Record>& reference_current = currents.front().rows;
 
@@ -690,16 +806,6 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
   // baseline runs (their spread holds what the rows share in a run: a machine state that slows a
   // whole collective). The sets: every size, from each size up (a bandwidth regression), up to
   // each size (a latency one), two sizes at least.
-  const auto logs_of = [](const RecordedRun& run) {
-    std::map<std::string, double> logs;
-    for (const Record& r : run.rows) {
-      if (!is_failure(r.verdict) && r.value > 0 && std::isfinite(r.value)) logs[join_key(r)] = std::log(r.value);
-    }
-    return logs;
-  };
-  std::vector<std::map<std::string, double>> baseline_logs, current_logs;
-  for (const RecordedRun& run : baselines) baseline_logs.push_back(logs_of(run));
-  for (const RecordedRun& run : currents) current_logs.push_back(logs_of(run));
   struct Member {
     int64_t bytes;
     std::string key;
@@ -716,6 +822,7 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
     std::vector<std::string> keys;
     std::string sizes;
     const Record* first;
+    std::vector<size_t> indices;  // the keys' places in each run's logs
   };
   std::vector<RowSet> sets;
   size_t family_tests = 0;
@@ -728,7 +835,7 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
     if (sizes.size() < 2) continue;
     const Record* first = family_first.at(family);
     const auto add_set = [&](int64_t lo, int64_t hi, std::string text) {
-      RowSet set{family, {}, std::move(text), first};
+      RowSet set{family, {}, std::move(text), first, {}};
       for (const Member& m : members) {
         if (m.bytes >= lo && m.bytes <= hi) set.keys.push_back(m.key);
       }
@@ -739,6 +846,27 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
       add_set(sizes[i], sizes.back(), i == 0 ? "at every size" : "from " + size_text(sizes[i]) + " up");
     }
     for (size_t i = 1; i + 1 < sizes.size(); ++i) add_set(sizes.front(), sizes[i], "up to " + size_text(sizes[i]));
+  }
+  // Each run's log values of the rows in a set, by the row's place in `set_keys` (NaN: the run
+  // has no usable value): a number per row and run, where a map by join key per run would hold
+  // the keys once more for every run of a long history.
+  std::map<std::string, size_t> set_keys;
+  for (RowSet& set : sets) {
+    for (const std::string& key : set.keys) set.indices.push_back(set_keys.try_emplace(key, set_keys.size()).first->second);
+  }
+  const auto logs_of = [&](const RecordedRun& run) {
+    std::vector<double> logs(set_keys.size(), std::numeric_limits<double>::quiet_NaN());
+    for (const Record& r : run.rows) {
+      if (is_failure(r.verdict) || !(r.value > 0) || !std::isfinite(r.value)) continue;
+      const auto it = set_keys.find(join_key(r));
+      if (it != set_keys.end()) logs[it->second] = std::log(r.value);
+    }
+    return logs;
+  };
+  std::vector<std::vector<double>> baseline_logs, current_logs;
+  if (!sets.empty()) {
+    for (const RecordedRun& run : baselines) baseline_logs.push_back(logs_of(run));
+    for (const RecordedRun& run : currents) current_logs.push_back(logs_of(run));
   }
   // The false-alarm rate: shared by the measurements and the family sets judged (Bonferroni),
   // half to each when there are both.
@@ -753,12 +881,11 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
   std::map<std::string, const RowSet*> best_set;
   for (const RowSet& set : sets) {
     std::vector<double> b, c;  // exp(mean log) of the set in each run that has all of it
-    const auto mean_of = [&](const std::map<std::string, double>& logs, std::vector<double>& out) {
+    const auto mean_of = [&](const std::vector<double>& logs, std::vector<double>& out) {
       double sum = 0;
-      for (const std::string& key : set.keys) {
-        const auto it = logs.find(key);
-        if (it == logs.end()) return;
-        sum += it->second;
+      for (const size_t index : set.indices) {
+        if (std::isnan(logs[index])) return;
+        sum += logs[index];
       }
       out.push_back(std::exp(sum / static_cast<double>(set.keys.size())));
     };

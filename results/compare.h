@@ -50,8 +50,27 @@ struct RecordedRun {
   std::vector<Record> rows;
 };
 
-// A file's rows as runs, by (run_id, repetition) in order of first appearance.
+// A file's rows as runs, by (run_id, repetition) in order of first appearance; the rows are
+// moved, not copied, when the caller gives them up.
+std::vector<RecordedRun> split_runs(std::vector<Record>&& rows, const std::string& source);
 std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source);
+
+// Lets go of what compare_runs will not read of `run`, so that a long history of baseline runs
+// fits in memory (README, *Comparing runs*, gives the bytes held per byte of input): the
+// per-iteration samples unless `use_samples`; and of a baseline run that is not the most recent
+// (`numbers_only`: the gate reads its numbers, never its text) also its samples, detail,
+// timestamp, host, versions and seed. What is kept: the values, statistics and verdicts, the
+// labels of the join and of the stack, and the run's identity.
+void release_unread(RecordedRun& run, bool numbers_only, bool use_samples);
+
+// A run is (run_id, repetition), whatever file holds it. Throws Error{invalid_argument} with one
+// line naming the run, its repetition and its files when a run is given twice (two copies of a
+// file in a folder, one file named twice: its values would count twice and the spread between
+// runs shrink), or when a current run is also among the baselines (it would be judged against
+// itself; `compare a.csv a.csv` is told that the baseline and the current run are the same run).
+// Several repetitions of the current run are several current runs: accepted while no baseline is
+// one of them. compare_runs checks this first.
+void check_distinct_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents);
 
 struct ComparedRow {
   Record baseline, current;  // current is empty (metric "") for a missing row; baseline for a new failure
@@ -95,16 +114,17 @@ struct JobStack {
 // sweep and the placement, equal across runs of one stack) when none does.
 std::vector<JobStack> job_stacks(const std::vector<Record>& records);
 
-// Joins by (suite, case, metric, op, dtype, bytes, placement, strategy, config, world_size); a key
-// that repeats within a run is matched occurrence by occurrence. Throws Error{invalid_argument}
-// with one line when the runs' stacks differ (job_stacks) or when cases of the baseline are
-// missing from the current run.
+// One baseline run against one current run. Joins by (suite, case, metric, op, dtype, bytes,
+// placement, strategy, config, world_size); a key that repeats within a run is matched occurrence
+// by occurrence. Throws Error{invalid_argument} with one line when the two are one run
+// (check_distinct_runs), when the runs' stacks differ (job_stacks) or when cases of the baseline
+// are missing from the current run.
 Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<Record>& current,
                         const CompareSettings& settings);
 
-// The gate over several runs of each side. The structure (the join, missing cases, verdicts) is
-// judged between the last baseline run (the most recent) and the first current run; a changed
-// verdict in any current run counts. Numbers: with one baseline run, as above; with two or more,
+// The gate over several runs of each side, each run given once (check_distinct_runs). The
+// structure (the join, missing cases, verdicts) is judged between the last baseline run (the most
+// recent) and the first current run; a changed verdict in any current run counts. Numbers: with one baseline run, as above; with two or more,
 // each row's values over the runs against the between-run noise (results/noise.h): the row's
 // spread over the baseline runs, moderated towards the spread of like rows (same suite, metric,
 // operation and size within a factor of 8), at least what each run's own iterations leave in

@@ -99,6 +99,13 @@ std::vector<Record> run(double slowdown = 1, double busbw_scale = 1, const std::
   return all;
 }
 
+// The same rows as a run of their own. compare tells runs apart by (run_id, repetition) and
+// refuses a run as its own baseline, so a current run made from a baseline's rows is renamed.
+std::vector<Record> rerun(std::vector<Record> rows, const std::string& run_id = "rerun") {
+  for (Record& r : rows) r.run_id = run_id;
+  return rows;
+}
+
 size_t count(const Comparison& c, const std::string& metric, Outcome outcome) {
   return static_cast<size_t>(std::count_if(c.rows.begin(), c.rows.end(), [&](const ComparedRow& r) {
     return (r.baseline.metric == metric || r.current.metric == metric) && r.outcome == outcome;
@@ -106,7 +113,7 @@ size_t count(const Comparison& c, const std::string& metric, Outcome outcome) {
 }
 
 TEST(Compare, IdenticalRunsHaveNoRegressions) {
-  const Comparison c = compare_runs(run(), run(), {});
+  const Comparison c = compare_runs(run(), rerun(run()), {});
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(c.improvements, 0u);
   EXPECT_EQ(c.rows.size(), 15u);     // 3 cases x 5 metrics
@@ -123,8 +130,8 @@ TEST(Compare, AFileWithARowTwiceIsRefused) {
   twice.push_back(twice[1]);  // a copy of the first case's second row
   for (const bool in_baseline : {true, false}) {
     try {
-      if (in_baseline) compare_runs(twice, run(), {});
-      else compare_runs(run(), twice, {});
+      if (in_baseline) compare_runs(twice, rerun(run()), {});
+      else compare_runs(run(), rerun(twice), {});
       ADD_FAILURE() << "accepted a file with a repeated row";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
@@ -139,7 +146,7 @@ TEST(Compare, AFileWithARowTwiceIsRefused) {
 TEST(Compare, TwentyPercentSlowerTimesAreCaught) {
   // 1.2x: past the 5% tolerance, and the current p05 (1.2 * 0.982 = 1.178) is above the baseline
   // p95 (1.018): outside the noise. Bandwidths fall to 1/1.2 = 83%: caught too.
-  const Comparison c = compare_runs(run(), run(1.2), {});
+  const Comparison c = compare_runs(run(), rerun(run(1.2)), {});
   EXPECT_EQ(count(c, "time", Outcome::regressed), 3u);
   EXPECT_EQ(count(c, "algbw", Outcome::regressed), 3u);
   EXPECT_EQ(count(c, "busbw", Outcome::regressed), 3u);
@@ -153,33 +160,33 @@ TEST(Compare, TwentyPercentSlowerTimesAreCaught) {
 }
 
 TEST(Compare, TwentyPercentBusbwDropIsCaughtAlone) {
-  const Comparison c = compare_runs(run(), run(1, 0.8), {});
+  const Comparison c = compare_runs(run(), rerun(run(1, 0.8)), {});
   EXPECT_EQ(count(c, "busbw", Outcome::regressed), 3u);
   EXPECT_EQ(count(c, "time", Outcome::unchanged), 3u);
   EXPECT_EQ(c.regressions, 3u);
 }
 
 TEST(Compare, FasterIsAnImprovementNotARegression) {
-  const Comparison c = compare_runs(run(1.2), run(), {});  // the reverse of the slowdown
+  const Comparison c = compare_runs(run(1.2), rerun(run()), {});  // the reverse of the slowdown
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(c.improvements, 9u);
 }
 
 TEST(Compare, ChangeUnderTheToleranceIsNotFlagged) {
   // 4% slower: the intervals are disjoint (1.04 * 0.982 = 1.021 > 1.018) but 4% < 5%.
-  const Comparison c = compare_runs(run(), run(1.04), {});
+  const Comparison c = compare_runs(run(), rerun(run(1.04)), {});
   EXPECT_EQ(c.regressions, 0u);
   // The same change against a 3% tolerance is a regression: the tolerance decided.
   CompareSettings strict;
   strict.tolerance = 0.03;
-  EXPECT_EQ(compare_runs(run(), run(1.04), strict).regressions, 9u);
+  EXPECT_EQ(compare_runs(run(), rerun(run(1.04)), strict).regressions, 9u);
 }
 
 TEST(Compare, ChangeInsideTheNoiseIsNotFlagged) {
   // ±30% spread: a 10% slowdown is past the tolerance, but the current p05 (1.1 * 0.76 = 0.836)
   // is far below the baseline p95 (1.26): the runs' own noise covers it.
   const std::vector<double> wide{0.7, 0.85, 1.0, 1.15, 1.3};
-  const Comparison c = compare_runs(run(1, 1, wide), run(1.1, 1, wide), {});
+  const Comparison c = compare_runs(run(1, 1, wide), rerun(run(1.1, 1, wide)), {});
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(count(c, "time", Outcome::unchanged), 3u);
   for (const ComparedRow& row : c.rows) {
@@ -202,12 +209,12 @@ TEST(Compare, SamplesDecideWhereIntervalsOverlap) {
   std::vector<Record> baseline = collectives_case("all_reduce/f32/sum/8", 8, 1e-5, 1, 1, spread);
   std::vector<Record> current = collectives_case("all_reduce/f32/sum/8", 8, 1e-5, 1, 1, shifted);
 
-  const Comparison by_intervals = compare_runs(baseline, current, {});
+  const Comparison by_intervals = compare_runs(baseline, rerun(current), {});
   EXPECT_EQ(count(by_intervals, "time", Outcome::unchanged), 1u);
 
   CompareSettings with_samples;
   with_samples.use_samples = true;
-  const Comparison by_samples = compare_runs(baseline, current, with_samples);
+  const Comparison by_samples = compare_runs(baseline, rerun(current), with_samples);
   EXPECT_EQ(count(by_samples, "time", Outcome::regressed), 1u);
   // Bandwidths carry no samples of their own: their time row's samples decide (a monotone map).
   EXPECT_EQ(count(by_samples, "busbw", Outcome::regressed), 1u);
@@ -218,7 +225,7 @@ TEST(Compare, SamplesDecideWhereIntervalsOverlap) {
     }
   }
   // Identical samples: p = P(U >= nm/2) is about one half: never significant.
-  EXPECT_EQ(compare_runs(baseline, baseline, with_samples).regressions, 0u);
+  EXPECT_EQ(compare_runs(baseline, rerun(baseline), with_samples).regressions, 0u);
 }
 
 TEST(Compare, TooFewSamplesForTheUTestFallBackToIntervals) {
@@ -226,7 +233,7 @@ TEST(Compare, TooFewSamplesForTheUTestFallBackToIntervals) {
   const std::vector<double> three{0.99, 1.0, 1.01};
   CompareSettings with_samples;
   with_samples.use_samples = true;
-  const Comparison c = compare_runs(run(1, 1, three), run(1.2, 1, three), with_samples);
+  const Comparison c = compare_runs(run(1, 1, three), rerun(run(1.2, 1, three)), with_samples);
   EXPECT_EQ(count(c, "time", Outcome::regressed), 3u);
   for (const ComparedRow& row : c.rows) {
     if (row.baseline.metric == "time") {
@@ -244,7 +251,7 @@ TEST(Compare, VerdictTurningToFailIsARegression) {
       r.detail = "first: rank 1";
     }
   }
-  const Comparison c = compare_runs(run(), current, {});
+  const Comparison c = compare_runs(run(), rerun(current), {});
   EXPECT_EQ(c.regressions, 1u);
   EXPECT_EQ(count(c, "wrong", Outcome::regressed), 1u);
 }
@@ -270,7 +277,7 @@ TEST(Compare, CaseThatNoLongerRunsIsOneRegression) {
     if (r.labels.bytes != 4096) current.push_back(r);
   }
   current.push_back(not_run_row(Verdict::skip));
-  const Comparison c = compare_runs(run(), current, {});
+  const Comparison c = compare_runs(run(), rerun(current), {});
   EXPECT_EQ(c.regressions, 1u);
   EXPECT_EQ(count(c, "check", Outcome::regressed), 1u);
 }
@@ -284,7 +291,7 @@ TEST(Compare, CaseThatRunsNowIsNotMissing) {
       if (r.labels.bytes != 4096) baseline.push_back(r);
     }
     baseline.push_back(not_run_row(verdict));
-    const Comparison c = compare_runs(baseline, run(), {});
+    const Comparison c = compare_runs(baseline, rerun(run()), {});
     EXPECT_EQ(c.regressions, 0u) << name(verdict);
     EXPECT_EQ(count(c, "check", verdict == Verdict::skip ? Outcome::not_judged : Outcome::improved), 1u);
   }
@@ -298,7 +305,7 @@ TEST(Compare, NewCaseThatIsSkippedIsNotARegression) {
   }
   std::vector<Record> current = baseline;
   current.push_back(not_run_row(Verdict::skip));
-  const Comparison c = compare_runs(baseline, current, {});
+  const Comparison c = compare_runs(baseline, rerun(current), {});
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(c.only_in_current, 1u);
 }
@@ -307,7 +314,7 @@ TEST(Compare, ValueThatStopsBeingANumberIsARegression) {
   std::vector<Record> current = run();
   current[0].value = std::nan("");                         // a time
   current[2].value = std::numeric_limits<double>::infinity();  // a busbw
-  const Comparison c = compare_runs(run(), current, {});
+  const Comparison c = compare_runs(run(), rerun(current), {});
   EXPECT_EQ(count(c, "time", Outcome::regressed), 1u);
   EXPECT_EQ(count(c, "busbw", Outcome::regressed), 1u);
 }
@@ -323,9 +330,9 @@ TEST(Compare, GrowthFromAZeroBaselineIsJudgedByTheNoise) {
     t.stats = compute_stats(t.samples);
     t.value = t.stats.median;
   }
-  const Comparison c = compare_runs(baseline, current, {});
+  const Comparison c = compare_runs(baseline, rerun(current), {});
   EXPECT_EQ(count(c, "time", Outcome::regressed), 1u);
-  const Comparison same = compare_runs(baseline, baseline, {});
+  const Comparison same = compare_runs(baseline, rerun(baseline), {});
   EXPECT_EQ(same.regressions, 0u);
 }
 
@@ -346,9 +353,9 @@ TEST(Compare, MemoryGrowthBeyondToleranceIsARegression) {
   memory.value = 1000;
   Record grown = memory;
   grown.value = 1100;  // +10%: past 5%; no distribution, so the tolerance alone decides
-  EXPECT_EQ(compare_runs({memory}, {grown}, {}).regressions, 1u);
+  EXPECT_EQ(compare_runs({memory}, rerun({grown}), {}).regressions, 1u);
   grown.value = 1040;  // +4%: under the tolerance
-  EXPECT_EQ(compare_runs({memory}, {grown}, {}).regressions, 0u);
+  EXPECT_EQ(compare_runs({memory}, rerun({grown}), {}).regressions, 0u);
 }
 
 TEST(Compare, UnjudgedMetricsAreShownNotJudged) {
@@ -356,7 +363,7 @@ TEST(Compare, UnjudgedMetricsAreShownNotJudged) {
   for (Record& r : current) {
     if (r.metric == "max_ulp") r.value = 7;  // error sizes have verdicts of their own
   }
-  const Comparison c = compare_runs(run(), current, {});
+  const Comparison c = compare_runs(run(), rerun(current), {});
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(count(c, "max_ulp", Outcome::not_judged), 3u);
 }
@@ -367,7 +374,7 @@ TEST(Compare, MissingCasesAreAnError) {
     if (r.labels.bytes != 1048576) current.push_back(r);
   }
   try {
-    compare_runs(run(), current, {});
+    compare_runs(run(), rerun(current), {});
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
@@ -375,7 +382,7 @@ TEST(Compare, MissingCasesAreAnError) {
     EXPECT_NE(std::string(e.what()).find("all_reduce/f32/sum/1048576"), std::string::npos) << e.what();
   }
   // The other way round is fine: extra cases in the current run are new, not judged.
-  const Comparison c = compare_runs(current, run(), {});
+  const Comparison c = compare_runs(current, rerun(run()), {});
   EXPECT_EQ(c.only_in_current, 5u);
   EXPECT_EQ(c.regressions, 0u);
 }
@@ -385,7 +392,7 @@ TEST(Compare, MismatchedStacksAreAnError) {
     std::vector<Record> current = run();
     for (Record& r : current) change(r.labels);
     try {
-      compare_runs(run(), current, {});
+      compare_runs(run(), rerun(current), {});
       ADD_FAILURE() << "no error for " << field;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
@@ -525,7 +532,7 @@ TEST(Compare, JobOfAnotherSizeIsStillRefused) {
   expect_refused(mixed_run(4, 1, "base"), mixed_run(2, 1, "now"),
                  "world_size 4 (baseline) vs 2 (current), ranks_per_node 4 (baseline) vs 2 (current)");
   expect_refused(mixed_run(2, 1, "base"), mixed_run(4, 1, "now"), "world_size 2 (baseline) vs 4 (current)");
-  expect_refused(equivalence_rows(4, 4), equivalence_rows(2, 2), "world_size 4 (baseline) vs 2 (current)");
+  expect_refused(equivalence_rows(4, 4), equivalence_rows(2, 2, "now"), "world_size 4 (baseline) vs 2 (current)");
   // Same job size, other layout: 4 ranks on one node vs on two.
   expect_refused(mixed_run(4, 1, "base"), mixed_run(4, 2, "now"), "nodes 1 (baseline) vs 2 (current)");
 }
@@ -770,6 +777,134 @@ TEST(CompareRuns, EveryRunIsCheckedAlone) {
   std::vector<RecordedRun> other = runs_of({1.0, 1.0}, "b");
   for (Record& r : other[0].rows) r.labels.backend = "ring(mpi)";
   EXPECT_THROW(compare_runs(other, runs_of({1.0}, "c"), {}), Error);
+}
+
+// The one line compare_runs refuses `baselines` against `currents` with ("" when it accepts them).
+std::string refusal(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents) {
+  try {
+    compare_runs(baselines, currents, {});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    return e.what();
+  }
+  return "";
+}
+
+// A run is (run_id, repetition), whatever file it comes from. A baseline run given twice (two
+// copies in a folder, one file named twice, one run in two files) would count its values twice
+// and shrink the spread seen between runs (once, 569 regressions where one copy gave 40): it is
+// refused, naming the run, its repetition and both sources.
+TEST(CompareRuns, ABaselineRunGivenTwiceIsRefused) {
+  const std::vector<RecordedRun> baseline = runs_of({1.0, 1.01, 0.99}, "b"), current = runs_of({1.0}, "c");
+  std::vector<RecordedRun> twice = baseline;
+  twice.push_back(baseline[1]);
+  twice.back().source = "copy.csv";
+  EXPECT_EQ(refusal(twice, current), "run b1 (repetition 1) is in file1 and copy.csv: give each baseline run once");
+  twice.back().source = "file1";  // the same file named twice
+  EXPECT_EQ(refusal(twice, current), "run b1 (repetition 1) is in file1 twice: give each baseline run once");
+  // The same run id with another repetition is another run (a pass of `run --repeat`).
+  for (Record& r : twice.back().rows) r.repetition = 2;
+  EXPECT_EQ(refusal(twice, current), "");
+  EXPECT_EQ(compare_runs(twice, current, {}).baseline_runs, 4u);
+  // A repetition other than the first is named as such.
+  std::vector<RecordedRun> repeated = twice;
+  repeated.push_back(twice.back());
+  repeated.back().source = "again.csv";
+  EXPECT_EQ(refusal(repeated, current), "run b1 (repetition 2) is in file1 and again.csv: give each baseline run once");
+}
+
+// The current run among the baselines (a baseline folder that holds the current file, or a copy
+// of it) would be judged against itself: refused. The current file's repetitions are runs of one
+// run id; the baselines may hold none of them.
+TEST(CompareRuns, TheCurrentRunAmongTheBaselinesIsRefused) {
+  const std::vector<RecordedRun> baseline = runs_of({1.0, 1.01, 0.99}, "b");
+  RecordedRun current = baseline[2];
+  current.source = "current.csv";
+  EXPECT_EQ(refusal(baseline, {current}),
+            "the current run b2 (repetition 1) in current.csv is also among the baselines (in file2): a run cannot "
+            "be its own baseline");
+  // Three repetitions of one current run: accepted while no baseline is one of them.
+  const std::vector<RecordedRun> one = runs_of({1.0}, "c");
+  std::vector<Record> repeated;
+  for (int k = 1; k <= 3; ++k) {
+    for (Record r : one.front().rows) {
+      r.repetition = k;
+      repeated.push_back(std::move(r));
+    }
+  }
+  const std::vector<RecordedRun> currents = split_runs(repeated, "current.csv");
+  ASSERT_EQ(currents.size(), 3u);
+  EXPECT_EQ(refusal(baseline, currents), "");
+  std::vector<RecordedRun> with_one = baseline;
+  with_one.push_back(currents[1]);
+  with_one.back().source = "old.csv";
+  EXPECT_EQ(refusal(with_one, currents),
+            "the current run c0 (repetition 2) in current.csv is also among the baselines (in old.csv): a run cannot "
+            "be its own baseline");
+}
+
+// `compare a.csv a.csv` judges a run against itself: "no regression" would say nothing. Refused,
+// saying so, whether the files are one or a copy.
+TEST(CompareRuns, ARunAgainstItselfIsRefusedSayingSo) {
+  const std::vector<RecordedRun> a = split_runs(run(), "a.csv");
+  EXPECT_EQ(refusal(a, a),
+            "the baseline and the current run are the same run (run run, repetition 1, in a.csv): a run cannot be its "
+            "own baseline");
+  EXPECT_EQ(refusal(a, split_runs(run(1.2), "copy.csv")),
+            "the baseline and the current run are the same run (run run, repetition 1, in a.csv and copy.csv): a run "
+            "cannot be its own baseline");
+  // The same through the overload for one run a side.
+  try {
+    compare_runs(run(), run(), {});
+    ADD_FAILURE() << "judged a run against itself";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the baseline and the current run are the same run (run run, repetition 1)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// release_unread lets go of what the gate does not read, and no outcome, number or reason of the
+// comparison changes: with the per-iteration samples (--samples) and without, with the family
+// sets and the between-run rows judged. The text of the earlier baseline runs is freed (a
+// string's capacity back to its in-place buffer, a vector's to 0), the most recent one's kept.
+TEST(CompareRuns, ReleasingWhatIsNotReadChangesNoVerdict) {
+  const std::string long_text(200, 'x');  // past any in-place string buffer
+  std::vector<RecordedRun> baseline = family_runs(6, "b", 7, [](size_t) { return 1.0; });
+  for (RecordedRun& run : baseline) {
+    for (Record& r : run.rows) {
+      r.timestamp = r.labels.host = r.labels.backend_version = r.labels.mpi_version = r.detail = r.seed = long_text;
+    }
+  }
+  const std::vector<RecordedRun> current = family_runs(2, "c", 11, [](size_t) { return 1.25; });
+  for (const bool use_samples : {false, true}) {
+    CompareSettings settings;
+    settings.use_samples = use_samples;
+    const Comparison whole = compare_runs(baseline, current, settings);
+    ASSERT_GT(whole.regressions, 0u);
+    ASSERT_GT(whole.family_tests, 0u);
+    std::vector<RecordedRun> released = baseline, released_current = current;
+    for (size_t k = 0; k < released.size(); ++k) release_unread(released[k], k + 1 < released.size(), use_samples);
+    for (RecordedRun& run : released_current) release_unread(run, false, use_samples);
+    const Comparison trimmed = compare_runs(released, released_current, settings);
+    ASSERT_EQ(trimmed.rows.size(), whole.rows.size());
+    EXPECT_EQ(trimmed.regressions, whole.regressions);
+    for (size_t i = 0; i < whole.rows.size(); ++i) {
+      const ComparedRow &a = whole.rows[i], &b = trimmed.rows[i];
+      EXPECT_EQ(a.outcome, b.outcome) << a.label;
+      EXPECT_EQ(a.reason, b.reason) << a.label;
+      EXPECT_EQ(a.baseline.value, b.baseline.value) << a.label;
+      EXPECT_EQ(a.current.value, b.current.value) << a.label;
+    }
+    const Record& earlier = released.front().rows.front();
+    EXPECT_EQ(earlier.samples.capacity(), 0u);
+    EXPECT_LT(earlier.labels.mpi_version.capacity(), long_text.size());
+    EXPECT_LT(earlier.detail.capacity(), long_text.size());
+    const Record& latest = released.back().rows.front();  // the time row of the first size
+    EXPECT_EQ(latest.detail, long_text);
+    EXPECT_EQ(latest.labels.mpi_version, long_text);
+    EXPECT_EQ(latest.samples.empty(), !use_samples);
+  }
 }
 
 }  // namespace
