@@ -1,7 +1,9 @@
 // End-to-end tests of how a run ends when a case cannot: an error on some ranks while the others
 // wait inside a call (faulty(error,...)), on one rank, on a sub-world and on every rank, at 3 and 4
-// ranks; SIGINT/SIGTERM to a rank; and a launch by another MPI library's launcher. -T 600 in every run: if the harness left the job to the
-// watchdog, the run would report a timeout, which these tests refuse (and ctest's limit is lower).
+// ranks; SIGINT/SIGTERM to a rank or to the launcher (an interruption: skip); a rank killed
+// mid-case (a failure naming the rank and its node); and a launch by another MPI library's
+// launcher. -T 600 in every run: if the harness left the job to the watchdog, the run would report
+// a timeout, which these tests refuse (and ctest's limit is lower).
 //   ctest -R errors_e2e_test
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -136,6 +139,148 @@ TEST_P(Interrupted, KeepsTheRowsAndExitsWithTheSignal) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, Interrupted, ::testing::Values(SIGINT, SIGTERM),
                          [](const auto& param) { return param.param == SIGINT ? "SIGINT" : "SIGTERM"; });
+
+// What a run's outputs say about its last case: the CSV's last row, the JUnit counts, the
+// Prometheus textfile's failed cases and the console's summary line.
+struct Outputs {
+  fs::path csv, junit, prom, out, err;
+  explicit Outputs(const std::string& name)
+      : csv(scratch_dir() / (name + ".csv")), junit(scratch_dir() / (name + ".xml")),
+        prom(scratch_dir() / (name + ".prom")), out(scratch_dir() / (name + ".out")),
+        err(scratch_dir() / (name + ".err")) {}
+  std::string flags() const {
+    return " --csv " + csv.string() + " --junit " + junit.string() + " --prom " + prom.string() + " >" + out.string() +
+           " 2>" + err.string();
+  }
+};
+
+bool open_mpi_launcher() {
+  const std::string version = run_shell(std::string(DTS_MPIEXEC) + " --version").out;
+  return version.find("Open MPI") != std::string::npos || version.find("OpenRTE") != std::string::npos;
+}
+
+// The line of a Prometheus textfile that gives `family`'s value, or "".
+std::string prom_line(const fs::path& path, const std::string& family) {
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(family + " ", 0) == 0) return line;
+  }
+  return "";
+}
+
+// Up to 64 MiB on 4 ranks: far longer than the moment it takes to see the first rows.
+const std::string kLongSweep = " run collectives -d f32 -o sum -e 64M -T 600";
+
+// The transports a lost rank is tried over: the launcher's own choice (shared memory on one
+// machine), and Open MPI's TCP transport, as between nodes without a fabric. That one holds every
+// MPI call of a rank that lost a peer while it reports it, and ends a process that sends to a lost
+// peer: rank 0 must still write its row, without a word from ranks so held up.
+class RankLost : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Launcher flags for the transport; empty for the default. Skips where the launcher is not
+  // Open MPI's: it alone ends a job that lost a rank with SIGTERM, and takes --mca.
+  std::string transport_flags() const { return GetParam() == "tcp" ? "--mca btl tcp,self" : ""; }
+  void SetUp() override {
+    if (!open_mpi_launcher()) GTEST_SKIP() << "needs Open MPI's launcher (SIGTERM to the others of a job that lost a rank)";
+  }
+  std::string name(const std::string& what) const { return what + (GetParam().empty() ? "" : "_" + GetParam()); }
+};
+
+// A rank that disappears in the middle of a case (SIGKILL: the OOM killer, a crashed node) is a
+// failure, not an interruption: Open MPI's launcher ends the others with SIGTERM, and rank 0 finds
+// that rank 3 is not among the ranks that say they got it. The case's row is a FAIL naming rank 3
+// and its node; JUnit counts it as an error, Prometheus and the console as a failed case.
+TEST_P(RankLost, AKilledRankFailsTheCaseNamingItAndItsNode) {
+  const Outputs o(name("killed_rank"));
+  fs::remove(scratch_dir() / "rank3.pid");
+  // The launcher's SIGKILL follows its SIGTERM by 1 s (odls_base_sigkill_timeout); rank 0 needs
+  // about a fifth of it (Watchdog::kSignalWindow, then the outputs), but a loaded test machine may
+  // hold its threads back: 5 s here.
+  const pid_t child = start_shell(two_node_command("--mca odls_base_sigkill_timeout 5 " + transport_flags()) + kLongSweep +
+                                  o.flags());
+  ASSERT_GE(child, 0);
+  wait_for_lines(o.csv, 20);
+  const std::string pid_text = read_file(scratch_dir() / "rank3.pid");
+  ASSERT_FALSE(pid_text.empty());
+  kill(static_cast<pid_t>(std::stol(pid_text)), SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // The launcher's own code says a process was killed (Open MPI: 137); dtsuite's rank 0 ends
+  // with 1, a failed case.
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  // "rank 3 (node n1) stopped answering", or, over TCP, where the ranks that talked to rank 3 may
+  // be held up too, "ranks 1 (node n0), 2 (node n1), 3 (node n1) stopped answering".
+  const std::string err = read_file(o.err);
+  const std::string line = line_starting(err, "dtsuite: rank");
+  EXPECT_NE(line.find("3 (node n1) stopped answering"), std::string::npos) << err;
+  const auto rows = dts::read_results_csv(o.csv.string());
+  ASSERT_GE(rows.size(), 20u);  // what was measured before the kill is kept
+  EXPECT_EQ(rows.back().metric, "check");
+  EXPECT_EQ(rows.back().verdict, dts::Verdict::fail);
+  EXPECT_NE(rows.back().detail.find("3 (node n1) stopped answering"), std::string::npos) << rows.back().detail;
+  if (GetParam().empty()) {  // every other rank says it got the signal: rank 3 alone is named
+    EXPECT_EQ(rows.back().detail.rfind("rank 3 (node n1) stopped answering", 0), 0u) << rows.back().detail;
+  }
+  const std::string junit = read_file(o.junit);
+  EXPECT_NE(junit.find(" errors=\"1\""), std::string::npos) << junit.substr(0, 400);
+  EXPECT_NE(junit.find(" skipped=\"0\""), std::string::npos) << junit.substr(0, 400);
+  EXPECT_NE(junit.find("<error type=\"rank_lost\" message=\""), std::string::npos);
+  EXPECT_NE(junit.find("</testsuites>"), std::string::npos);  // closed
+  EXPECT_EQ(prom_line(o.prom, "dtsuite_cases_failed"), "dtsuite_cases_failed 1");
+  EXPECT_NE(read_file(o.out).find("# Failed cases : 1\n"), std::string::npos);
+}
+
+// A signal to another rank alone: that rank says so, ends the job itself 3 s later, and is gone
+// when the launcher's SIGTERM reaches rank 0 (over TCP with the ranks that talked to it held up):
+// an interruption, not a lost rank.
+TEST_P(RankLost, ASignalToAnotherRankIsAnInterruption) {
+  const Outputs o(name("signalled_rank"));
+  fs::remove(scratch_dir() / "rank2.pid");
+  const pid_t child = start_shell(two_node_command(transport_flags()) + kLongSweep + o.flags());
+  ASSERT_GE(child, 0);
+  wait_for_lines(o.csv, 20);
+  const std::string pid_text = read_file(scratch_dir() / "rank2.pid");
+  ASSERT_FALSE(pid_text.empty());
+  kill(static_cast<pid_t>(std::stol(pid_text)), SIGTERM);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string err = read_file(o.err);
+  EXPECT_EQ(line_starting(err, "dtsuite: rank"), "") << err;
+  const auto rows = dts::read_results_csv(o.csv.string());
+  ASSERT_GE(rows.size(), 20u);
+  EXPECT_EQ(rows.back().verdict, dts::Verdict::skip) << rows.back().detail;
+  EXPECT_NE(rows.back().detail.find("interrupted by SIG"), std::string::npos) << rows.back().detail;
+  EXPECT_NE(read_file(o.junit).find(" errors=\"0\""), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RankLost, ::testing::Values(std::string(), std::string("tcp")),
+                         [](const auto& param) { return param.param.empty() ? std::string("default") : param.param; });
+
+// The same launcher ending the job for a user (Ctrl-C to mpirun: SIGINT, which it turns into
+// SIGTERM to every rank) with every rank alive: the case was interrupted, a skip, as before.
+TEST(LauncherSignalled, EveryRankAliveIsAnInterruption) {
+  if (!open_mpi_launcher()) GTEST_SKIP() << "needs Open MPI's launcher (it ends the ranks with SIGTERM)";
+  const Outputs o("launcher_signalled");
+  // exec: the child is the launcher itself, not a shell above it.
+  const pid_t child = start_shell("exec " + two_node_command() + kLongSweep + o.flags());
+  ASSERT_GE(child, 0);
+  wait_for_lines(o.csv, 20);
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string err = read_file(o.err);
+  EXPECT_NE(line_starting(err, "dtsuite: interrupted by SIGTERM"), "") << err;
+  const auto rows = dts::read_results_csv(o.csv.string());
+  ASSERT_GE(rows.size(), 20u);
+  EXPECT_EQ(rows.back().verdict, dts::Verdict::skip);
+  EXPECT_NE(rows.back().detail.find("interrupted by SIGTERM"), std::string::npos) << rows.back().detail;
+  const std::string junit = read_file(o.junit);
+  EXPECT_NE(junit.find(" errors=\"0\""), std::string::npos) << junit.substr(0, 400);
+  EXPECT_NE(junit.find(" skipped=\"1\""), std::string::npos) << junit.substr(0, 400);
+  EXPECT_EQ(prom_line(o.prom, "dtsuite_cases_failed"), "dtsuite_cases_failed 0");
+  EXPECT_NE(read_file(o.out).find("# Failed cases : 0\n"), std::string::npos);
+}
 
 // Started by another MPI library's launcher (or with its variables), each rank is a job of one
 // rank: N jobs that measure nothing between ranks and write the same outputs. The run refuses

@@ -275,24 +275,29 @@ class HarnessContext final : public RunContext {
 };
 
 // SIGINT and SIGTERM: a handler (whichever thread the kernel picks: MPI's and BLAS's threads
-// have masks of their own) writes the signal's number to a pipe; a thread of ours reads it and
-// hands the first to `on_signal`, which ends the job.
+// have masks of their own) writes the signal's number and its sender to a pipe; a thread of ours
+// reads them and hands the first to `on_signal`, which ends the job.
+struct CaughtSignal {
+  int signal = 0;
+  pid_t sender = 0;  // 0: the kernel's (a terminal's Ctrl-C)
+};
 int g_signal_pipe[2] = {-1, -1};
-extern "C" void forward_stop_signal(int signal) {
+extern "C" void forward_stop_signal(int signal, siginfo_t* info, void* /*context*/) {
   const int saved = errno;
-  const unsigned char byte = static_cast<unsigned char>(signal);
-  [[maybe_unused]] const ssize_t written = ::write(g_signal_pipe[1], &byte, 1);  // async-signal-safe
+  const CaughtSignal caught{signal, info && info->si_code <= 0 ? info->si_pid : 0};  // si_code <= 0: sent by a process
+  // One write of a few bytes, below PIPE_BUF: whole or not at all; async-signal-safe.
+  [[maybe_unused]] const ssize_t written = ::write(g_signal_pipe[1], &caught, sizeof caught);
   errno = saved;
 }
 
 class SignalWatcher {
  public:
-  explicit SignalWatcher(std::function<void(int)> on_signal) {
+  explicit SignalWatcher(std::function<void(const CaughtSignal&)> on_signal) {
     if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;  // no pipe: the default action stays
     struct sigaction action {};
-    action.sa_handler = forward_stop_signal;
+    action.sa_sigaction = forward_stop_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
+    action.sa_flags = SA_RESTART | SA_SIGINFO;
     ::sigaction(SIGINT, &action, &previous_int_);
     ::sigaction(SIGTERM, &action, &previous_term_);
     installed_ = true;
@@ -300,9 +305,9 @@ class SignalWatcher {
       while (!stopping_.load()) {
         pollfd fd{g_signal_pipe[0], POLLIN, 0};
         if (::poll(&fd, 1, 100) <= 0) continue;  // 0.1 s: how soon stop() returns
-        unsigned char byte = 0;
-        if (::read(g_signal_pipe[0], &byte, 1) == 1) {
-          on_signal(byte);
+        CaughtSignal caught;
+        if (::read(g_signal_pipe[0], &caught, sizeof caught) == static_cast<ssize_t>(sizeof caught)) {
+          on_signal(caught);
           return;
         }
       }
@@ -539,10 +544,10 @@ int run_with_mpi(Command& cmd) {
   std::mutex current_mutex;
   // The last word of a job that ends while a case runs (rank 0, from the watchdog's or the
   // signal thread): the case's row, then the sinks closed, one line on stderr, and the job ended
-  // with `exit_code`. Rows already written stay as they are.
+  // with `exit_code`. Rows already written stay as they are. `error_type`: the row's (Record).
   std::mutex ending_mutex;  // one ending only: a signal during a timeout's write waits for it
   auto end_job = [&](Verdict verdict, const std::string& detail, double threshold, const std::string& line,
-                     int exit_code) {
+                     int exit_code, const std::string& error_type) {
     std::lock_guard ending(ending_mutex);
     Record r;
     {
@@ -560,6 +565,7 @@ int run_with_mpi(Command& cmd) {
       r.verdict = verdict;
       r.threshold = threshold;
       r.detail = detail;
+      r.error_type = error_type;
       context.stamp(r);
       results.write(r);
     }
@@ -576,7 +582,7 @@ int run_with_mpi(Command& cmd) {
       std::lock_guard lock(current_mutex);
       if (current_case && current_case->time_budget_seconds > 0) threshold = current_case->time_budget_seconds;
     }
-    end_job(Verdict::timeout, why, threshold, "timeout: " + why, kExitTimeout);
+    end_job(Verdict::timeout, why, threshold, "timeout: " + why, kExitTimeout, "");
   });
 
   // An error on some ranks while the others wait inside a call that the failed ranks will never
@@ -590,18 +596,46 @@ int run_with_mpi(Command& cmd) {
     }
     end_job(Verdict::fail, error + "; the case cannot end (ranks still in it: " + where + "); the job stops here", 0,
             "error in case " + case_id + ": " + error + "; the job stops (ranks still in the case: " + where + ")",
-            status == kStatusSetup ? kExitUsage : kExitFail);
+            status == kStatusSetup ? kExitUsage : kExitFail, "");
   });
 
   // SIGINT or SIGTERM (Ctrl-C, scancel, a CI job's cancel): rank 0 writes the running case's row
   // (skip: it did not finish), closes the sinks and ends the job with 128 + the signal's number.
   // Another rank that gets one gives rank 0, which a launcher signals too, a moment to do so first.
-  SignalWatcher signals([&](int signal) {
+  // A launcher also sends SIGTERM when the job lost a process (killed, crashed): every rank says
+  // it got the signal, and a rank gone without a word makes the row a FAIL naming it and its node
+  // (Watchdog::lost_ranks), and the exit code 1. A signal from the rank's parent process is the
+  // launcher's (mpirun, its daemon, slurmstepd), which signals every rank.
+  SignalWatcher signals([&](const CaughtSignal& caught) {
+    const int signal = caught.signal;
     const std::string what = signal == SIGINT ? "SIGINT" : "SIGTERM";
-    if (!leader) std::this_thread::sleep_for(std::chrono::seconds(3));
+    watchdog.note_signal(signal);
+    if (!leader) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+    } else if (const Watchdog::Lost lost = watchdog.lost_ranks(caught.sender != 0 && caught.sender == ::getppid());
+               lost.any()) {
+      std::string case_id;
+      {
+        std::lock_guard lock(current_mutex);
+        if (current_case) case_id = current_case->id;
+      }
+      std::string who;
+      if (lost.ranks.empty()) {
+        who = "a rank of the job was lost (rank 0's MPI calls no longer return, as when the library reports a lost "
+              "peer, so it could not ask which)";
+      } else {
+        who = watchdog.describe_ranks(lost.ranks) +
+              (lost.ranks.size() == 1 ? " stopped answering (killed, or crashed)"
+                                      : " stopped answering (killed, crashed, or held up by a lost peer)");
+      }
+      end_job(Verdict::fail, who + " during the case, so it cannot finish; the job was then ended by " + what, 0,
+              who + (case_id.empty() ? "" : " during case " + case_id) + "; the job was ended by " + what +
+                  "; rows written so far are kept (exit " + std::to_string(kExitFail) + ")",
+              kExitFail, "rank_lost");
+    }
     const int code = kExitSignalBase + signal;
     end_job(Verdict::skip, "interrupted by " + what + " before the case finished", 0,
-            "interrupted by " + what + "; rows written so far are kept (exit " + std::to_string(code) + ")", code);
+            "interrupted by " + what + "; rows written so far are kept (exit " + std::to_string(code) + ")", code, "");
   });
 
   // A suite that catches an error and agrees on it itself (leave_together) says so here first.
@@ -647,6 +681,10 @@ int run_with_mpi(Command& cmd) {
     }
     context.forget_participants();
     progress.end(step);
+    {
+      std::lock_guard lock(current_mutex);
+      current_case = nullptr;  // its rows are written: an ending before the next one writes none for it
+    }
   }
 
   set_failure_listener(nullptr);

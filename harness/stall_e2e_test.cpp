@@ -80,6 +80,7 @@ TEST(Stall, ARankKilledOnTheOtherNodeIsNamedAndTheRowsKept) {
   const auto rows = dts::read_results_csv(csv.string());
   ASSERT_GE(rows.size(), 40u);  // what was measured before the kill is kept
   EXPECT_EQ(rows.back().verdict, dts::Verdict::timeout);
+  EXPECT_NE(rows.back().detail.find("3 (node n1)"), std::string::npos) << rows.back().detail;
 }
 
 }  // namespace

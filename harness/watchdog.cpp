@@ -2,12 +2,15 @@
 // their state: the case they are in and whether their main thread is inside a communication
 // call (OpObserver). Rank 0 polls its own case's age; past the timeout it queries everyone,
 // waits a bounded time for answers, and reports: ranks in an earlier case, or not inside a call
-// while others are, did not arrive; ranks that do not answer are named as unresponsive.
+// while others are, did not arrive; ranks that do not answer are named as unresponsive. On SIGINT
+// or SIGTERM every rank says it got the signal, and rank 0 takes the ranks that did not for lost
+// (lost_ranks; it asks, on tags of its own, when the signal may have come to rank 0 alone).
 #include "harness/watchdog.h"
 
 #include <algorithm>
 #include <cstring>
 #include <array>
+#include <condition_variable>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -18,6 +21,7 @@ namespace dts {
 
 namespace {
 constexpr int kQueryTag = 7101, kStateTag = 7102, kErrorTag = 7103;
+constexpr int kLivenessQueryTag = 7104, kLivenessStateTag = 7105, kSignalTag = 7106;
 constexpr int64_t kStopQuery = -1;  // a query is its sequence number, 1, 2, ...
 constexpr auto kPoll = std::chrono::milliseconds(10);
 // How long rank 0 waits for the others' answers once a timeout fired: their watchdog threads
@@ -28,7 +32,10 @@ constexpr auto kAnswerWait = std::chrono::seconds(3);
 // the last look's interval, so a case ends about two of these after the error.
 constexpr auto kErrorGrace = std::chrono::seconds(1);
 constexpr size_t kErrorTextLimit = 1000;  // bytes of an error's text sent to rank 0
-
+// How long lost_ranks waits, past each of its windows, for its thread to finish the step: the
+// thread's own calls take microseconds, but a thread of a loaded machine may wait a time slice or
+// two. Not finished by then, the thread is held up inside MPI.
+constexpr auto kLivenessGrace = std::chrono::milliseconds(150);
 
 std::string join(const std::vector<int>& ranks) {
   std::string out;
@@ -44,8 +51,16 @@ Watchdog::Watchdog(std::shared_ptr<OpObserver> tested, std::shared_ptr<OpObserve
       timeout_seconds_(timeout_seconds),
       on_timeout_(std::move(on_timeout)) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  // A dead peer must not end rank 0 before it wrote what it knows: errors come back as codes
+  // (an MPI that reports a lost process, as ULFM's does), and are taken as no answer.
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  watch_channel_.query_tag = kQueryTag;
+  watch_channel_.state_tag = kStateTag;
+  liveness_channel_.query_tag = kLivenessQueryTag;
+  liveness_channel_.state_tag = kLivenessStateTag;
+  signalled_.resize(static_cast<size_t>(size_));
   thread_ = std::thread([this] { rank_ == 0 ? run_leader() : run_follower(); });
 }
 
@@ -201,22 +216,50 @@ void Watchdog::stop() {
   MPI_Comm_free(&comm_);
 }
 
+// Answers the watchdog thread's queries and lost_ranks' alike, each on its channel's tags, until
+// the stop query (or until rank 0 can no longer be heard: an MPI error).
 void Watchdog::run_follower() {
-  int64_t query = 0;
-  MPI_Request request;
-  MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
-  while (true) {
-    int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      std::this_thread::sleep_for(kPoll);
-      continue;
+  struct Listener {
+    int query_tag, state_tag;
+    int64_t query = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::array<Listener, 2> listeners{Listener{kQueryTag, kStateTag}, Listener{kLivenessQueryTag, kLivenessStateTag}};
+  for (Listener& l : listeners) MPI_Irecv(&l.query, 1, MPI_INT64_T, 0, l.query_tag, comm_, &l.request);
+  MPI_Request note = MPI_REQUEST_NULL;  // note_signal's message to rank 0, once
+  bool listening = true;
+  while (listening) {
+    if (signal_note_ == 0 && signal_.load() != 0) {
+      signal_note_ = signal_.load();
+      MPI_Isend(&signal_note_, 1, MPI_INT64_T, 0, kSignalTag, comm_, &note);
     }
-    if (query == kStopQuery) return;
-    State state = local_state();
-    state[kStateSize - 1] = query;  // the query's sequence number, echoed
-    MPI_Send(state.data(), kStateSize, MPI_INT64_T, 0, kStateTag, comm_);
-    MPI_Irecv(&query, 1, MPI_INT64_T, 0, kQueryTag, comm_, &request);
+    if (note != MPI_REQUEST_NULL) {
+      int sent = 0;
+      MPI_Test(&note, &sent, MPI_STATUS_IGNORE);
+    }
+    bool answered = false;
+    for (Listener& l : listeners) {
+      int done = 0;
+      if (MPI_Test(&l.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || (done && l.query == kStopQuery)) {
+        listening = false;
+        break;
+      }
+      if (!done) continue;
+      State state = local_state();
+      state[kStateSize - 1] = l.query;  // the query's sequence number, echoed
+      MPI_Send(state.data(), kStateSize, MPI_INT64_T, 0, l.state_tag, comm_);
+      MPI_Irecv(&l.query, 1, MPI_INT64_T, 0, l.query_tag, comm_, &l.request);
+      answered = true;
+    }
+    if (listening && !answered) std::this_thread::sleep_for(kPoll);
+  }
+  // No receive outlives this thread's buffers; a note not yet taken goes on alone (its buffer is
+  // the object's).
+  if (note != MPI_REQUEST_NULL) MPI_Request_free(&note);
+  for (Listener& l : listeners) {
+    if (l.request == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&l.request);
+    MPI_Wait(&l.request, MPI_STATUS_IGNORE);
   }
 }
 
@@ -229,6 +272,7 @@ void Watchdog::run_leader() {
   auto last_progress = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
     std::this_thread::sleep_for(kPoll);
+    take_signal_notes();  // at once: a rank's leaving may hold MPI up later (lost_ranks)
     if (watch_errors()) return;  // on_stuck_error ends the job
     if (timeout_seconds_ <= 0 || !case_active_.load()) continue;
     std::chrono::steady_clock::time_point start;
@@ -292,30 +336,38 @@ void Watchdog::run_leader() {
 // rank) is recognised and waited past, never taken for this one. A receive still open at the
 // deadline is cancelled and completed (MPI_Wait), so no buffer of it outlives this call; if the
 // answer raced in before the cancel, it is used.
-Watchdog::Answers Watchdog::query_states() {
+Watchdog::Answers Watchdog::query_states() { return query_states(watch_channel_, kAnswerWait); }
+
+Watchdog::Answers Watchdog::query_states(Channel& channel, std::chrono::steady_clock::duration wait) {
   Answers a;
   a.states.assign(static_cast<size_t>(size_), State{});
   a.answered.assign(static_cast<size_t>(size_), false);
   a.states[0] = local_state();
   a.answered[0] = true;
-  const int64_t seq = ++query_seq_;
-  query_buffer_.assign(static_cast<size_t>(size_), seq);  // outlives a send freed below (a dead rank's)
+  const int64_t seq = ++channel.seq;
+  channel.buffer.assign(static_cast<size_t>(size_), seq);  // outlives a send freed below (a dead rank's)
   std::vector<MPI_Request> sends(static_cast<size_t>(size_), MPI_REQUEST_NULL), receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  std::vector<bool> failed(static_cast<size_t>(size_), false);  // an MPI error: no answer will come
   const auto post = [&](int r) {
-    MPI_Irecv(a.states[static_cast<size_t>(r)].data(), kStateSize, MPI_INT64_T, r, kStateTag, comm_,
+    MPI_Irecv(a.states[static_cast<size_t>(r)].data(), kStateSize, MPI_INT64_T, r, channel.state_tag, comm_,
               &receives[static_cast<size_t>(r)]);
   };
   for (int r = 1; r < size_; ++r) {
-    MPI_Isend(&query_buffer_[static_cast<size_t>(r)], 1, MPI_INT64_T, r, kQueryTag, comm_, &sends[static_cast<size_t>(r)]);
+    MPI_Isend(&channel.buffer[static_cast<size_t>(r)], 1, MPI_INT64_T, r, channel.query_tag, comm_,
+              &sends[static_cast<size_t>(r)]);
     post(r);
   }
-  const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   int pending = size_ - 1;
   while (pending > 0 && std::chrono::steady_clock::now() < deadline) {
     for (int r = 1; r < size_; ++r) {
-      if (a.answered[static_cast<size_t>(r)]) continue;
+      if (a.answered[static_cast<size_t>(r)] || failed[static_cast<size_t>(r)]) continue;
       int done = 0;
-      MPI_Test(&receives[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
+      if (MPI_Test(&receives[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        failed[static_cast<size_t>(r)] = true;
+        --pending;
+        continue;
+      }
       if (!done) continue;
       if (a.states[static_cast<size_t>(r)][kStateSize - 1] != seq) {
         post(r);  // a late answer to an earlier query: wait for this one's
@@ -327,18 +379,119 @@ Watchdog::Answers Watchdog::query_states() {
     if (pending > 0) std::this_thread::sleep_for(kPoll);
   }
   for (int r = 1; r < size_; ++r) {
-    if (!a.answered[static_cast<size_t>(r)]) {
+    if (!a.answered[static_cast<size_t>(r)] && receives[static_cast<size_t>(r)] != MPI_REQUEST_NULL) {
       MPI_Status status;
       MPI_Cancel(&receives[static_cast<size_t>(r)]);
-      MPI_Wait(&receives[static_cast<size_t>(r)], &status);
+      const bool waited = MPI_Wait(&receives[static_cast<size_t>(r)], &status) == MPI_SUCCESS;
       int cancelled = 0;
       MPI_Test_cancelled(&status, &cancelled);
-      a.answered[static_cast<size_t>(r)] = !cancelled && a.states[static_cast<size_t>(r)][kStateSize - 1] == seq;
+      a.answered[static_cast<size_t>(r)] = waited && !failed[static_cast<size_t>(r)] && !cancelled &&
+                                           a.states[static_cast<size_t>(r)][kStateSize - 1] == seq;
     }
     // A dead rank never takes its query: free the send rather than wait on it.
-    MPI_Request_free(&sends[static_cast<size_t>(r)]);
+    if (sends[static_cast<size_t>(r)] != MPI_REQUEST_NULL) MPI_Request_free(&sends[static_cast<size_t>(r)]);
   }
   return a;
+}
+
+void Watchdog::note_signal(int signal) {
+  if (rank_ != 0) signal_.store(signal);
+}
+
+void Watchdog::take_signal_notes() {
+  while (true) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, kSignalTag, comm_, &found, &message, &status) != MPI_SUCCESS || !found) return;
+    int64_t signal = 0;
+    MPI_Mrecv(&signal, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+    std::lock_guard lock(signalled_mutex_);
+    auto& at = signalled_[static_cast<size_t>(status.MPI_SOURCE)];
+    if (!at) at = std::chrono::steady_clock::now();
+  }
+}
+
+Watchdog::Lost Watchdog::lost_ranks(bool from_launcher) {
+  const auto asked = std::chrono::steady_clock::now();
+  // What the thread found, step by step; shared, as the thread may outlive this call.
+  struct Progress {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool notes_taken = false;  // the signal window is over (or every rank said so)
+    bool done = false;
+    std::optional<Answers> answers;  // when it asked
+  };
+  auto progress = std::make_shared<Progress>();
+  const auto signalled_count = [this] {
+    std::lock_guard lock(signalled_mutex_);
+    return std::count_if(signalled_.begin(), signalled_.end(), [](const auto& at) { return at.has_value(); });
+  };
+  std::thread([this, progress, signalled_count, from_launcher] {
+    std::lock_guard one_at_a_time(liveness_mutex_);
+    const auto window_end = std::chrono::steady_clock::now() + kSignalWindow;
+    while (true) {
+      take_signal_notes();  // the first call is the test that MPI answers
+      if (signalled_count() == size_ - 1 || std::chrono::steady_clock::now() >= window_end) break;
+      std::this_thread::sleep_for(kPoll);
+    }
+    {
+      std::lock_guard lock(progress->mutex);
+      progress->notes_taken = true;
+      progress->changed.notify_all();
+    }
+    std::optional<Answers> answers;
+    if (!from_launcher && signalled_count() < size_ - 1) {
+      answers = query_states(liveness_channel_, kAnswerWindow);
+      take_signal_notes();
+    }
+    std::lock_guard lock(progress->mutex);
+    progress->answers = std::move(answers);
+    progress->done = true;
+    progress->changed.notify_all();
+  }).detach();
+
+  bool done = false;
+  std::optional<Answers> answers;
+  {
+    std::unique_lock lock(progress->mutex);
+    const auto start = std::chrono::steady_clock::now();
+    if (progress->changed.wait_until(lock, start + kSignalWindow + kLivenessGrace, [&] { return progress->notes_taken; })) {
+      done = progress->changed.wait_until(lock, std::chrono::steady_clock::now() + kAnswerWindow + kLivenessGrace,
+                                          [&] { return progress->done; });
+    }
+    if (done) answers = progress->answers;
+  }
+  Lost lost;
+  std::lock_guard lock(signalled_mutex_);
+  bool anyone_signalled = false;
+  for (const auto& at : signalled_) {
+    if (at && *at <= asked - kEarlierSignal) return lost;  // that rank ended the job on its signal
+    anyone_signalled = anyone_signalled || at;
+  }
+  if (!done && !anyone_signalled) {
+    lost.held_up = true;
+    return lost;
+  }
+  for (int r = 1; r < size_; ++r) {
+    const bool answered = answers && answers->answered[static_cast<size_t>(r)];
+    if (!signalled_[static_cast<size_t>(r)] && !answered) lost.ranks.push_back(r);
+  }
+  return lost;
+}
+
+std::string Watchdog::describe_ranks(const std::vector<int>& ranks) const {
+  std::vector<std::string> nodes;
+  {
+    std::lock_guard lock(case_mutex_);
+    nodes = nodes_;
+  }
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+    if (static_cast<size_t>(ranks[i]) < nodes.size()) text += " (node " + nodes[static_cast<size_t>(ranks[i])] + ")";
+  }
+  return text;
 }
 
 std::string Watchdog::diagnose(const std::string& why, const Answers& answers) {

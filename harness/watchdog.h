@@ -53,6 +53,38 @@ class Watchdog {
   void on_stuck_error(std::function<void(int status, const std::string& error, const std::string& where)> callback);
   // The node of each rank (comm/topology.h), named in the diagnosis of ranks that did not arrive.
   void set_nodes(std::vector<std::string> node_of_rank);
+  // Any rank, from the thread that caught SIGINT or SIGTERM: says so to rank 0 (a rank other than
+  // 0 has its watchdog thread send it at once, whatever its main thread does; on rank 0 it does
+  // nothing). A rank that said so is alive when the signal came, and one that then ends the job
+  // itself has left on a signal, not been lost.
+  void note_signal(int signal);
+  // What lost_ranks found. `ranks`: the ranks gone without a word; `held_up`: nobody could be asked
+  // (rank 0's MPI calls did not return, as when the library reports a lost peer) and no rank had
+  // said it got a signal.
+  struct Lost {
+    std::vector<int> ranks;
+    bool held_up = false;
+    bool any() const { return !ranks.empty() || held_up; }
+  };
+  // Rank 0, the thread that caught SIGINT or SIGTERM, before the job ends: which ranks are gone.
+  // A launcher signals every rank together, both when it is told to stop and when the job lost a
+  // process (Open MPI's mpirun sends SIGTERM, and SIGKILL 1 s later): the ranks still there say so
+  // (note_signal), and with `from_launcher` those that do not within kSignalWindow are gone, and
+  // rank 0 sends nothing (Open MPI's TCP transport ends a process that sends to a lost peer). A
+  // signal from elsewhere may have come to rank 0 alone: unless every rank said so, rank 0 asks
+  // every rank and waits kAnswerWindow for the answers. Every MPI call is made on a thread of its
+  // own, so lost_ranks returns within about kSignalWindow + kAnswerWindow + 0.3 s whatever MPI
+  // does (the same transport holds every call while it reports a lost peer), leaving a thread
+  // still held up inside MPI behind: the caller must end the job next. The windows leave more than
+  // a third of the launcher's second for writing the row and closing the outputs, while a live
+  // rank's watchdog thread answers within a poll (10 ms): 20 and 30 polls. A rank that said so
+  // kEarlierSignal or more before rank 0's own signal had a signal of its own and ended the job on
+  // it (3 s later): an interruption, and the ranks its leaving holds up are not lost.
+  static constexpr std::chrono::milliseconds kSignalWindow{200}, kAnswerWindow{300};
+  static constexpr std::chrono::seconds kEarlierSignal{1};
+  Lost lost_ranks(bool from_launcher);
+  // "rank 3 (node n1)", "ranks 1 (node n0), 3 (node n1)": each with its node when known.
+  std::string describe_ranks(const std::vector<int>& ranks) const;
   // Collective: every rank calls it before MPI_Finalize.
   void stop();
 
@@ -66,7 +98,15 @@ class Watchdog {
     std::vector<State> states;
     std::vector<bool> answered;
   };
-  Answers query_states();
+  // A query and its answers travel on a channel's own tags, so that the watchdog thread's queries
+  // and lost_ranks (another thread) never take each other's answers.
+  struct Channel {
+    int query_tag = 0, state_tag = 0;
+    int64_t seq = 0;                  // the last query's sequence number
+    std::vector<int64_t> buffer;      // the last queries' send buffers
+  };
+  Answers query_states(Channel& channel, std::chrono::steady_clock::duration wait);
+  Answers query_states();  // the watchdog thread's channel, kAnswerWait
   std::string diagnose(const std::string& why, const Answers& answers);
   // Rank 0's watchdog thread: takes in the errors other ranks reported (body_done), and ends the
   // job when the ranks that did not fail are stuck inside a call. Returns true when it did.
@@ -96,13 +136,21 @@ class Watchdog {
   std::function<void(int, const std::string&, const std::string&)> on_stuck_error_;
   std::vector<int64_t> calls_at_error_check_;  // leader thread only
   std::atomic<bool> stopping_{false};
-  std::mutex case_mutex_;
+  mutable std::mutex case_mutex_;
   std::string case_id_;
   std::chrono::steady_clock::time_point case_start_;
   double case_budget_ = 0;
   std::vector<std::string> nodes_;
-  int64_t query_seq_ = 0;                 // leader thread only
-  std::vector<int64_t> query_buffer_;     // the last queries' send buffers
+  Channel watch_channel_;                 // leader thread only
+  Channel liveness_channel_;              // lost_ranks' thread, under liveness_mutex_
+  std::mutex liveness_mutex_;
+  // Rank 0: takes in note_signal's messages (matched probes, so that any thread may).
+  void take_signal_notes();
+  std::mutex signalled_mutex_;
+  // Rank 0: when each rank said it got a signal (taken in by the watchdog thread within a poll).
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> signalled_;
+  std::atomic<int> signal_{0};            // a follower: the signal it caught, for its watchdog thread
+  int64_t signal_note_ = 0;               // a follower: the note's send buffer
   std::thread thread_;
   bool stopped_ = false;
 };

@@ -194,8 +194,8 @@ std::string JunitSink::render_case(const OpenCase& c) const {
     return text;
   };
   if (!c.errors.empty()) {
-    xml += "      <error type=\"timeout\" message=\"" + xml_escape(c.error_message, true) + "\">" +
-           body(c.errors) + body(c.failures) + "</error>\n";
+    xml += "      <error type=\"" + xml_escape(c.error_type, true) + "\" message=\"" + xml_escape(c.error_message, true) +
+           "\">" + body(c.errors) + body(c.failures) + "</error>\n";
   } else if (!c.failures.empty()) {
     xml += "      <failure type=\"fail\" message=\"" + xml_escape(c.failure_message, true) + "\">" +
            body(c.failures) + "</failure>\n";
@@ -273,15 +273,23 @@ void JunitSink::write(const Record& record) {
   last_record_ = now;
   const std::string line = describe(record);
   open_->output.push_back(line);
+  const auto add_error = [&](const std::string& type) {
+    if (open_->errors.empty()) {
+      open_->error_message = record.detail.empty() ? line : record.detail;
+      open_->error_type = type;
+    }
+    open_->errors.push_back(line);
+  };
   switch (record.verdict) {
     case Verdict::fail:
+      if (!record.error_type.empty()) {
+        add_error(record.error_type);
+        break;
+      }
       if (open_->failures.empty()) open_->failure_message = line;
       open_->failures.push_back(line);
       break;
-    case Verdict::timeout:
-      if (open_->errors.empty()) open_->error_message = record.detail.empty() ? line : record.detail;
-      open_->errors.push_back(line);
-      break;
+    case Verdict::timeout: add_error("timeout"); break;
     case Verdict::skip:
       if (open_->skips.empty()) open_->skip_message = record.detail.empty() ? line : record.detail;
       open_->skips.push_back(line);

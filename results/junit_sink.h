@@ -38,8 +38,9 @@ std::string xml_escape(std::string_view text, bool attribute);
 //
 // Verdicts: a fail record makes the case a <failure> (message: metric, value, threshold, detail of
 // the first failing record; every failing record in the body); a timeout record an <error
-// type="timeout"> carrying the watchdog's detail; a skip, with nothing failed, <skipped>. Every
-// record is also one line of <system-out>.
+// type="timeout"> carrying the watchdog's detail, and a fail record with an error_type (the case
+// could not run to its end: a rank was lost) an <error> of that type carrying its detail; a skip,
+// with nothing failed, <skipped>. Every record is also one line of <system-out>.
 //
 // Not thread-safe: the harness serializes writes (the watchdog's timeout record included).
 class JunitSink : public Sink {
@@ -62,6 +63,7 @@ class JunitSink : public Sink {
     int repetition = 1;  // --repeat: a case runs once per pass, each pass its own testcase
     std::vector<std::string> failures, errors, skips, output;  // one line per record
     std::string failure_message, error_message, skip_message;
+    std::string error_type;  // the first error's: "timeout", or a fail record's error_type
     double seconds = 0;
   };
   struct Counts {

@@ -198,6 +198,36 @@ TEST_F(JunitSinkTest, VerdictsMapToFailureErrorSkipped) {
   EXPECT_EQ(properties["run_id"], "run-1");
 }
 
+// A fail record that says the case could not run to its end (error_type: a rank of the job was
+// lost) is an <error> of that type, counted with the errors, not the failures; a case's earlier
+// failing check stays in its body.
+TEST_F(JunitSinkTest, AFailWithAnErrorTypeIsAnError) {
+  const fs::path path = dir_ / "rank_lost.xml";
+  JunitSink sink(path.string());
+  sink.write(record("a", "wrong", Verdict::fail, 2));
+  Record lost = record("a", "check", Verdict::fail, 0);
+  lost.detail = "rank 3 (node n1) stopped answering (killed, or crashed) during the case";
+  lost.error_type = "rank_lost";
+  sink.write(lost);
+  sink.write(record("b", "wrong", Verdict::fail, 1));  // no error_type: a failure, as before
+  sink.close();
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->attributes.at("tests"), "2");
+  EXPECT_EQ(root->attributes.at("errors"), "1");
+  EXPECT_EQ(root->attributes.at("failures"), "1");
+  const auto cases = suite_of(*root)->all("testcase");
+  ASSERT_EQ(cases.size(), 2u);
+  const Element* error = cases[0]->first("error");
+  ASSERT_TRUE(error);
+  EXPECT_FALSE(cases[0]->first("failure"));
+  EXPECT_EQ(error->attributes.at("type"), "rank_lost");
+  EXPECT_EQ(error->attributes.at("message"), lost.detail);
+  EXPECT_NE(error->text.find("wrong in_place = 2 elements [fail]"), std::string::npos) << error->text;
+  ASSERT_TRUE(cases[1]->first("failure"));
+  EXPECT_FALSE(cases[1]->first("error"));
+}
+
 // --repeat: a case runs once per pass, and a pass may start with the case that ended the one
 // before; each pass's run is a testcase of its own, the later ones named with their repetition.
 TEST_F(JunitSinkTest, EachRepetitionIsATestcase) {

@@ -50,6 +50,11 @@ struct Record {
   std::vector<double> samples;
   std::string seed;  // the run's --seed (decimal), filled by the harness; empty: not recorded
   int repetition = 1;  // which pass over the run's plan (--repeat) measured it, from 1
+  // A fail record that says the case could not run to its end, not that a check did not hold:
+  // what stopped it ("rank_lost": a rank of the job is gone), for sinks that tell the two apart
+  // (JUnit: an <error> of this type instead of a <failure>). Empty on every other record. Not a
+  // CSV column: `detail` says it in words.
+  std::string error_type;
 };
 
 // The value of `key` in a config ("key=value;key=value"), or nothing when the key is absent.
