@@ -72,7 +72,7 @@ TEST(Convergence, TheRuleHoldsOnASoundStackAndEveryEpochIsARow) {
 }
 
 TEST(Convergence, TheSyntheticTeacherStudentSetHoldsTheRuleToo) {
-  const auto rows = run_convergence(2, "--data teacher-student --scan-scales none", 0, "synthetic");
+  const auto rows = run_convergence(2, "--data teacher-student --scan-scales none --sweep none", 0, "synthetic");
   const auto f = finals(rows);
   ASSERT_TRUE(f.count({"scaled-k8", "rule_held"}));
   EXPECT_EQ(f.at({"scaled-k8", "rule_held"}).verdict, dts::Verdict::pass) << f.at({"scaled-k8", "rule_held"}).detail;
@@ -158,6 +158,9 @@ TEST(Convergence, RefusedFlagValuesAreOneLineAndExitTwo) {
   // (arguments, what the one line must say)
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--sweep 16:1e30", "must be a number in (0, 1e+06]"},  // --base-lr's bound
+      {"--sweep ''", "write --sweep none"},                   // empty: refused alike for both lists
+      {"--scan-scales ''", "write --scan-scales none"},
+      {"--group-ranks 3", "--group-ranks 3 exceeds the job's 2 ranks"},  // not shrunk to 2 silently
   };
   for (const auto& [args, says] : refused) {
     const RunResult r = run_dtsuite(2, "run convergence " + args);

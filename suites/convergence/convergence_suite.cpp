@@ -76,8 +76,10 @@ class ConvergenceFlags final : public FlagGroup {
                                                  "(eta: the rule broken on purpose)")
         ->check(CLI::IsMember({"linear", "none"}))->capture_default_str();
     g.add_option("--sweep", sweep_text_, "hyperparameter sweep: BATCH:LR configurations, comma-separated, trained at "
-                                         "once on disjoint groups of ranks (instead of the scaling rule)");
-    g.add_option("--group-ranks", group_ranks, "ranks per concurrent convergence run; 0: groups of at least 2")
+                                         "once on disjoint groups of ranks (instead of the scaling rule); none: no sweep")
+        ->capture_default_str();
+    g.add_option("--group-ranks", group_ranks, "ranks per concurrent convergence run, at most the job's; 0: groups of "
+                                               "at least 2")
         ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   }
 
@@ -85,11 +87,13 @@ class ConvergenceFlags final : public FlagGroup {
     scale_lr = scaled_lr_text_ == "linear";
     scan.clear();
     if (scan_text_ != "none") {
-      for (const std::string& item : parse_list(scan_text_)) scan.push_back(integer_of(item, "--scan-scales", 2));
+      for (const std::string& item : items_of(scan_text_, "--scan-scales", "no scan")) {
+        scan.push_back(integer_of(item, "--scan-scales", 2));
+      }
     }
     sweep.clear();
-    if (!sweep_text_.empty()) {
-      for (const std::string& item : parse_list(sweep_text_)) {
+    if (sweep_text_ != "none") {
+      for (const std::string& item : items_of(sweep_text_, "--sweep", "no sweep (the scaling rule)")) {
         const size_t colon = item.find(':');
         if (colon == std::string::npos) {
           throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "' is not BATCH:LR (e.g. 64:0.08)");
@@ -111,6 +115,16 @@ class ConvergenceFlags final : public FlagGroup {
     }
   }
 
+  // Refused before anything runs (plan: the job's size is known there, not in finish): a group
+  // larger than the job cannot be formed, and a smaller one in its place is not what was asked.
+  void check_group_ranks(int world_size) const {
+    if (group_ranks > world_size) {
+      throw Error(Error::Kind::invalid_argument,
+                  "--group-ranks " + std::to_string(group_ranks) + " exceeds the job's " + std::to_string(world_size) +
+                      " ranks (at most " + std::to_string(world_size) + ", or 0 for groups of at least 2)");
+    }
+  }
+
   std::string describe() const override {
     if (!sweep.empty()) return "convergence: sweep of " + std::to_string(sweep.size()) + " configurations on " + data;
     return "convergence: linear scaling rule at k=" + std::to_string(scale) + " on " + data + ", warm-up " +
@@ -119,6 +133,20 @@ class ConvergenceFlags final : public FlagGroup {
 
 
  private:
+  // A list flag's items; an empty value is refused, saying what to write for none (an empty
+  // string from a script's unset variable must not pass as a choice).
+  static std::vector<std::string> items_of(const std::string& text, const std::string& flag, const std::string& none) {
+    if (text.find_first_not_of(" \t") == std::string::npos) {
+      throw Error(Error::Kind::invalid_argument,
+                  flag + " '" + text + "' is empty: write " + flag + " none for " + none);
+    }
+    try {
+      return parse_list(text);
+    } catch (const Error& e) {
+      throw Error(Error::Kind::invalid_argument, flag + ": " + e.what());
+    }
+  }
+
   static int integer_of(const std::string& text, const std::string& what, int minimum) {
     try {
       size_t used = 0;
@@ -130,7 +158,7 @@ class ConvergenceFlags final : public FlagGroup {
                 what + " '" + text + "' is not a whole number of at least " + std::to_string(minimum));
   }
 
-  std::string scan_text_ = "2,4,16,32", scaled_lr_text_ = "linear", sweep_text_;
+  std::string scan_text_ = "2,4,16,32", scaled_lr_text_ = "linear", sweep_text_ = "none";
 };
 DTS_REGISTER_FLAGS(ConvergenceFlags, "Convergence suite");
 
@@ -275,6 +303,7 @@ class ConvergenceSuite final : public Suite {
 
   std::vector<Case> plan(const RunOptions& common) const override {
     const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
+    f.check_group_ranks(common.world_size);
     // The data is read here, on every rank at set-up, so a missing or damaged file stops the job
     // with one line naming file and line (exit 2) before anything runs.
     auto data = std::make_shared<const ConvergenceData>(load_data(f.data));
@@ -360,12 +389,12 @@ class ConvergenceSuite final : public Suite {
     // Disjoint groups of ranks, each training one run at a time: groups of at least 2 ranks (so
     // every run goes through the stack's collectives), as many as the runs can use.
     const int runs = static_cast<int>(c.runs.size());
+    f.check_group_ranks(world);  // plan refused it already; a group of no ranks would never end
     int group_size = f.group_ranks;
     if (group_size <= 0) {
       const int groups_wanted = std::max(1, std::min(runs, world / 2));
       group_size = world / groups_wanted;
     }
-    group_size = std::min(group_size, world);
     const int groups = world / group_size;
     const int my_group = rank / group_size < groups ? rank / group_size : -1;  // -1: the ranks left over wait
     std::unique_ptr<Communicator> group = comm.split(my_group < 0 ? groups : my_group, rank);

@@ -112,9 +112,10 @@ const char* non_finite_name(double v) { return std::isnan(v) ? "NaN" : v > 0 ? "
 ConvergenceData digits_data(const std::string& path, int64_t held_out) {
   const LabeledData all = load_digits(path);
   if (held_out <= 0 || held_out >= all.samples) {
-    throw Error(Error::Kind::invalid_argument, "digits_data: held_out " + std::to_string(held_out) +
-                                                   " must leave samples on both sides of " +
-                                                   std::to_string(all.samples));
+    throw Error(Error::Kind::invalid_argument,
+                path + ": " + std::to_string(all.samples) + " samples; holding out the last " +
+                    std::to_string(held_out) + " to judge on needs at least " + std::to_string(held_out + 1) +
+                    " (one or more to train on)");
   }
   const int64_t train = all.samples - held_out;
   return {"digits", all.features, all.classes, batch_of(all, 0, train), batch_of(all, train, held_out)};

@@ -23,7 +23,8 @@ struct ConvergenceData {
 };
 
 // The digits file with its last `held_out` samples held out (the file's order, so every rank and
-// every run holds out the same ones). Error{invalid_argument} unless 0 < held_out < samples.
+// every run holds out the same ones). Error{invalid_argument} naming the file unless
+// 0 < held_out < samples.
 inline constexpr int64_t kDigitsHeldOut = 297;  // of 1,797: 1,500 to train on, ~30 of each digit held out
 ConvergenceData digits_data(const std::string& path, int64_t held_out = kDigitsHeldOut);
 // Samples [0, train) and [train, train + held_out) of make_batch(spec, ...): the synthetic

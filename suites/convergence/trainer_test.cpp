@@ -5,9 +5,12 @@
 #include "suites/convergence/trainer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -266,6 +269,30 @@ TEST(ConvergenceData, DigitsHoldOutTheLastSamples) {
   for (int count : per_class) EXPECT_GE(count, 27);
   EXPECT_THROW(digits_data(default_digits_path(), 0), Error);
   EXPECT_THROW(digits_data(default_digits_path(), 1797), Error);
+}
+
+TEST(ConvergenceData, AFileTooSmallToHoldOutIsNamed) {
+  // kDigitsHeldOut samples exactly: all held out, none left to train on.
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("dts_trainer_test_" + std::to_string(getpid()) + "_small.csv");
+  {
+    std::ofstream out(path);
+    for (int64_t i = 0; i < kDigitsHeldOut; ++i) {
+      for (int p = 0; p < 64; ++p) out << p % 17 << ",";
+      out << i % 10 << "\n";
+    }
+  }
+  try {
+    digits_data(path.string());
+    ADD_FAILURE() << "a file with no sample to train on was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(path.string() + ": ", 0), 0u) << what;  // the file first, as load_digits' errors
+    EXPECT_NE(what.find("297 samples"), std::string::npos) << what;
+    EXPECT_NE(what.find("at least 298"), std::string::npos) << what;  // what it takes
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(ConvergenceData, TeacherStudentContinuesAfterTheTrainingRows) {
