@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
@@ -70,7 +72,7 @@ TEST(Convergence, TheRuleHoldsOnASoundStackAndEveryEpochIsARow) {
 }
 
 TEST(Convergence, TheSyntheticTeacherStudentSetHoldsTheRuleToo) {
-  const auto rows = run_convergence(2, "--data teacher-student --scan-scales none", 0, "synthetic");
+  const auto rows = run_convergence(2, "--data teacher-student --scan-scales none --sweep none", 0, "synthetic");
   const auto f = finals(rows);
   ASSERT_TRUE(f.count({"scaled-k8", "rule_held"}));
   EXPECT_EQ(f.at({"scaled-k8", "rule_held"}).verdict, dts::Verdict::pass) << f.at({"scaled-k8", "rule_held"}).detail;
@@ -111,6 +113,61 @@ TEST(Convergence, ASweepRunsItsConfigurationsAtOnceOnDisjointGroups) {
     EXPECT_EQ(r.labels.world_size, 1);
   }
   EXPECT_EQ(runs, (std::set<std::string>{"sweep-b16-lr0.02", "sweep-b32-lr0.04", "sweep-b64-lr0.08", "sweep-b128-lr0.16"}));
+}
+
+TEST(Convergence, ADivergedSweepPointIsInfoNotABrokenStack) {
+  // The synthetic set diverges at lr 1e6 (the flags' bound) within its first epoch; epoch 2's loss
+  // audit then compares the NaN the stack reported with the NaN the replica computes.
+  const auto rows = run_convergence(2, "--data teacher-student --sweep 16:0.02,16:1e6 --epochs 2", 0, "diverged_sweep");
+  const auto f = finals(rows);
+  ASSERT_TRUE(f.count({"sweep-b16-lr1e+06", "diverged"})) << rows.size();
+  const dts::Record& diverged = f.at({"sweep-b16-lr1e+06", "diverged"});
+  EXPECT_EQ(diverged.verdict, dts::Verdict::info);
+  EXPECT_EQ(diverged.value, 1);
+  EXPECT_NE(diverged.detail.find("diverged at epoch 1, step "), std::string::npos) << diverged.detail;
+  EXPECT_NE(diverged.detail.find("(lr 1e+06)"), std::string::npos) << diverged.detail;
+  EXPECT_FALSE(f.count({"sweep-b16-lr0.02", "diverged"}));  // a run that trains says nothing of it
+  for (const dts::Record& r : rows) {
+    if (r.metric == "check") {
+      EXPECT_EQ(r.verdict, dts::Verdict::pass) << config(r, "run") << ": " << r.detail;
+    }
+  }
+}
+
+TEST(Convergence, ADivergedScaledRunFailsTheRuleWhileTheStackPasses) {
+  // B = 2 at lr 1e6 stays finite; k = 128 without warm-up (256 rows at lr 1.28e8) overflows f32
+  // within the first epoch, and epoch 2's audit meets its NaN.
+  const auto rows = run_convergence(2, "--base-batch 2 --base-lr 1e6 --scale 128 --warmup-epochs 0 --epochs 2 "
+                                       "--scan-scales none", 1, "diverged_rule");
+  const auto f = finals(rows);
+  ASSERT_TRUE(f.count({"scaled-k128", "rule_held"})) << rows.size();
+  const dts::Record& rule = f.at({"scaled-k128", "rule_held"});
+  EXPECT_EQ(rule.verdict, dts::Verdict::fail);
+  EXPECT_NE(rule.detail.find("the scaled run diverged at epoch 1"), std::string::npos) << rule.detail;
+  ASSERT_TRUE(f.count({"scaled-k128", "diverged"}));
+  EXPECT_EQ(f.at({"scaled-k128", "diverged"}).verdict, dts::Verdict::info);
+  EXPECT_FALSE(f.count({"base", "diverged"}));
+  for (const dts::Record& r : rows) {
+    if (r.metric == "check") {
+      EXPECT_EQ(r.verdict, dts::Verdict::pass) << config(r, "run") << ": " << r.detail;
+    }
+  }
+}
+
+TEST(Convergence, RefusedFlagValuesAreOneLineAndExitTwo) {
+  // (arguments, what the one line must say)
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--sweep 16:1e30", "must be a number in (0, 1e+06]"},  // --base-lr's bound
+      {"--sweep ''", "write --sweep none"},                   // empty: refused alike for both lists
+      {"--scan-scales ''", "write --scan-scales none"},
+      {"--group-ranks 3", "--group-ranks 3 exceeds the job's 2 ranks"},  // not shrunk to 2 silently
+  };
+  for (const auto& [args, says] : refused) {
+    const RunResult r = run_dtsuite(2, "run convergence " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    ASSERT_EQ(our_lines(r.err).size(), 1u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 // Seconds a run trained, from its final_accuracy detail ("...; 55800 steps in 4.2 s").

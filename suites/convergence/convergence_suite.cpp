@@ -5,9 +5,10 @@
 // (suites/convergence/data). PASS when the scaled run's final held-out accuracy and loss are no
 // worse than the base run's by more than two standard errors of their difference (trainer.h,
 // judge_rule), and every run kept its replicas alike and reported the losses it computed; a
-// broken stack shows up as one of those failing. Scaled runs at more factors locate the largest
-// k at which the rule still holds, reported beside the gradient noise scale B_simple (McCandlish
-// et al. 2018) measured on the base run. The runs go at once on disjoint groups of ranks when
+// broken stack shows up as one of those failing. A run whose loss becomes non-finite diverged:
+// its configuration's outcome (a `diverged` row), which fails the rule, not the stack. Scaled
+// runs at more factors locate the largest k at which the rule still holds, reported beside the
+// gradient noise scale B_simple (McCandlish et al. 2018) measured on the base run. The runs go at once on disjoint groups of ranks when
 // there are ranks enough (--sweep runs the user's own (batch, lr) configurations the same way).
 #include <CLI/CLI.hpp>
 
@@ -40,6 +41,9 @@ struct SweepPoint {
 class ConvergenceFlags final : public FlagGroup {
  public:
   static constexpr const char* kGroup = "convergence";
+  // The largest learning rate a flag takes (--base-lr and each --sweep point's): past it nothing
+  // is learned, and the run only shows how a float overflows.
+  static constexpr double kMaxLearningRate = 1e6;
   std::string data = "digits";   // digits, or a digits-format CSV(.gz) path
   int epochs = 0;                // 0: the defaults' (digits_base_run)
   int64_t base_batch = 0;        // 0: the defaults'
@@ -60,7 +64,7 @@ class ConvergenceFlags final : public FlagGroup {
     g.add_option("--base-batch", base_batch, "the base run's global batch B; 0: the default (16)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
     g.add_option("--base-lr", base_lr, "the base run's learning rate eta; 0: the default (0.02)")
-        ->check(FiniteRange(0.0, 1e6))->capture_default_str();
+        ->check(FiniteRange(0.0, kMaxLearningRate))->capture_default_str();
     g.add_option("--scale", scale, "k of the judged scaled run (kB, k eta) and of the control run (kB, eta)")
         ->check(CLI::Range(2, 1 << 16))->capture_default_str();
     g.add_option("--scan-scales", scan_text_, "more factors k for scaled runs, comma-separated (info: where the "
@@ -72,8 +76,10 @@ class ConvergenceFlags final : public FlagGroup {
                                                  "(eta: the rule broken on purpose)")
         ->check(CLI::IsMember({"linear", "none"}))->capture_default_str();
     g.add_option("--sweep", sweep_text_, "hyperparameter sweep: BATCH:LR configurations, comma-separated, trained at "
-                                         "once on disjoint groups of ranks (instead of the scaling rule)");
-    g.add_option("--group-ranks", group_ranks, "ranks per concurrent convergence run; 0: groups of at least 2")
+                                         "once on disjoint groups of ranks (instead of the scaling rule); none: no sweep")
+        ->capture_default_str();
+    g.add_option("--group-ranks", group_ranks, "ranks per concurrent convergence run, at most the job's; 0: groups of "
+                                               "at least 2")
         ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   }
 
@@ -81,11 +87,13 @@ class ConvergenceFlags final : public FlagGroup {
     scale_lr = scaled_lr_text_ == "linear";
     scan.clear();
     if (scan_text_ != "none") {
-      for (const std::string& item : parse_list(scan_text_)) scan.push_back(integer_of(item, "--scan-scales", 2));
+      for (const std::string& item : items_of(scan_text_, "--scan-scales", "no scan")) {
+        scan.push_back(integer_of(item, "--scan-scales", 2));
+      }
     }
     sweep.clear();
-    if (!sweep_text_.empty()) {
-      for (const std::string& item : parse_list(sweep_text_)) {
+    if (sweep_text_ != "none") {
+      for (const std::string& item : items_of(sweep_text_, "--sweep", "no sweep (the scaling rule)")) {
         const size_t colon = item.find(':');
         if (colon == std::string::npos) {
           throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "' is not BATCH:LR (e.g. 64:0.08)");
@@ -95,9 +103,12 @@ class ConvergenceFlags final : public FlagGroup {
         try {
           size_t used = 0;
           p.lr = std::stod(item.substr(colon + 1), &used);
-          if (used != item.size() - colon - 1 || !(p.lr > 0) || !std::isfinite(p.lr)) throw std::invalid_argument("");
+          if (used != item.size() - colon - 1 || !(p.lr > 0) || !(p.lr <= kMaxLearningRate)) {
+            throw std::invalid_argument("");
+          }
         } catch (const std::exception&) {
-          throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "': the learning rate must be a positive number");
+          throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "': the learning rate must be a number in (0, " +
+                                                         format_number(kMaxLearningRate, "%g") + "], as --base-lr's");
         }
         sweep.push_back(p);
       }
@@ -109,6 +120,16 @@ class ConvergenceFlags final : public FlagGroup {
     return {{"--data", data}};
   }
 
+  // Refused before anything runs (plan: the job's size is known there, not in finish): a group
+  // larger than the job cannot be formed, and a smaller one in its place is not what was asked.
+  void check_group_ranks(int world_size) const {
+    if (group_ranks > world_size) {
+      throw Error(Error::Kind::invalid_argument,
+                  "--group-ranks " + std::to_string(group_ranks) + " exceeds the job's " + std::to_string(world_size) +
+                      " ranks (at most " + std::to_string(world_size) + ", or 0 for groups of at least 2)");
+    }
+  }
+
   std::string describe() const override {
     if (!sweep.empty()) return "convergence: sweep of " + std::to_string(sweep.size()) + " configurations on " + data;
     return "convergence: linear scaling rule at k=" + std::to_string(scale) + " on " + data + ", warm-up " +
@@ -117,6 +138,20 @@ class ConvergenceFlags final : public FlagGroup {
 
 
  private:
+  // A list flag's items; an empty value is refused, saying what to write for none (an empty
+  // string from a script's unset variable must not pass as a choice).
+  static std::vector<std::string> items_of(const std::string& text, const std::string& flag, const std::string& none) {
+    if (text.find_first_not_of(" \t") == std::string::npos) {
+      throw Error(Error::Kind::invalid_argument,
+                  flag + " '" + text + "' is empty: write " + flag + " none for " + none);
+    }
+    try {
+      return parse_list(text);
+    } catch (const Error& e) {
+      throw Error(Error::Kind::invalid_argument, flag + ": " + e.what());
+    }
+  }
+
   static int integer_of(const std::string& text, const std::string& what, int minimum) {
     try {
       size_t used = 0;
@@ -128,7 +163,7 @@ class ConvergenceFlags final : public FlagGroup {
                 what + " '" + text + "' is not a whole number of at least " + std::to_string(minimum));
   }
 
-  std::string scan_text_ = "2,4,16,32", scaled_lr_text_ = "linear", sweep_text_;
+  std::string scan_text_ = "2,4,16,32", scaled_lr_text_ = "linear", sweep_text_ = "none";
 };
 DTS_REGISTER_FLAGS(ConvergenceFlags, "Convergence suite");
 
@@ -175,13 +210,13 @@ std::string serialize(const RunResult& r, const NoiseScale* noise) {
   };
   for (const EpochResult& e : r.epochs) line('E', {double(e.epoch), e.train_loss, e.held_out_loss, e.held_out_accuracy, e.lr_at_end});
   line('F', {r.final_loss, r.final_accuracy, r.loss_stderr, r.accuracy_stderr, double(r.held_out_samples), r.seconds,
-             double(r.steps), r.replicas_agree ? 1.0 : 0.0, r.losses_agree ? 1.0 : 0.0});
+             double(r.steps), r.replicas_agree ? 1.0 : 0.0, r.losses_agree ? 1.0 : 0.0, r.diverged ? 1.0 : 0.0});
   if (noise) {
     line('G', {noise->b_simple, noise->g2, noise->trace_sigma, noise->g2_stderr, noise->trace_sigma_stderr,
                double(noise->b_small), double(noise->b_big), double(noise->samples)});
   }
   // Details last: free text, one line each.
-  out += "R " + r.replica_detail + "\nL " + r.loss_detail + "\n";
+  out += "R " + r.replica_detail + "\nL " + r.loss_detail + "\nD " + r.divergence_detail + "\n";
   return out;
 }
 
@@ -226,7 +261,7 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
         break;
       }
       case 'F': {
-        const auto v = numbers_of(line, 9);
+        const auto v = numbers_of(line, 10);
         r.final_loss = v[0];
         r.final_accuracy = v[1];
         r.loss_stderr = v[2];
@@ -236,6 +271,7 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
         r.steps = static_cast<int64_t>(v[6]);
         r.replicas_agree = v[7] != 0;
         r.losses_agree = v[8] != 0;
+        r.diverged = v[9] != 0;
         break;
       }
       case 'G': {
@@ -246,6 +282,7 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
       }
       case 'R': r.replica_detail = line.size() > 2 ? line.substr(2) : ""; break;
       case 'L': r.loss_detail = line.size() > 2 ? line.substr(2) : ""; break;
+      case 'D': r.divergence_detail = line.size() > 2 ? line.substr(2) : ""; break;
       default: break;
     }
   }
@@ -273,6 +310,7 @@ class ConvergenceSuite final : public Suite {
 
   std::vector<Case> plan(const RunOptions& common) const override {
     const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
+    f.check_group_ranks(common.world_size);
     // The data is read here at set-up, once for the job (rank 0 reads, every rank parses the same
     // bytes), so a missing or damaged file stops the job with one line naming file and line
     // (exit 2) before anything runs.
@@ -359,12 +397,12 @@ class ConvergenceSuite final : public Suite {
     // Disjoint groups of ranks, each training one run at a time: groups of at least 2 ranks (so
     // every run goes through the stack's collectives), as many as the runs can use.
     const int runs = static_cast<int>(c.runs.size());
+    f.check_group_ranks(world);  // plan refused it already; a group of no ranks would never end
     int group_size = f.group_ranks;
     if (group_size <= 0) {
       const int groups_wanted = std::max(1, std::min(runs, world / 2));
       group_size = world / groups_wanted;
     }
-    group_size = std::min(group_size, world);
     const int groups = world / group_size;
     const int my_group = rank / group_size < groups ? rank / group_size : -1;  // -1: the ranks left over wait
     std::unique_ptr<Communicator> group = comm.split(my_group < 0 ? groups : my_group, rank);
@@ -478,6 +516,13 @@ class ConvergenceSuite final : public Suite {
       Record loss = row(p, "final_loss", "", r.final_loss);
       loss.detail = "held-out loss, standard error " + format_number(r.loss_stderr, "%g");
       ctx.emit(loss);
+      // A diverged run is an outcome of its configuration, not of the stack: info here, and the
+      // judged scaled run's rule_held fails on it below.
+      if (r.diverged) {
+        Record diverged = row(p, "diverged", "", 1);
+        diverged.detail = r.config.name + " " + r.divergence_detail;
+        ctx.emit(diverged);
+      }
 
       // The stack kept the run sound: replicas alike, losses as computed. Every run, every role.
       const RuleVerdict sound = judge_integrity(r);
@@ -497,8 +542,9 @@ class ConvergenceSuite final : public Suite {
                          format_number(p.config.warmup_epochs, "%g") + " epochs): " + rule.detail;
       } else if (p.role == Role::control) {
         // The control is expected to miss: that it does shows the rule (and warm-up) mattered at k.
-        verdict.detail = std::string(rule.pass ? "the rule was not needed at this k (the control held too): "
-                                               : "the rule was needed at this k (the control missed): ") +
+        verdict.detail = std::string(base->diverged ? "the control was not judged: "
+                                     : rule.pass    ? "the rule was not needed at this k (the control held too): "
+                                                    : "the rule was needed at this k (the control missed): ") +
                          rule.detail;
       } else {
         verdict.detail = "scan at k=" + std::to_string(p.k) + ": " + rule.detail;
@@ -506,7 +552,9 @@ class ConvergenceSuite final : public Suite {
       ctx.emit(verdict);
       if (p.role != Role::control) held.emplace_back(p.k, rule.pass);
     }
-    // The largest k below which every scaled run held: where large-batch training stops paying.
+    // The largest k below which every scaled run held: where large-batch training stops paying
+    // (none when the base run itself diverged).
+    if (base && base->diverged) largest_k_held = 0;
     std::sort(held.begin(), held.end());
     for (const auto& [k, ok] : held) {
       if (!ok) break;
@@ -535,8 +583,10 @@ class ConvergenceSuite final : public Suite {
                          ";largest_batch_held=" + std::to_string(largest_k_held * c.runs[i].config.batch);
       g.detail = "B_simple = tr(Sigma)/|G|^2 (McCandlish et al. 2018) on the base run's parameters, from " +
                  std::to_string(ns.samples) + " pairs of batches of " + std::to_string(ns.b_small) + " and " +
-                 std::to_string(ns.b_big) + " rows; the rule held up to k=" + std::to_string(largest_k_held) +
-                 " (batch " + std::to_string(largest_k_held * c.runs[i].config.batch) + ")";
+                 std::to_string(ns.b_big) + " rows; " +
+                 (results[i].diverged ? std::string("the base run diverged, so the rule held at no k")
+                                      : "the rule held up to k=" + std::to_string(largest_k_held) + " (batch " +
+                                            std::to_string(largest_k_held * c.runs[i].config.batch) + ")");
       ctx.emit(g);
     }
   }
@@ -554,6 +604,7 @@ SuiteInfo convergence_info() {
       {"final_loss", "", "held-out loss after the last epoch"},
       {"final_accuracy", "ratio", "held-out accuracy after the last epoch"},
       {"rule_held", "", "1 when a scaled run is within tolerance of the base run"},
+      {"diverged", "", "1: the run's loss or parameters became non-finite (where, in the detail)"},
       {"gradient_noise_scale", "samples", "B_simple = tr(Sigma)/|G|^2 on the base run"},
   };
   PlotSpec loss;

@@ -96,10 +96,16 @@ uint64_t combined_digest(const std::vector<ReplicaDigest>& digests) {
   return h;
 }
 
-// What each rank reports after an epoch, gathered over the control communicator.
+// What each rank reports after an epoch, gathered over the control communicator. The last three
+// are this rank's first signs of divergence so far: the global step whose reported loss was not
+// finite (-1: none) and that loss, and the first epoch after which its parameters were not (0: none).
 enum EpochField : size_t {
-  kTrainLoss, kHeldOutLoss, kAccuracy, kLossStderr, kAccuracyStderr, kReportedLoss, kAuditedLoss, kFieldCount
+  kTrainLoss, kHeldOutLoss, kAccuracy, kLossStderr, kAccuracyStderr, kReportedLoss, kAuditedLoss,
+  kNonFiniteStep, kNonFiniteLoss, kNonFiniteParametersEpoch, kFieldCount
 };
+
+// A non-finite value by its kind only ("NaN" whatever its sign or payload, "+inf", "-inf").
+const char* non_finite_name(double v) { return std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf"; }
 
 }  // namespace
 
@@ -108,11 +114,11 @@ ConvergenceData digits_data(const std::string& path, int64_t held_out) {
 }
 
 ConvergenceData digits_data(const LabeledData& all, const std::string& name, int64_t held_out) {
-  if (held_out <= 0) throw Error(Error::Kind::invalid_argument, "digits_data: held_out must be positive");
-  if (held_out >= all.samples) {
+  if (held_out <= 0 || held_out >= all.samples) {
     throw Error(Error::Kind::invalid_argument,
-                name + ": " + std::to_string(all.samples) + " samples leave none to train on beside the " +
-                    std::to_string(held_out) + " held out (at least " + std::to_string(held_out + 1) + " needed)");
+                name + ": " + std::to_string(all.samples) + " samples; holding out the last " +
+                    std::to_string(held_out) + " to judge on needs at least " + std::to_string(held_out + 1) +
+                    " (one or more to train on)");
   }
   const int64_t train = all.samples - held_out;
   return {"digits", all.features, all.classes, batch_of(all, 0, train), batch_of(all, train, held_out)};
@@ -242,6 +248,9 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
   std::vector<double> mine(kFieldCount), all(kFieldCount * static_cast<size_t>(n));
   std::vector<int64_t> digests(static_cast<size_t>(n));
   std::vector<double> parameters;
+  int64_t non_finite_step = -1;  // this rank's first step with a non-finite reported loss
+  double non_finite_loss = 0;
+  int non_finite_parameters_epoch = 0;
   for (int epoch = 0; epoch < run.epochs; ++epoch) {
     const std::vector<int64_t> order = permutation(data.train.size, run.shuffle_seed, epoch);
     double loss_sum = 0, lr = 0, reported = 0, audited = 0;
@@ -255,13 +264,22 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
       if (s == 0) audited = loss_as_trained(spec, precision, strategy->full_parameters(), batch);
       const StepReport report = strategy->step(batch);
       if (s == 0) reported = report.loss;
+      if (non_finite_step < 0 && !std::isfinite(report.loss)) {
+        non_finite_step = step;
+        non_finite_loss = report.loss;
+      }
       loss_sum += report.loss;
       ++result.steps;
     }
     parameters = strategy->full_parameters();
+    if (non_finite_parameters_epoch == 0 &&
+        !std::all_of(parameters.begin(), parameters.end(), [](double p) { return std::isfinite(p); })) {
+      non_finite_parameters_epoch = epoch + 1;
+    }
     const Evaluation e = evaluate(spec, parameters, data.held_out);
     mine = {loss_sum / static_cast<double>(steps_per_epoch), e.loss, e.accuracy, e.loss_stderr, e.accuracy_stderr,
-            reported, audited};
+            reported, audited, static_cast<double>(non_finite_step), non_finite_loss,
+            static_cast<double>(non_finite_parameters_epoch)};
     control.all_gather(mine.data(), all.data(), kFieldCount, DType::f64);
     const auto digest = static_cast<int64_t>(combined_digest(strategy->replica_digests()));
     control.all_gather(&digest, digests.data(), 1, DType::i64);
@@ -283,12 +301,39 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
     }
     for (int r = 0; r < n && result.losses_agree; ++r) {
       const double got = field(r, kReportedLoss), want = field(r, kAuditedLoss);
-      if (std::fabs(got - want) <= audit_tolerance * std::max(1.0, std::fabs(want))) continue;
+      if (reported_loss_matches(got, want, audit_tolerance)) continue;
       result.losses_agree = false;
       result.loss_detail = formatted(
           "epoch %d, rank %d: the stack reported a mean loss of %.6g for the epoch's first batch, whose loss at "
           "the replica's parameters is %.6g",
           er.epoch, r, got, want);
+    }
+    // Diverged once every rank shows it (on a sound stack all do at the same step): one rank's
+    // non-finite loss alone is a stack's fault, which the audit above names.
+    bool every_rank = true, every_loss = true;
+    int64_t by_step = -1;
+    double loss_there = 0;
+    for (int r = 0; r < n; ++r) {
+      const auto step = static_cast<int64_t>(field(r, kNonFiniteStep));
+      every_loss = every_loss && step >= 0;
+      every_rank = every_rank && (step >= 0 || field(r, kNonFiniteParametersEpoch) > 0);
+      if (step > by_step) {
+        by_step = step;
+        loss_there = field(r, kNonFiniteLoss);
+      }
+    }
+    if (!result.diverged && every_rank) {
+      result.diverged = true;
+      if (every_loss) {
+        result.divergence_detail = formatted(
+            "diverged at epoch %d, step %lld of %lld (lr %g): the reported loss became %s",
+            static_cast<int>(by_step / steps_per_epoch) + 1, static_cast<long long>(by_step % steps_per_epoch + 1),
+            static_cast<long long>(steps_per_epoch), learning_rate_at(run, by_step, steps_per_epoch),
+            non_finite_name(loss_there));
+      } else {
+        result.divergence_detail = formatted(
+            "diverged in epoch %d (lr %g at its end): the replica's parameters became non-finite", er.epoch, lr);
+      }
     }
     const bool last = epoch + 1 == run.epochs;
     if (run.keep_parameters || last) {
@@ -311,9 +356,26 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
   return result;
 }
 
+bool reported_loss_matches(double reported, double computed, double tolerance) {
+  if (!std::isfinite(reported) || !std::isfinite(computed)) return !std::isfinite(reported) && !std::isfinite(computed);
+  return std::fabs(reported - computed) <= tolerance * std::max(1.0, std::fabs(computed));
+}
+
 double agreement_tolerance(double se_a, double se_b, double z) { return z * std::sqrt(se_a * se_a + se_b * se_b); }
 
 RuleVerdict judge_rule(const RunResult& base, const RunResult& scaled) {
+  if (base.diverged || scaled.diverged) {
+    // Standard errors of NaN say nothing: the divergence is the verdict's reason.
+    RuleVerdict verdict;
+    verdict.detail = base.diverged
+                         ? scaled.config.name + " vs " + base.config.name + ": not judged, the base run " +
+                               base.divergence_detail + " (the rule needs a base run that trains)"
+                         : formatted("%s vs %s after %d epochs: the scaled run %s (the base run reached held-out "
+                                     "accuracy %.4f, loss %.4f): beyond",
+                                     scaled.config.name.c_str(), base.config.name.c_str(), scaled.config.epochs,
+                                     scaled.divergence_detail.c_str(), base.final_accuracy, base.final_loss);
+    return verdict;
+  }
   const double accuracy_tolerance = agreement_tolerance(base.accuracy_stderr, scaled.accuracy_stderr);
   const double loss_tolerance = agreement_tolerance(base.loss_stderr, scaled.loss_stderr);
   const double accuracy_drop = base.final_accuracy - scaled.final_accuracy;
@@ -333,7 +395,8 @@ RuleVerdict judge_integrity(const RunResult& run) {
   RuleVerdict verdict;
   verdict.pass = run.replicas_agree && run.losses_agree;
   if (verdict.pass) {
-    verdict.detail = run.config.name + ": replicas agreed and reported losses matched after every epoch";
+    verdict.detail = run.config.name + ": replicas agreed and reported losses matched after every epoch" +
+                     (run.diverged ? " (non-finite alike on every rank once the run diverged)" : "");
   } else {
     verdict.detail = run.config.name + ": " + (run.replicas_agree ? "" : run.replica_detail) +
                      (run.replicas_agree || run.losses_agree ? "" : "; ") + (run.losses_agree ? "" : run.loss_detail);

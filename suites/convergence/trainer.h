@@ -23,7 +23,8 @@ struct ConvergenceData {
 };
 
 // The digits file with its last `held_out` samples held out (the file's order, so every rank and
-// every run holds out the same ones). Error{invalid_argument} unless 0 < held_out < samples.
+// every run holds out the same ones). Error{invalid_argument} naming the file unless
+// 0 < held_out < samples.
 inline constexpr int64_t kDigitsHeldOut = 297;  // of 1,797: 1,500 to train on, ~30 of each digit held out
 ConvergenceData digits_data(const std::string& path, int64_t held_out = kDigitsHeldOut);
 // The same from samples already read (parse_digits); `name` is the file's, for messages.
@@ -95,6 +96,13 @@ struct RunResult {
   // contribution is lost (drop) leaves replicas alike but not this.
   bool losses_agree = true;
   std::string loss_detail;
+  // The run diverged: on every rank a step's reported loss, or the replica's parameters after an
+  // epoch, were not finite (NaN or infinite); divergence_detail says where it began (epoch, step,
+  // lr). A property of the configuration (a learning rate too large for its batch), not a fault
+  // of the stack: the checks above still judge the stack, and a stack that keeps a diverged run's
+  // replicas alike and reports its losses as computed passes them.
+  bool diverged = false;
+  std::string divergence_detail;
   double seconds = 0;  // wall time of the run, evaluation included
   int64_t steps = 0;
 };
@@ -110,8 +118,16 @@ struct RunResult {
 RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& spec, const ConvergenceData& data,
                     const RunConfig& run, Precision precision = Precision::f32);
 
+// The loss audit's comparison: whether the mean loss the stack reported matches the one computed
+// from the replica alone, within `tolerance` relative to max(1, |computed|). Two non-finite values
+// match, whatever their sign or NaN payload: a diverged replica's loss is NaN or infinite on every
+// rank alike, and which of the two it is depends on the order of overflowing sums, not on the
+// stack. A number never matches a non-finite value.
+bool reported_loss_matches(double reported, double computed, double tolerance);
+
 // Whether scaled held the rule against base: one-sided (better is fine), on accuracy and on loss,
-// each within agreement_tolerance of the two runs' standard errors.
+// each within agreement_tolerance of the two runs' standard errors. A diverged run does not hold
+// it: the scaled run's divergence, or the base's (no reference to hold against), is the detail.
 struct RuleVerdict {
   bool pass = false;
   std::string detail;  // one line, with the differences and tolerances
@@ -121,7 +137,8 @@ struct RuleVerdict {
 // true spread of the difference is smaller: the bound errs towards passing a sound stack.
 double agreement_tolerance(double se_a, double se_b, double z = 2);
 RuleVerdict judge_rule(const RunResult& base, const RunResult& scaled);
-// The run's own soundness: replicas agree and the reported losses were the losses.
+// The run's own soundness: replicas agree and the reported losses were the losses (a diverged run
+// included: divergence is reported on its own, RunResult::diverged).
 RuleVerdict judge_integrity(const RunResult& run);
 
 // The simple gradient noise scale B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018, appendix

@@ -24,9 +24,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/forwarding_communicator.h"
 #include "core/error.h"
 #include "strategies/ddp/ddp_strategy.h"
 #include "suites/convergence/trainer.h"
@@ -59,7 +61,8 @@ void report(const std::string& line) {
 // The result must be the same on every rank: rank 0's numbers, bit for bit.
 void expect_same_on_every_rank(const RunResult& r) {
   std::vector<double> mine = {r.final_loss, r.final_accuracy, r.loss_stderr, r.accuracy_stderr, r.seconds,
-                              static_cast<double>(r.replicas_agree), static_cast<double>(r.losses_agree)};
+                              static_cast<double>(r.replicas_agree), static_cast<double>(r.losses_agree),
+                              static_cast<double>(r.diverged), static_cast<double>(r.divergence_detail.size())};
   mine.insert(mine.end(), r.final_parameters.begin(), r.final_parameters.end());
   std::vector<double> root = mine;
   MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -242,6 +245,78 @@ TEST(LinearScalingRule, HoldsUpToSixteenAndBreaksPastTheNoiseScale) {
   EXPECT_LT(early.b_simple, later.b_simple);  // measured ~28 and ~110
   report("noise scale B_simple after epoch 1: " + std::to_string(early.b_simple) + ", after epoch " +
          std::to_string(base_config.decay_epoch) + ": " + std::to_string(later.b_simple));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Divergence: a learning rate too large is not a broken stack.
+
+TEST(Divergence, ALearningRateTooLargeDivergesAlikeOnEveryRankAndTheStackPasses) {
+  auto world = make_communicator("mpi");
+  auto control = make_communicator("mpi");
+  RunConfig run = digits_base_run();
+  run.name = "too large";
+  // 5,000 times the default; the suite's flags stop at 1e6, where this model's loss grows to ~1e5
+  // but stays finite (measured), while here the parameters overflow f32 within the first epoch.
+  run.lr = 1e8;
+  run.epochs = 2;  // the audit runs at each epoch's first step: epoch 2's sees the diverged replica
+  const RunResult r = train_run(*world, *control, digits_model(), digits(), run);
+  EXPECT_TRUE(std::isnan(r.final_loss)) << r.final_loss;  // it did diverge
+  // Every rank computed the same non-finite numbers: replicas alike, and the reported loss is the
+  // replica's own (NaN against NaN), so the stack did its job.
+  EXPECT_TRUE(r.replicas_agree) << r.replica_detail;
+  EXPECT_TRUE(r.losses_agree) << r.loss_detail;
+  EXPECT_TRUE(judge_integrity(r).pass) << judge_integrity(r).detail;
+  expect_same_on_every_rank(r);
+  // Divergence is the run's own outcome, named where it began (a step of epoch 1, at the lr).
+  EXPECT_TRUE(r.diverged);
+  EXPECT_EQ(r.divergence_detail.rfind("diverged at epoch 1, step ", 0), 0u) << r.divergence_detail;
+  EXPECT_NE(r.divergence_detail.find("(lr 1e+08)"), std::string::npos) << r.divergence_detail;
+  report(r.divergence_detail);
+  // As the base of the rule there is nothing to hold against; as the scaled run it did not hold.
+  RunResult sound = r;
+  sound.diverged = false;
+  sound.config.name = "sound";
+  EXPECT_FALSE(judge_rule(r, sound).pass);
+  EXPECT_NE(judge_rule(r, sound).detail.find("not judged, the base run diverged"), std::string::npos);
+  EXPECT_FALSE(judge_rule(sound, r).pass);
+  EXPECT_NE(judge_rule(sound, r).detail.find("the scaled run diverged at epoch 1"), std::string::npos)
+      << judge_rule(sound, r).detail;
+}
+
+// A stack whose all_reduce of one f64 (the mean loss, strategy.cpp's global_mean_loss; in f32 the
+// strategy reduces nothing else of that shape) hands NaN to one rank: that rank reported a NaN
+// where the replica's loss is a number, which the audit must see though the other ranks agree.
+class NaNLossOnOneRank final : public ForwardingCommunicator {
+ public:
+  NaNLossOnOneRank(std::unique_ptr<Communicator> inner, int victim)
+      : ForwardingCommunicator(std::move(inner), "nanloss"), victim_(victim) {}
+  void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override {
+    inner_->all_reduce(in, out, count, dtype, op);
+    if (dtype == DType::f64 && count == 1 && rank() == victim_) {
+      *static_cast<double*>(out) = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+
+ private:
+  std::unique_ptr<Communicator> wrap(std::unique_ptr<Communicator> inner_group) override {
+    return std::make_unique<NaNLossOnOneRank>(std::move(inner_group), victim_);
+  }
+  int victim_;
+};
+
+TEST(LossAudit, ANaNReportedOnOneRankAgainstANumberFails) {
+  if (world_size() < 2) GTEST_SKIP() << "needs a victim and a peer";
+  NaNLossOnOneRank stack(make_communicator("mpi"), 1);
+  auto control = make_communicator("mpi");
+  RunConfig run = digits_base_run();
+  run.epochs = 1;
+  const RunResult r = train_run(stack, *control, digits_model(), digits(), run);
+  EXPECT_TRUE(r.replicas_agree) << r.replica_detail;  // the loss is reported, never trained on
+  EXPECT_FALSE(r.losses_agree);
+  EXPECT_NE(r.loss_detail.find("rank 1"), std::string::npos) << r.loss_detail;
+  EXPECT_FALSE(judge_integrity(r).pass);
+  EXPECT_FALSE(r.diverged) << "one rank's NaN is the stack's fault: " << r.divergence_detail;
+  expect_same_on_every_rank(r);
 }
 
 // ---------------------------------------------------------------------------------------------

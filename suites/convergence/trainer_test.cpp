@@ -5,8 +5,13 @@
 #include "suites/convergence/trainer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -138,6 +143,59 @@ TEST(JudgeIntegrity, NamesWhatFailed) {
   EXPECT_NE(v.detail.find("epoch 1, rank 1: lost"), std::string::npos) << v.detail;
 }
 
+TEST(LossAudit, NonFiniteMatchesNonFiniteWhateverItsSignOrPayloadButNeverANumber) {
+  constexpr double kTolerance = 1e-3;  // f32's (trainer.cpp)
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(reported_loss_matches(nan, nan, kTolerance));  // NaN != NaN, yet the same outcome
+  EXPECT_TRUE(reported_loss_matches(-nan, nan, kTolerance));  // sign bit: "-nan" as printf shows it
+  double payload = 0;
+  const uint64_t bits = 0x7ff8000000000123;  // a quiet NaN with another payload
+  std::memcpy(&payload, &bits, sizeof payload);
+  ASSERT_TRUE(std::isnan(payload));
+  EXPECT_TRUE(reported_loss_matches(payload, nan, kTolerance));
+  EXPECT_TRUE(reported_loss_matches(inf, inf, kTolerance));
+  EXPECT_TRUE(reported_loss_matches(nan, inf, kTolerance));  // which one depends on overflowing sums' order
+  // A number against a non-finite value, either way round: a stack's fault.
+  for (double number : {0.0, 2.3, 1e300}) {
+    EXPECT_FALSE(reported_loss_matches(nan, number, kTolerance)) << number;
+    EXPECT_FALSE(reported_loss_matches(number, nan, kTolerance)) << number;
+    EXPECT_FALSE(reported_loss_matches(inf, number, kTolerance)) << number;
+    EXPECT_FALSE(reported_loss_matches(number, inf, kTolerance)) << number;  // |x - inf| <= tol x inf held
+  }
+  // Numbers: within the tolerance relative to max(1, |computed|).
+  EXPECT_TRUE(reported_loss_matches(2.3 + 2.2e-3, 2.3, kTolerance));   // 2.3e-3 allowed
+  EXPECT_FALSE(reported_loss_matches(2.3 + 2.4e-3, 2.3, kTolerance));
+  EXPECT_TRUE(reported_loss_matches(0.5e-3, 0, kTolerance));          // max(1, 0): 1e-3 allowed
+}
+
+TEST(JudgeIntegrity, ADivergedRunIsSoundAndSaysSo) {
+  RunResult r = result_of("sweep", 0.1, std::numeric_limits<double>::quiet_NaN(), 0.01, 0.01);
+  r.diverged = true;
+  r.divergence_detail = "diverged at epoch 1, step 3 of 93 (lr 1e+08): the reported loss became NaN";
+  const RuleVerdict v = judge_integrity(r);
+  EXPECT_TRUE(v.pass) << v.detail;
+  EXPECT_NE(v.detail.find("non-finite alike on every rank"), std::string::npos) << v.detail;
+}
+
+TEST(JudgeRule, ADivergedRunDoesNotHoldTheRule) {
+  const RunResult base = result_of("base", 0.90, 0.30, 0.03, 0.06);
+  RunResult diverged = result_of("scaled k=8", 0.10, std::numeric_limits<double>::quiet_NaN(), 0.02, 0.0);
+  diverged.diverged = true;
+  diverged.divergence_detail = "diverged at epoch 1, step 3 of 11 (lr 8e+07): the reported loss became NaN";
+  const RuleVerdict scaled = judge_rule(base, diverged);
+  EXPECT_FALSE(scaled.pass);
+  EXPECT_NE(scaled.detail.find("the scaled run diverged at epoch 1, step 3 of 11 (lr 8e+07)"), std::string::npos)
+      << scaled.detail;
+  // Its accuracy and loss must not be set against the base's tolerances: a NaN compares as false
+  // either way, so a "within" could come out of it.
+  EXPECT_EQ(scaled.detail.find("tolerance"), std::string::npos) << scaled.detail;
+  RunResult base_diverged = diverged;
+  base_diverged.config.name = "base";
+  const RuleVerdict no_reference = judge_rule(base_diverged, result_of("scaled k=8", 0.9, 0.3, 0.03, 0.06));
+  EXPECT_FALSE(no_reference.pass);
+  EXPECT_NE(no_reference.detail.find("not judged, the base run diverged"), std::string::npos) << no_reference.detail;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradient noise scale.
 
@@ -211,6 +269,30 @@ TEST(ConvergenceData, DigitsHoldOutTheLastSamples) {
   for (int count : per_class) EXPECT_GE(count, 27);
   EXPECT_THROW(digits_data(default_digits_path(), 0), Error);
   EXPECT_THROW(digits_data(default_digits_path(), 1797), Error);
+}
+
+TEST(ConvergenceData, AFileTooSmallToHoldOutIsNamed) {
+  // kDigitsHeldOut samples exactly: all held out, none left to train on.
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("dts_trainer_test_" + std::to_string(getpid()) + "_small.csv");
+  {
+    std::ofstream out(path);
+    for (int64_t i = 0; i < kDigitsHeldOut; ++i) {
+      for (int p = 0; p < 64; ++p) out << p % 17 << ",";
+      out << i % 10 << "\n";
+    }
+  }
+  try {
+    digits_data(path.string());
+    ADD_FAILURE() << "a file with no sample to train on was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(path.string() + ": ", 0), 0u) << what;  // the file first, as load_digits' errors
+    EXPECT_NE(what.find("297 samples"), std::string::npos) << what;
+    EXPECT_NE(what.find("at least 298"), std::string::npos) << what;  // what it takes
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(ConvergenceData, TeacherStudentContinuesAfterTheTrainingRows) {
