@@ -133,6 +133,23 @@ TEST(Inputs, AFifoAndStandardInputAreReadOnceForEveryRank) {
   EXPECT_EQ(finals(from_stdin), expected);
 }
 
+// A model the ranks cannot hold (--width 100000 is inside the flag's range: ten billion
+// parameters) ended every case with "check = 0 [fail] std::bad_alloc" and exit 1. Now one line
+// before anything is allocated, exit 2, under a memory cap that a regression would hit.
+TEST(Inputs, AModelThatCannotFitIsASetUpError) {
+  for (const std::string suite : {"equivalence", "scaling"}) {
+    const RunResult r = run_shell("ulimit -v 4000000; " + std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " +
+                                  DTS_BINARY + " run " + suite + " --width 100000");
+    EXPECT_EQ(r.exit_code, 2) << suite << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find(suite + ": a 3-layer MLP of width 100000 (10004400010 parameters)"), std::string::npos)
+        << lines[0];
+    EXPECT_NE(lines[0].find("per rank"), std::string::npos) << lines[0];
+    EXPECT_EQ(r.out.find("Failed cases"), std::string::npos);  // no case ran
+  }
+}
+
 // A full disk: a 64 KiB tmpfs (a run that passes: f32 sums, so the exit code is the disk's), mounted in a mount namespace of the run's own (unshare -m), so it
 // goes with the run whatever happens. The run goes on, says which output it dropped, and exits 2;
 // the CSV ends at a whole row and reads without a warning (it was cut mid-row, and compare and

@@ -27,6 +27,7 @@
 #include "strategies/tensor/parallel_mlp.h"
 #include "suites/collectives/check.h"
 #include "suites/equivalence/tolerance.h"
+#include "suites/memory_fit.h"
 #include "suites/suite.h"
 #include "suites/training_flags.h"
 
@@ -153,6 +154,16 @@ class EquivalenceSuite final : public Suite {
       for (const auto& text : o.strategies) specs.push_back(parse_strategy_spec(text));
     }
     const LayoutDefaults defaults{o.accumulation, o.microbatches, o.layers, o.width};
+    // Before anything is allocated: a model the ranks cannot hold is a set-up error. Rank 0 keeps
+    // four full f64 copies of the parameters (the run's twice, the reference's and its bound) and
+    // the reference trains in f32 (weights and gradients): 40 bytes a parameter at least; the
+    // one-rank layouts hold the whole batch and its activations.
+    const ModelSpec model = o.model(common);
+    check_fits("equivalence: " + describe_model(model) + " on batches of " + std::to_string(o.batch) + " rows",
+               training_bytes_at_least(model, o.batch, 40),
+               "40 bytes a parameter: four f64 copies to compare and the reference's f32 weights and gradients, "
+               "plus the batch",
+               memory_available_per_rank(common.ranks_on_node));
     std::vector<Case> cases;
     for (const auto& spec : specs) {
       size_t layouts = 0;

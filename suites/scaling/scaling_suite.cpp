@@ -18,6 +18,7 @@
 #include "strategies/strategy_spec.h"
 #include "strategies/workload.h"
 #include "suites/scaling/scaling.h"
+#include "suites/memory_fit.h"
 #include "suites/suite.h"
 #include "suites/training_flags.h"
 
@@ -83,6 +84,14 @@ class ScalingSuite final : public Suite {
     const TrainingFlags& t = common.flags<TrainingFlags>();
     std::vector<std::string> targets = t.strategies;
     if (targets.empty()) targets = registered_strategies();
+    // Before anything is allocated: the one-rank sub-world holds the whole model, in f32 with its
+    // gradients and momentum (12 bytes a parameter at least), and strong scaling's whole batch.
+    const ModelSpec model = t.model(common);
+    const int64_t largest_batch = int64_t{s.rank_batch} * common.world_size;
+    check_fits("scaling: " + describe_model(model) + " on batches of " + std::to_string(largest_batch) + " rows",
+               training_bytes_at_least(model, largest_batch, 12),
+               "12 bytes a parameter: f32 weights, gradients and momentum on one rank, plus the batch",
+               memory_available_per_rank(common.ranks_on_node));
     std::vector<Case> cases;
     for (ScalingMode mode : s.modes) {
       for (const std::string& target : targets) {
