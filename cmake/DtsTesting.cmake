@@ -49,15 +49,26 @@ function(dts_add_mpi_test name)
   endforeach()
 endfunction()
 
-# dts_add_e2e_test(NAME TIMEOUT SOURCES ... LIBS ...): an end-to-end test of the dtsuite binary
-# (harness/testing/e2e.h), run under mpirun or alone; a suite's own live in its folder.
+# dts_add_e2e_test(NAME TIMEOUT [SANITIZE] SOURCES ... LIBS ...): an end-to-end test of the dtsuite
+# binary (harness/testing/e2e.h), run under mpirun or alone; a suite's own live in its folder.
+# SANITIZE: the sanitizer stage runs it too (label `sanitize`; scripts/bootstrap.sh), with the
+# MPI tests' leak-check exception for the binary's ranks.
 function(dts_add_e2e_test name timeout)
+  cmake_parse_arguments(E "SANITIZE" "" "" ${ARGN})
   string(REPLACE ";" " " launcher_flags "${DTS_MPIEXEC_PREFLAGS};${MPIEXEC_PREFLAGS}")
-  dts_add_test(${name} ${ARGN} LABELS e2e)
+  set(labels e2e)
+  set(leak_check "")
+  if(E_SANITIZE)
+    list(APPEND labels sanitize)
+    if(DTS_SANITIZE MATCHES "address")
+      set(leak_check ";ASAN_OPTIONS=detect_leaks=0")
+    endif()
+  endif()
+  dts_add_test(${name} ${E_UNPARSED_ARGUMENTS} LABELS ${labels})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE
     DTS_BINARY="$<TARGET_FILE:dtsuite>" DTS_MPIEXEC="${MPIEXEC_EXECUTABLE}" DTS_MPIEXEC_FLAGS="${launcher_flags}")
   add_dependencies(${name} dtsuite)
   set_tests_properties(${name} PROPERTIES PROCESSORS 2 TIMEOUT ${timeout}
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1${leak_check}")
 endfunction()

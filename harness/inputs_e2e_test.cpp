@@ -23,6 +23,17 @@ namespace {
 namespace fs = std::filesystem;
 using namespace dts::e2e;
 
+// A memory cap on the processes a command starts, so that a reader that grows without bound
+// fails the test instead of taking the machine down: ulimit -v (4 GB), or under AddressSanitizer,
+// whose shadow memory needs more address space than any such cap, its own RSS limit.
+std::string memory_cap() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "ASAN_OPTIONS=${ASAN_OPTIONS}:hard_rss_limit_mb=4000 ";
+#else
+  return "ulimit -v 4000000; ";
+#endif
+}
+
 // The shipped digits, inflated: a plain CSV the convergence suite reads as --data.
 fs::path plain_digits() {
   const fs::path path = scratch_dir() / "digits.csv";
@@ -63,7 +74,7 @@ TEST(Inputs, DevicesAreRefusedBeforeTheyAreRead) {
                                  std::pair{std::string("report /dev/zero -o ") + (scratch_dir() / "r.html").string(), 0}}) {
     std::string command;
     if (np > 0) command = std::string(DTS_MPIEXEC) + " -np " + std::to_string(np) + " " + DTS_MPIEXEC_FLAGS + " ";
-    const RunResult r = run_shell("ulimit -v 4000000; " + command + DTS_BINARY + " " + args);
+    const RunResult r = run_shell(memory_cap() + command + DTS_BINARY + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << r.err;
     const auto lines = our_lines(r.err);
     ASSERT_EQ(lines.size(), 1u) << args << r.err;
@@ -138,7 +149,7 @@ TEST(Inputs, AFifoAndStandardInputAreReadOnceForEveryRank) {
 // before anything is allocated, exit 2, under a memory cap that a regression would hit.
 TEST(Inputs, AModelThatCannotFitIsASetUpError) {
   for (const std::string suite : {"equivalence", "scaling"}) {
-    const RunResult r = run_shell("ulimit -v 4000000; " + std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " +
+    const RunResult r = run_shell(memory_cap() + std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " +
                                   DTS_BINARY + " run " + suite + " --width 100000");
     EXPECT_EQ(r.exit_code, 2) << suite << r.err;
     const auto lines = our_lines(r.err);

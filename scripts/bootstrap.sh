@@ -65,22 +65,28 @@ echo "== configuring ($build_dir, warnings as errors: $werror)"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DDTS_WERROR=$werror "${mode_flags[@]}" ${DTS_CMAKE_FLAGS:-} \
   >"$build_dir.configure.log" 2>&1 || { cat "$build_dir.configure.log"; exit 1; }
 grep -E "^-- dtsuite" "$build_dir.configure.log" || true
-# The sanitize stage builds only what its tests run (not the end-to-end tests' binaries).
+# The sanitize stage builds only what its tests run: the unit and MPI tests, and the end-to-end
+# tests labelled `sanitize` (dts_add_e2e_test SANITIZE: what reads user input end to end), which
+# run the dtsuite binary built with the sanitizers too.
 sanitize_tests=(-L 'unit|mpi' -LE e2e)
+sanitize_e2e_tests=(-L sanitize)
 build_targets=("$build_target")
 if [ "$mode" = sanitize ]; then
   # The binaries behind the selected tests: a test's name is its target's (NAME_npN for an MPI
   # test, NAME_corpus for a corpus replay), and a test run through a launcher or script names the
-  # binary among its arguments; whatever of that is a target of this build is built.
+  # binary among its arguments; whatever of that is a target of this build is built, and dtsuite
+  # when an end-to-end test is among them.
   mapfile -t build_targets < <(python3 - "$build_dir" \
       <(ctest --test-dir "$build_dir" -N "${sanitize_tests[@]}" --show-only=json-v1) \
-      <(cmake --build "$build_dir" --target help) <<'PY'
+      <(cmake --build "$build_dir" --target help) \
+      <(ctest --test-dir "$build_dir" -N "${sanitize_e2e_tests[@]}" --show-only=json-v1) <<'PY'
 import json, os, re, sys
 build = os.path.realpath(sys.argv[1]) + "/"
 tests = json.load(open(sys.argv[2]))["tests"]
 targets = {line[4:].split()[0] for line in open(sys.argv[3]) if line.startswith("... ")}
-wanted = set()
-for t in tests:
+e2e = json.load(open(sys.argv[4]))["tests"]
+wanted = {"dtsuite"} if e2e else set()
+for t in tests + e2e:
     wanted.add(t["name"])
     wanted.add(re.sub(r"_(np[0-9]+|corpus)$", "", t["name"]))
     for arg in t.get("command", []):
@@ -108,9 +114,12 @@ case "$mode" in
   sanitize)
     # Unit and MPI tests (the seed corpora's replays among them). The end-to-end tests drive the
     # same code through the binary; they take 4 minutes in the Release build, several times that
-    # under ASan, past what CI can spend.
+    # under ASan, past what CI can spend: only those labelled sanitize run here.
     echo "== ctest under ASan + UBSan (labels unit, mpi; not e2e)"
-    exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --timeout 1800 "${sanitize_tests[@]}"
+    ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --timeout 1800 "${sanitize_tests[@]}"
+    echo "== ctest under ASan + UBSan (end-to-end tests labelled sanitize: the binary on user input)"
+    exec ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --timeout 1800 "${sanitize_e2e_tests[@]}" \
+      --no-tests=error
     ;;
   vendors)
     [ -x build/harness/dtsuite ] || { echo "bootstrap.sh vendors: needs the Open MPI build in build/ (run the test stage first)" >&2; exit 2; }
