@@ -9,8 +9,13 @@ namespace dts {
 
 namespace {
 
+// Every quote of the user's text goes through quoted_input: cut when long, escaped, one line.
 Error bad_spec(std::string_view text, const std::string& why) {
-  return Error(Error::Kind::invalid_argument, "bad strategy '" + std::string(text) + "': " + why);
+  return Error(Error::Kind::invalid_argument, "bad strategy " + quoted_input(text) + ": " + why);
+}
+
+Error bad_list(std::string_view text, const std::string& why) {
+  return Error(Error::Kind::invalid_argument, "bad strategy list " + quoted_input(text) + ": " + why);
 }
 
 bool takes(const StrategyTraits& traits, const std::string& key) {
@@ -62,18 +67,18 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     more = comma < inner.size();
     inner = more ? inner.substr(comma + 1) : std::string_view{};
     const size_t equals = item.find('=');
-    if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got '" + std::string(item) + "'");
+    if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got " + quoted_input(item));
     const std::string key(item.substr(0, equals));
     const std::string_view value = item.substr(equals + 1);
     if (key != "dp" && key != "tp" && key != "pp" && key != "zero" && key != "mb" && key != "schedule") {
-      throw bad_spec(text, "unknown key '" + key + "' (keys: dp, tp, pp, zero, mb, schedule)");
+      throw bad_spec(text, "unknown key " + quoted_input(key) + " (keys: dp, tp, pp, zero, mb, schedule)");
     }
     if (!takes(traits, key)) throw bad_spec(text, spec.name + " does not take '" + key + "'");
     if (spec.pinned.count(key) || (key == "schedule" && spec.schedule)) throw bad_spec(text, "'" + key + "' given twice");
     if (key == "schedule") {
       if (value == "gpipe") spec.schedule = PipelineSchedule::gpipe;
       else if (value == "1f1b") spec.schedule = PipelineSchedule::one_f_one_b;
-      else throw bad_spec(text, "schedule is gpipe or 1f1b, not '" + std::string(value) + "'");
+      else throw bad_spec(text, "schedule is gpipe or 1f1b, not " + quoted_input(value));
       continue;
     }
     int number = 0;
@@ -81,7 +86,7 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     const int least = key == "zero" ? 0 : 1;
     if (value.empty() || error != std::errc{} || end != value.data() + value.size() || number < least ||
         number > (1 << 20)) {
-      throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not '" + std::string(value) + "'");
+      throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not " + quoted_input(value));
     }
     if (key == "zero" && number > 1) throw bad_spec(text, "zero is 0 or 1 (ZeRO-1 across the dp group)");
     spec.pinned[key] = number;
@@ -96,14 +101,23 @@ std::vector<StrategySpec> parse_strategy_list(std::string_view text) {
   for (size_t i = 0; i <= text.size(); ++i) {
     const char c = i < text.size() ? text[i] : ',';
     if (c == '(') ++depth;
-    if (c == ')' && --depth < 0) throw bad_spec(text, "unbalanced parentheses");
+    if (c == ')' && --depth < 0) throw bad_list(text, "unbalanced parentheses");
     if (c == ',' && depth == 0) {
-      if (i == start) throw bad_spec(text, "empty item in the list");
-      specs.push_back(parse_strategy_spec(text.substr(start, i - start)));
+      if (i == start) throw bad_list(text, "empty item");
+      StrategySpec spec = parse_strategy_spec(text.substr(start, i - start));
+      // A spec named twice (keys in any order) would run and write its cases twice, which compare
+      // then cannot join: refused, as core's parse_list refuses `-d f32,f32`.
+      for (const StrategySpec& earlier : specs) {
+        if (earlier.name == spec.name && earlier.pinned == spec.pinned && earlier.schedule == spec.schedule) {
+          throw bad_list(text, quoted_input(earlier.text) + " twice" +
+                                   (earlier.text == spec.text ? "" : " (again as " + quoted_input(spec.text) + ")"));
+        }
+      }
+      specs.push_back(std::move(spec));
       start = i + 1;
     }
   }
-  if (depth != 0) throw bad_spec(text, "unbalanced parentheses");
+  if (depth != 0) throw bad_list(text, "unbalanced parentheses");
   return specs;
 }
 

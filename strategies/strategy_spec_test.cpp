@@ -83,6 +83,44 @@ TEST(StrategySpec, ListsSplitOnlyOutsideParentheses) {
   }
 }
 
+// A spec named twice would run (and write) its cases twice, which compare then refuses to join;
+// refused as `-d f32,f32` is. The same spec differently spelt (keys reordered) counts as twice.
+TEST(StrategySpec, ListsRefuseASpecGivenTwice) {
+  for (const char* repeated : {"ddp,ddp", "ddp,zero1,ddp", "tp(tp=2),tp(tp=2)", "hybrid(dp=2,tp=2),hybrid(tp=2,dp=2)",
+                               "hybrid(schedule=gpipe),hybrid(schedule=gpipe)"}) {
+    const std::string what = parse_error(repeated, true);
+    EXPECT_NE(what.find("twice"), std::string::npos) << repeated << ": " << what;
+  }
+  EXPECT_NE(parse_error("ddp,ddp", true).find("'ddp' twice"), std::string::npos) << parse_error("ddp,ddp", true);
+  // Different pins of one strategy are different specs.
+  EXPECT_EQ(parse_strategy_list("tp(tp=2),tp(tp=4),hybrid(schedule=gpipe),hybrid(schedule=1f1b)").size(), 4u);
+}
+
+// Errors quote the spec as backend specs are quoted (core/error.h, quoted_input): cut past
+// kQuotedChars with its length, control bytes escaped, so the harness's error stays one short line.
+TEST(StrategySpec, MessagesAreOneShortLine) {
+  // The quote holds at most kQuotedChars characters (an escape is 2 to 4 bytes: at most 4 x 80),
+  // twice (the list and the item), plus the fixed text: 1,000 bounds a message that grew with the input.
+  constexpr size_t kShortMessage = 1000;
+  const std::string huge_name(100'000, 'x');
+  const std::string huge_value = "hybrid(dp=" + std::string(100'000, '7') + ")";
+  const std::string huge_key = "hybrid(" + std::string(100'000, 'k') + "=2)";
+  const std::string huge_list = "ddp," + std::string(100'000, 'y');
+  for (const std::string& text : {huge_name, huge_value, huge_key, huge_list, std::string("dd\np"),
+                                  std::string("hybrid(dp=2,\ntp=2)"), std::string("hybrid(dp=\n)"),
+                                  std::string("hybrid(\x1b[2J=1)"), std::string("ddp,\n"), std::string("ddp\n,zero1")}) {
+    for (bool list : {false, true}) {
+      const std::string what = parse_error(text, list);
+      ASSERT_NE(what, "") << "accepted '" << text << "'";
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
+      EXPECT_LT(what.size(), kShortMessage) << what.substr(0, 200);
+    }
+  }
+  EXPECT_NE(parse_error("dd\np").find("'dd\\np'"), std::string::npos) << parse_error("dd\np");
+  EXPECT_NE(parse_error(huge_name).find("... (100000 characters)"), std::string::npos);
+}
+
 TEST(LayoutsOf, SingleDimensionStrategies) {
   ASSERT_EQ(dims_of(layouts("tp", 3)), (std::vector<Dims>{{1, 3, 1, 0}}));
   EXPECT_EQ(layouts("tp", 3)[0].microbatches, kDefaults.accumulation);  // no pipeline: accumulation
