@@ -339,6 +339,18 @@ INSTANTIATE_TEST_SUITE_P(
                     BadInput{0, "run nosuite", "unknown suite 'nosuite'"},
                     BadInput{2, "run -e 8 --csv /proc/version/x.csv", "/proc/version/x.csv"}));
 
+// The training suites' lists: a repeated item would run (and write) its cases twice, which compare
+// then refuses to join, so it is refused as -d f32,f32 is; an unknown optimizer names each one once.
+INSTANTIATE_TEST_SUITE_P(
+    TrainingFlags, BadInputs,
+    testing::Values(BadInput{0, "run equivalence --strategy ddp,ddp", "bad strategy list 'ddp,ddp': 'ddp' twice"},
+                    BadInput{2, "run equivalence --strategy zero1,ddp,zero1", "'zero1' twice"},
+                    BadInput{0, "run equivalence --strategy 'hybrid(dp=2,tp=2),hybrid(tp=2,dp=2)'", "twice"},
+                    BadInput{0, "run equivalence --strategy \"$(printf 'dd\\np')\"", "unknown strategy 'dd\\np'"},
+                    BadInput{0, "run equivalence --optimizer lion", "--optimizer: 'lion' is not one of sgd, adamw ("},
+                    BadInput{0, "run equivalence --optimizer sgd,sgd", "'sgd' twice"},
+                    BadInput{0, "run equivalence --optimizer sgd,", "empty item"}));
+
 // Outputs that would destroy something are refused at set-up, before any row: one line, exit 2.
 // 2 ranks: the refusal is rank 0's, and every rank must leave with it.
 constexpr int kOutputRanks = 2;

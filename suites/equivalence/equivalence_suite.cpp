@@ -57,20 +57,6 @@ TrainConfig train_config(OptimizerKind optimizer) {
 
 const char* optimizer_name(OptimizerKind optimizer) { return optimizer == OptimizerKind::sgd ? "sgd" : "adamw"; }
 
-std::vector<OptimizerKind> optimizers_of(const std::string& list) {
-  std::vector<OptimizerKind> kinds;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, end - start);
-    if (item == "sgd") kinds.push_back(OptimizerKind::sgd);
-    else if (item == "adamw") kinds.push_back(OptimizerKind::adamw);
-    else throw Error(Error::Kind::invalid_argument, "unknown optimizer '" + item + "' (expected sgd or adamw)");
-    start = end + 1;
-  }
-  return kinds;
-}
-
 // "layer1.weight[17]": where element i of the reference layout lives.
 std::string element_name(const ModelSpec& spec, int64_t i) {
   for (const ParameterInfo& p : parameter_layout(spec)) {
@@ -156,7 +142,7 @@ class EquivalenceSuite final : public Suite {
     std::vector<Case> cases;
     for (const auto& spec : specs) {
       size_t layouts = 0;
-      for (OptimizerKind optimizer : optimizers_of(o.optimizer)) {
+      for (OptimizerKind optimizer : o.optimizers) {
         for (int w = 1; w <= common.world_size; ++w) {
           for (const ParallelConfig& layout : layouts_of(spec, w, defaults)) {
             ++layouts;
