@@ -3,6 +3,7 @@
 #include "harness/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <arpa/inet.h>
 
 #include <cctype>
 #include <sstream>
@@ -45,6 +46,29 @@ void apply_run_defaults(const Profile& profile, CLI::App& run) {
       option->run_callback();
     }
   }
+}
+
+// --metrics-address: an IPv4 dotted quad (four decimal parts, each 0..255) or an IPv6 address,
+// with or without its brackets, as inet_pton reads them. Checked here because civetweb reads an
+// address loosely: 999.1.1.1 bound 231.1.1.1 (each part taken modulo 256), and a malformed one
+// failed at set-up as "null context when constructing CivetServer". Host names are refused too:
+// where /metrics listens is a choice of interface, not a name lookup.
+CLI::Validator ListenAddress() {
+  return CLI::Validator(
+      [](const std::string& value) -> std::string {
+        std::string address = value;
+        if (address.size() >= 2 && address.front() == '[' && address.back() == ']') {
+          address = address.substr(1, address.size() - 2);
+          in6_addr v6{};
+          if (inet_pton(AF_INET6, address.c_str(), &v6) == 1) return {};
+        } else {
+          in_addr v4{};
+          in6_addr v6{};
+          if (inet_pton(AF_INET, address.c_str(), &v4) == 1 || inet_pton(AF_INET6, address.c_str(), &v6) == 1) return {};
+        }
+        return quoted_input(value) + " is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::1, [::])";
+      },
+      "ADDRESS");
 }
 
 }  // namespace
@@ -91,7 +115,7 @@ Command parse_command_line(int argc, char** argv) {
       ->check(CLI::Range(0, 65535))->capture_default_str();
   run->add_option("--metrics-address", cmd.metrics_address,
                   "address /metrics listens on (0.0.0.0 or :: for every interface; IPv6 with or without [])")
-      ->check([](const std::string& v) { return v.empty() ? "an IPv4 or IPv6 address" : ""; })
+      ->check(ListenAddress())
       ->capture_default_str();
   run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
   run->add_option("--chunk-bytes", chunk,

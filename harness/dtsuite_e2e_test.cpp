@@ -351,6 +351,33 @@ INSTANTIATE_TEST_SUITE_P(
                     BadInput{0, "run equivalence --optimizer sgd,sgd", "'sgd' twice"},
                     BadInput{0, "run equivalence --optimizer sgd,", "empty item"}));
 
+// --metrics-address is read strictly at parse time: civetweb took 999.1.1.1 as 231.1.1.1 (exit 0)
+// and failed on a malformed one with "null context when constructing CivetServer".
+INSTANTIATE_TEST_SUITE_P(
+    MetricsAddress, BadInputs,
+    testing::Values(BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 999.1.1.1", "--metrics-address: '999.1.1.1' is not an IPv4 or IPv6 address"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 256.0.0.1", "'256.0.0.1' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 1.2.3", "'1.2.3' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 1.2.3.4.5", "'1.2.3.4.5' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 1.2.3.-4", "'1.2.3.-4' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 0x7f.0.0.1", "'0x7f.0.0.1' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address localhost", "'localhost' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address ::1::2", "'::1::2' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address '[::1'", "'[::1' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address '[1.2.3.4]'", "'[1.2.3.4]' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address ''", "'' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address \"$(printf '1.2.3.4\\n5')\"", "'1.2.3.4\\n5' is not an IPv4"}));
+
+// Addresses of both families pass the parse (port 0: nothing is served, so no interface is needed).
+TEST(MetricsAddress, WellFormedAddressesAreTaken) {
+  for (const std::string address : {"127.0.0.1", "0.0.0.0", "255.255.255.255", "::", "::1", "[::]", "[::1]", "fe80::1"}) {
+    const RunResult r = run_dtsuite(0, "run --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 1 -w 0 --metrics-port 0 "
+                                       "--metrics-address '" + address + "' --csv " +
+                                           (scratch_dir() / "address.csv").string());
+    EXPECT_EQ(r.exit_code, 0) << address << ": " << r.err;
+  }
+}
+
 // Outputs that would destroy something are refused at set-up, before any row: one line, exit 2.
 // 2 ranks: the refusal is rank 0's, and every rank must leave with it.
 constexpr int kOutputRanks = 2;
