@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -22,9 +23,13 @@ namespace {
 // left it out, through CLI11 itself so the flag's own checks apply. Where the command line gave
 // the flag, it wins, but the profile's value is still put through the same checks (then the
 // command line's value is restored): a profile with `iters = -5` is wrong whatever -n says.
+// Only the profile's keys (profile_run_keys: the loader refuses the rest at their line) are
+// applied: outputs, listeners and the node name stay the command line's.
 void apply_run_defaults(const Profile& profile, CLI::App& run) {
+  const std::vector<std::string_view> keys = profile_run_keys();
   for (const RunDefault& d : profile.run) {
     const std::string where = profile.path + ":" + std::to_string(d.line) + ": [run] " + d.flag;
+    if (std::find(keys.begin(), keys.end(), d.flag) == keys.end()) throw UsageError(where + " is not a profile key");
     CLI::Option* option = run.get_option_no_throw(d.flag == "suites" ? d.flag : "--" + d.flag);
     if (!option) throw UsageError(where + " is not a run flag of this build");
     const bool given = option->count() > 0;
