@@ -2,6 +2,7 @@
 #include "strategies/strategy_spec.h"
 
 #include <charconv>
+#include <map>
 
 #include "core/error.h"
 
@@ -121,21 +122,57 @@ std::vector<StrategySpec> parse_strategy_list(std::string_view text) {
   return specs;
 }
 
-std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+namespace {
+
+bool is_prime(int n) {
+  if (n < 2) return false;
+  for (int d = 2; d * d <= n; ++d) {
+    if (n % d == 0) return false;
+  }
+  return true;
+}
+
+// layouts_of's enumeration. `why`, when given, collects why a (dp, tp, pp) of `world` ranks was
+// left out: one sentence per kind of reason, with the numbers of its first case, in the order met.
+std::vector<ParallelConfig> enumerate_layouts(const StrategySpec& spec, int world, const LayoutDefaults& defaults,
+                                              std::vector<std::string>* why) {
   const StrategyTraits& traits = strategy_traits(spec.name);
   const bool pinned_layout = spec.pinned.count("dp") || spec.pinned.count("tp") || spec.pinned.count("pp");
+  std::map<std::string, std::string> reasons;  // kind -> sentence
+  const auto left_out = [&](const std::string& kind, const std::string& sentence) {
+    if (why && reasons.emplace(kind, sentence).second) why->push_back(sentence);
+  };
   std::vector<ParallelConfig> layouts;
   for (int dp : candidates(traits.dp, spec, "dp", world)) {
     for (int tp : candidates(traits.tp, spec, "tp", world)) {
       for (int pp : candidates(traits.pp, spec, "pp", world)) {
         if (dp * tp * pp != world) continue;
-        // A stage holds at least one layer; a tensor-parallel rank at least one feature.
-        if (pp > defaults.layers || tp > defaults.width) continue;
         const int split = (dp > 1) + (tp > 1) + (pp > 1);
-        if (!pinned_layout && split < traits.min_parallel_dimensions) continue;
+        if (!pinned_layout && split < traits.min_parallel_dimensions) {
+          left_out("dimensions", spec.name + " needs at least " + std::to_string(traits.min_parallel_dimensions) +
+                                     " of dp, tp, pp above 1" +
+                                     (is_prime(world) ? ", and " + std::to_string(world) + " ranks (a prime) split one way only"
+                                                      : ""));
+          continue;
+        }
+        // A stage holds at least one layer; a tensor-parallel rank at least one feature.
+        if (pp > defaults.layers) {
+          left_out("depth", std::to_string(defaults.layers) + " layers cannot be split into " + std::to_string(pp) +
+                                " pipeline stages (a stage holds at least one layer; --layers)");
+          continue;
+        }
+        if (tp > defaults.width) {
+          left_out("width", "a width of " + std::to_string(defaults.width) + " cannot be split across " +
+                                std::to_string(tp) + " tensor-parallel ranks (--width)");
+          continue;
+        }
+
         std::vector<int> stages{traits.zero};
         if (auto it = spec.pinned.find("zero"); it != spec.pinned.end()) {
-          if (it->second == 1 && dp == 1) continue;  // ZeRO-1 across a dp group of one is plain
+          if (it->second == 1 && dp == 1) {  // ZeRO-1 across a dp group of one is plain
+            left_out("zero", "zero=1 shards across dp, and dp is 1 here");
+            continue;
+          }
           stages = {it->second};
         } else if (traits.zero1_option && dp > 1) {
           stages = {0, 1};
@@ -156,7 +193,24 @@ std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, cons
       }
     }
   }
+  if (why && layouts.empty() && why->empty()) {
+    why->push_back("its pinned dp, tp, pp make no split of " + std::to_string(world) + " ranks");
+  }
   return layouts;
+}
+
+}  // namespace
+
+std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+  return enumerate_layouts(spec, world, defaults, nullptr);
+}
+
+std::string why_no_layout(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+  std::vector<std::string> why;
+  if (!enumerate_layouts(spec, world, defaults, &why).empty()) return {};
+  std::string text;
+  for (const std::string& sentence : why) text += (text.empty() ? "" : "; ") + sentence;
+  return text;
 }
 
 std::string layout_id(const StrategySpec& spec, const ParallelConfig& c) {

@@ -168,6 +168,30 @@ TEST(LayoutsOf, PinnedSpecs) {
   EXPECT_EQ(layouts("gpipe(pp=2,mb=8)", 2).at(0).microbatches, 8);
 }
 
+// Why a spec has no layout on some ranks, in words naming the model's or the ranks' limit.
+TEST(LayoutsOf, WhyNoneNamesTheCause) {
+  const auto why = [](const std::string& text, int world, LayoutDefaults defaults = kDefaults) {
+    return why_no_layout(parse_strategy_spec(text), world, defaults);
+  };
+  EXPECT_EQ(why("gpipe", 4), "3 layers cannot be split into 4 pipeline stages (a stage holds at least one layer; --layers)");
+  EXPECT_EQ(why("tp", 4, LayoutDefaults{1, 4, 3, 2}), "a width of 2 cannot be split across 4 tensor-parallel ranks (--width)");
+  EXPECT_EQ(why("hybrid", 3), "hybrid needs at least 2 of dp, tp, pp above 1, and 3 ranks (a prime) split one way only");
+  EXPECT_EQ(why("hybrid", 1), "hybrid needs at least 2 of dp, tp, pp above 1");
+  // dp=1 pinned: 1x1x4 is too deep for 3 layers, 1x2x2 and 1x4x1 have no dp for ZeRO-1 to shard across.
+  EXPECT_EQ(why("hybrid(dp=1,zero=1)", 4), "3 layers cannot be split into 4 pipeline stages (a stage holds at least one "
+                                           "layer; --layers); zero=1 shards across dp, and dp is 1 here");
+  EXPECT_EQ(why("hybrid(dp=2,tp=2,pp=1)", 8), "its pinned dp, tp, pp make no split of 8 ranks");
+  // Every reason of a mixed refusal: at 4 ranks with 1 layer, hybrid's two-way splits need 2
+  // stages or 2 tensor ranks of a width of 1; its one-way splits are too few dimensions.
+  const std::string mixed = why("hybrid", 4, LayoutDefaults{1, 4, 1, 1});
+  EXPECT_NE(mixed.find("needs at least 2 of dp, tp, pp above 1"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("1 layers cannot be split into 2 pipeline stages"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("a width of 1 cannot be split across 2 tensor-parallel ranks"), std::string::npos) << mixed;
+  // A spec with layouts has nothing to say.
+  EXPECT_EQ(why("gpipe", 3), "");
+  EXPECT_EQ(why("hybrid", 4), "");
+}
+
 TEST(LayoutId, NamesTheSplitDimensions) {
   const auto id = [](const std::string& text, int world, size_t index = 0) {
     const StrategySpec spec = parse_strategy_spec(text);
