@@ -262,6 +262,31 @@ TEST(Equivalence, DdpMatchesTheReferenceAtEveryWorldSize) {
   EXPECT_EQ(passed["check"], 18);
 }
 
+// -d is the equivalence suite's precision list too: it ran f32, f64 and bf16 whatever -d said.
+TEST(Equivalence, DatatypeFlagSelectsThePrecisions) {
+  for (const auto& [flag, expected] : {std::pair<std::string, std::set<std::string>>{"-d f32", {"f32"}},
+                                       {"-d bf16,f64", {"bf16", "f64"}},
+                                       {"-d all", {"f32", "f64", "bf16"}},
+                                       {"", {"f32", "f64", "bf16"}}}) {
+    const fs::path csv = scratch_dir() / "precisions.csv";
+    const RunResult r = run_dtsuite(0, "run equivalence --strategy ddp --optimizer sgd " + kSmallTraining + " " + flag +
+                                           " --csv " + csv.string());
+    ASSERT_EQ(r.exit_code, 0) << flag << ": " << r.err;
+    std::set<std::string> dtypes;
+    for (const Row& row : read_csv(csv)) dtypes.insert(row.at("dtype"));
+    EXPECT_EQ(dtypes, expected) << flag;
+  }
+  // With collectives in the run, each suite takes what it can of one -d: i32 is the collectives'.
+  const fs::path csv = scratch_dir() / "both.csv";
+  const RunResult r = run_dtsuite(0, "run collectives equivalence --strategy ddp --optimizer sgd " + kSmallTraining +
+                                         " -d f32,i32 --collective all_reduce -o sum -b 8 -e 8 --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::pair<std::string, std::string>> taken;
+  for (const Row& row : read_csv(csv)) taken.emplace(row.at("suite"), row.at("dtype"));
+  EXPECT_EQ(taken, (std::set<std::pair<std::string, std::string>>{
+                       {"collectives", "f32"}, {"collectives", "i32"}, {"equivalence", "f32"}}));
+}
+
 TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
   // Over ring(mpi) every byte passes the leaf backend's point-to-point counter, so bytes_sent is
   // measured and judged against 2 Psi (N-1)/N (ddp, zero1, zero2) or 3 Psi (N-1)/N (zero3).
@@ -350,6 +375,15 @@ INSTANTIATE_TEST_SUITE_P(
                     BadInput{0, "run equivalence --optimizer lion", "--optimizer: 'lion' is not one of sgd, adamw ("},
                     BadInput{0, "run equivalence --optimizer sgd,sgd", "'sgd' twice"},
                     BadInput{0, "run equivalence --optimizer sgd,", "empty item"}));
+
+// -d names what a suite of the run takes: nothing asked for is dropped in silence.
+INSTANTIATE_TEST_SUITE_P(
+    Datatypes, BadInputs,
+    testing::Values(BadInput{0, "run equivalence -d i32", "-d i32 names no precision the equivalence suite trains in"},
+                    BadInput{0, "run collectives equivalence -d i32 -e 8", "-d i32 names no precision"},
+                    BadInput{0, "run equivalence -d f32,f16", "-d names f16, which no suite of this run takes"},
+                    BadInput{0, "run scaling -d f32", "-d f32: only the collectives and equivalence suites read -d"},
+                    BadInput{0, "run topology convergence -d f64", "neither is in this run"}));
 
 // --metrics-address is read strictly at parse time: civetweb took 999.1.1.1 as 231.1.1.1 (exit 0)
 // and failed on a malformed one with "null context when constructing CivetServer".

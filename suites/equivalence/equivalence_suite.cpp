@@ -9,6 +9,7 @@
 // same-order one-process run bit for bit (bit_exact), traffic matches the strategy's own theory,
 // and a pipeline holds no more micro-batches than its schedule allows. Step time, communication,
 // bytes, memory and the pipeline bubble are reported per case.
+// -d narrows the precisions to those of them it names (precisions_of).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "strategies/strategy_spec.h"
 #include "strategies/tensor/parallel_mlp.h"
 #include "suites/collectives/check.h"
+#include "suites/collectives/datatype_flag.h"
 #include "suites/equivalence/tolerance.h"
 #include "suites/suite.h"
 #include "suites/training_flags.h"
@@ -127,6 +129,33 @@ std::vector<Value> gather_to_all(Communicator& control, const Value& mine) {
   return all;
 }
 
+// The precisions the suite trains in: f32, f64 and bf16, or those -d names (in its order). A -d
+// that names none of them is refused, and so is a dtype that no suite of the run takes (the
+// collectives suite takes every one): nothing asked for is dropped in silence.
+std::vector<Precision> precisions_of(const RunOptions& common) {
+  const std::optional<std::vector<DType>>& requested = common.flags<DatatypeSelection>().requested;
+  if (!requested) return {Precision::f32, Precision::f64, Precision::bf16};
+  std::vector<Precision> precisions;
+  std::string others;
+  for (DType d : *requested) {
+    if (d == DType::f32) precisions.push_back(Precision::f32);
+    else if (d == DType::f64) precisions.push_back(Precision::f64);
+    else if (d == DType::bf16) precisions.push_back(Precision::bf16);
+    else others += (others.empty() ? "" : ",") + std::string(name(d));
+  }
+  if (precisions.empty()) {
+    throw Error(Error::Kind::invalid_argument,
+                "-d " + others + " names no precision the equivalence suite trains in (f32, f64, bf16)");
+  }
+  const bool collectives = std::find(common.suites.begin(), common.suites.end(), "collectives") != common.suites.end();
+  if (!others.empty() && !collectives) {
+    throw Error(Error::Kind::invalid_argument, "-d names " + others +
+                                                   ", which no suite of this run takes (equivalence trains in f32, "
+                                                   "f64, bf16; the collectives suite takes every dtype)");
+  }
+  return precisions;
+}
+
 class EquivalenceSuite final : public Suite {
  public:
   std::string_view name() const override { return "equivalence"; }
@@ -139,6 +168,7 @@ class EquivalenceSuite final : public Suite {
       for (const auto& text : o.strategies) specs.push_back(parse_strategy_spec(text));
     }
     const LayoutDefaults defaults{o.accumulation, o.microbatches, o.layers, o.width};
+    const std::vector<Precision> precisions = precisions_of(common);
     std::vector<Case> cases;
     for (const auto& spec : specs) {
       size_t layouts = 0;
@@ -158,7 +188,7 @@ class EquivalenceSuite final : public Suite {
                               " rows leaves some of its dp x mb = " + std::to_string(layout.dp * layout.microbatches) +
                               " micro-batches without a row (raise --batch, or lower --microbatches/--accumulation)");
             }
-            for (Precision p : {Precision::f32, Precision::f64, Precision::bf16}) {
+            for (Precision p : precisions) {
               EquivalenceCase c{spec, layout, p, optimizer};
               Labels labels;
               labels.strategy = spec.name;
