@@ -64,23 +64,6 @@ class HostTimer final : public Timer {
 
 std::unique_ptr<Timer> Communicator::timer(size_t marks) { return std::make_unique<HostTimer>(*this, marks); }
 
-namespace {
-
-// The spec as an error message quotes it: a generated spec can be megabytes, and one with a
-// newline in it would break the harness's one-line error, so long specs are cut and control
-// characters shown as '?'. 80 characters hold every real stack whole ("faulty(bitflip,ring(mpi))"
-// is 25).
-std::string quoted_spec(std::string_view spec) {
-  constexpr size_t kQuotedChars = 80;
-  std::string out = "'";
-  for (const char c : spec.substr(0, kQuotedChars)) out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
-  out += "'";
-  if (spec.size() > kQuotedChars) out += "... (" + std::to_string(spec.size()) + " characters)";
-  return out;
-}
-
-}  // namespace
-
 // One pass over the spec, so each level costs its own length. make_communicator() parses each
 // level again when a wrapper's factory builds its inner backend, which is why the nesting is
 // bounded up front: with at most kMaxBackendSpecDepth levels the whole stack costs at most that
@@ -88,7 +71,7 @@ std::string quoted_spec(std::string_view spec) {
 // unbounded spec (ring(ring(...)) 18,000 deep) overflowed the stack.
 BackendSpec parse_backend_spec(std::string_view spec) {
   auto bad = [&](const std::string& why) {
-    return Error(Error::Kind::invalid_argument, "bad backend spec " + quoted_spec(spec) + ": " + why);
+    return Error(Error::Kind::invalid_argument, "bad backend spec " + quoted_input(spec) + ": " + why);
   };
   BackendSpec out;
   const auto open = spec.find('(');
@@ -159,7 +142,7 @@ std::unique_ptr<Communicator> make_communicator(std::string_view spec, const Com
       std::string known;
       for (auto& [name, entry] : r.backends) known += (known.empty() ? "" : ", ") + entry.first.usage;
       throw Error(Error::Kind::invalid_argument,
-                  "unknown backend " + quoted_spec(parsed.name) + " (this build has: " + known + ")");
+                  "unknown backend " + quoted_input(parsed.name) + " (this build has: " + known + ")");
     }
     factory = it->second.second;
   }

@@ -91,18 +91,18 @@ int64_t parse_size(const std::string& text) {
   if (text.empty()) throw Error(Error::Kind::invalid_argument, "empty size");
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0) throw Error(Error::Kind::invalid_argument, "bad size '" + text + "' (expected e.g. 8, 64K, 16M, 1G)");
+  if (digits == 0) throw Error(Error::Kind::invalid_argument, "bad size " + quoted_input(text) + " (expected e.g. 8, 64K, 16M, 1G)");
   const std::string suffix = text.substr(digits);
   int shift = 0;
   if (suffix.empty() || suffix == "B") shift = 0;
   else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") shift = 10;
   else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") shift = 20;
   else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") shift = 30;
-  else throw Error(Error::Kind::invalid_argument, "bad size '" + text + "' (expected e.g. 8, 64K, 16M, 1G)");
+  else throw Error(Error::Kind::invalid_argument, "bad size " + quoted_input(text) + " (expected e.g. 8, 64K, 16M, 1G)");
   const std::string number = text.substr(0, digits);
-  if (number.size() > 12) throw Error(Error::Kind::invalid_argument, "size '" + text + "' is too large");
+  if (number.size() > 12) throw Error(Error::Kind::invalid_argument, "size " + quoted_input(text) + " is too large");
   const int64_t value = std::stoll(number);
-  if (value > (int64_t{1} << (50 - shift))) throw Error(Error::Kind::invalid_argument, "size '" + text + "' is too large");
+  if (value > (int64_t{1} << (50 - shift))) throw Error(Error::Kind::invalid_argument, "size " + quoted_input(text) + " is too large");
   return value << shift;
 }
 
@@ -111,16 +111,16 @@ std::vector<std::string> parse_list(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    if (item.empty()) throw Error(Error::Kind::invalid_argument, "empty item in list '" + text + "'");
+    if (item.empty()) throw Error(Error::Kind::invalid_argument, "empty item in list " + quoted_input(text));
     // A repeated item would run (and write) the same cases twice, which compare then cannot join.
     if (std::find(items.begin(), items.end(), item) != items.end()) {
-      throw Error(Error::Kind::invalid_argument, "'" + item + "' twice in list '" + text + "'");
+      throw Error(Error::Kind::invalid_argument, quoted_input(item) + " twice in list " + quoted_input(text));
     }
     items.push_back(item);
   }
   // getline drops a trailing empty item: "f32," would pass as "f32".
   if (!text.empty() && text.back() == ',') {
-    throw Error(Error::Kind::invalid_argument, "empty item in list '" + text + "'");
+    throw Error(Error::Kind::invalid_argument, "empty item in list " + quoted_input(text));
   }
   if (items.empty()) throw Error(Error::Kind::invalid_argument, "empty list");
   return items;
@@ -139,8 +139,8 @@ DType parse_dtype(std::string_view text) {
   // PyTorch's names of the OCP formats (e4m3 has no infinity: "fn", finite and NaN).
   if (text == "float8_e4m3fn") return DType::f8e4m3;
   if (text == "float8_e5m2") return DType::f8e5m2;
-  throw Error(Error::Kind::invalid_argument, "unknown dtype '" + std::string(text) +
-                                                 "' (expected f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64, "
+  throw Error(Error::Kind::invalid_argument, "unknown dtype " + quoted_input(text) +
+                                                 " (expected f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64, "
                                                  "f8e4m3, f8e5m2)");
 }
 
@@ -149,7 +149,7 @@ ReduceOp parse_reduce_op(std::string_view text) {
     if (text == name(op)) return op;
   }
   throw Error(Error::Kind::invalid_argument,
-              "unknown reduction op '" + std::string(text) + "' (expected sum, prod, min, max, avg)");
+              "unknown reduction op " + quoted_input(text) + " (expected sum, prod, min, max, avg)");
 }
 
 }  // namespace dts

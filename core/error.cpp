@@ -28,4 +28,39 @@ std::string_view name(Error::Kind kind) {
   return "unknown";
 }
 
+std::string quoted_input(std::string_view text) {
+  std::string out = "'";
+  size_t used = 0, shown = 0;  // bytes of `text` taken, characters of it in the quote
+  while (used < text.size() && shown < kQuotedChars) {
+    const auto c = static_cast<unsigned char>(text[used]);
+    // A UTF-8 sequence is kept whole (a cut never splits one); a stray byte is escaped.
+    const size_t length = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    bool sequence = length > 1 && used + length <= text.size();
+    for (size_t k = 1; sequence && k < length; ++k) sequence = (static_cast<unsigned char>(text[used + k]) & 0xc0) == 0x80;
+    if (sequence) {
+      out.append(text.substr(used, length));
+      used += length;
+    } else if (c == '\\') {
+      out += "\\\\";
+      ++used;
+    } else if (c == '\n' || c == '\t' || c == '\r') {
+      out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r";
+      ++used;
+    } else if (c < 0x20 || c >= 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+      ++used;
+    } else {
+      out += static_cast<char>(c);
+      ++used;
+    }
+    ++shown;
+  }
+  out += "'";
+  if (used < text.size()) out += "... (" + std::to_string(text.size()) + " characters)";
+  return out;
+}
+
 }  // namespace dts

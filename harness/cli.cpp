@@ -3,7 +3,9 @@
 #include "harness/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -22,9 +24,13 @@ namespace {
 // left it out, through CLI11 itself so the flag's own checks apply. Where the command line gave
 // the flag, it wins, but the profile's value is still put through the same checks (then the
 // command line's value is restored): a profile with `iters = -5` is wrong whatever -n says.
+// Only the profile's keys (profile_run_keys: the loader refuses the rest at their line) are
+// applied: outputs, listeners and the node name stay the command line's.
 void apply_run_defaults(const Profile& profile, CLI::App& run) {
+  const std::vector<std::string_view> keys = profile_run_keys();
   for (const RunDefault& d : profile.run) {
     const std::string where = profile.path + ":" + std::to_string(d.line) + ": [run] " + d.flag;
+    if (std::find(keys.begin(), keys.end(), d.flag) == keys.end()) throw UsageError(where + " is not a profile key");
     CLI::Option* option = run.get_option_no_throw(d.flag == "suites" ? d.flag : "--" + d.flag);
     if (!option) throw UsageError(where + " is not a run flag of this build");
     const bool given = option->count() > 0;
@@ -46,6 +52,29 @@ void apply_run_defaults(const Profile& profile, CLI::App& run) {
       option->run_callback();
     }
   }
+}
+
+// --metrics-address: an IPv4 dotted quad (four decimal parts, each 0..255) or an IPv6 address,
+// with or without its brackets, as inet_pton reads them. Checked here because civetweb reads an
+// address loosely: 999.1.1.1 bound 231.1.1.1 (each part taken modulo 256), and a malformed one
+// failed at set-up as "null context when constructing CivetServer". Host names are refused too:
+// where /metrics listens is a choice of interface, not a name lookup.
+CLI::Validator ListenAddress() {
+  return CLI::Validator(
+      [](const std::string& value) -> std::string {
+        std::string address = value;
+        if (address.size() >= 2 && address.front() == '[' && address.back() == ']') {
+          address = address.substr(1, address.size() - 2);
+          in6_addr v6{};
+          if (inet_pton(AF_INET6, address.c_str(), &v6) == 1) return {};
+        } else {
+          in_addr v4{};
+          in6_addr v6{};
+          if (inet_pton(AF_INET, address.c_str(), &v4) == 1 || inet_pton(AF_INET6, address.c_str(), &v6) == 1) return {};
+        }
+        return quoted_input(value) + " is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::1, [::])";
+      },
+      "ADDRESS");
 }
 
 }  // namespace
@@ -94,7 +123,7 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
       ->check(CLI::Range(0, 65535))->capture_default_str();
   run->add_option("--metrics-address", cmd.metrics_address,
                   "address /metrics listens on (0.0.0.0 or :: for every interface; IPv6 with or without [])")
-      ->check([](const std::string& v) { return v.empty() ? "an IPv4 or IPv6 address" : ""; })
+      ->check(ListenAddress())
       ->capture_default_str();
   run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
   run->add_option("--chunk-bytes", chunk,

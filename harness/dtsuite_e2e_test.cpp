@@ -262,6 +262,31 @@ TEST(Equivalence, DdpMatchesTheReferenceAtEveryWorldSize) {
   EXPECT_EQ(passed["check"], 18);
 }
 
+// -d is the equivalence suite's precision list too: it ran f32, f64 and bf16 whatever -d said.
+TEST(Equivalence, DatatypeFlagSelectsThePrecisions) {
+  for (const auto& [flag, expected] : {std::pair<std::string, std::set<std::string>>{"-d f32", {"f32"}},
+                                       {"-d bf16,f64", {"bf16", "f64"}},
+                                       {"-d all", {"f32", "f64", "bf16"}},
+                                       {"", {"f32", "f64", "bf16"}}}) {
+    const fs::path csv = scratch_dir() / "precisions.csv";
+    const RunResult r = run_dtsuite(0, "run equivalence --strategy ddp --optimizer sgd " + kSmallTraining + " " + flag +
+                                           " --csv " + csv.string());
+    ASSERT_EQ(r.exit_code, 0) << flag << ": " << r.err;
+    std::set<std::string> dtypes;
+    for (const Row& row : read_csv(csv)) dtypes.insert(row.at("dtype"));
+    EXPECT_EQ(dtypes, expected) << flag;
+  }
+  // With collectives in the run, each suite takes what it can of one -d: i32 is the collectives'.
+  const fs::path csv = scratch_dir() / "both.csv";
+  const RunResult r = run_dtsuite(0, "run collectives equivalence --strategy ddp --optimizer sgd " + kSmallTraining +
+                                         " -d f32,i32 --collective all_reduce -o sum -b 8 -e 8 --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::pair<std::string, std::string>> taken;
+  for (const Row& row : read_csv(csv)) taken.emplace(row.at("suite"), row.at("dtype"));
+  EXPECT_EQ(taken, (std::set<std::pair<std::string, std::string>>{
+                       {"collectives", "f32"}, {"collectives", "i32"}, {"equivalence", "f32"}}));
+}
+
 TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
   // Over ring(mpi) every byte passes the leaf backend's point-to-point counter, so bytes_sent is
   // measured and judged against 2 Psi (N-1)/N (ddp, zero1, zero2) or 3 Psi (N-1)/N (zero3).
@@ -338,6 +363,54 @@ INSTANTIATE_TEST_SUITE_P(
                     BadInput{0, "run --backend 'faulty(melt,mpi)' -e 8", "melt"},
                     BadInput{0, "run nosuite", "unknown suite 'nosuite'"},
                     BadInput{2, "run -e 8 --csv /proc/version/x.csv", "/proc/version/x.csv"}));
+
+// The training suites' lists: a repeated item would run (and write) its cases twice, which compare
+// then refuses to join, so it is refused as -d f32,f32 is; an unknown optimizer names each one once.
+INSTANTIATE_TEST_SUITE_P(
+    TrainingFlags, BadInputs,
+    testing::Values(BadInput{0, "run equivalence --strategy ddp,ddp", "bad strategy list 'ddp,ddp': 'ddp' twice"},
+                    BadInput{2, "run equivalence --strategy zero1,ddp,zero1", "'zero1' twice"},
+                    BadInput{0, "run equivalence --strategy 'hybrid(dp=2,tp=2),hybrid(tp=2,dp=2)'", "twice"},
+                    BadInput{0, "run equivalence --strategy \"$(printf 'dd\\np')\"", "unknown strategy 'dd\\np'"},
+                    BadInput{0, "run equivalence --optimizer lion", "--optimizer: 'lion' is not one of sgd, adamw ("},
+                    BadInput{0, "run equivalence --optimizer sgd,sgd", "'sgd' twice"},
+                    BadInput{0, "run equivalence --optimizer sgd,", "empty item"}));
+
+// -d names what a suite of the run takes: nothing asked for is dropped in silence.
+INSTANTIATE_TEST_SUITE_P(
+    Datatypes, BadInputs,
+    testing::Values(BadInput{0, "run equivalence -d i32", "-d i32 names no precision the equivalence suite trains in"},
+                    BadInput{0, "run collectives equivalence -d i32 -e 8", "-d i32 names no precision"},
+                    BadInput{0, "run equivalence -d f32,f16", "-d names f16, which no suite of this run takes"},
+                    BadInput{0, "run scaling -d f32", "-d f32: only the collectives and equivalence suites read -d"},
+                    BadInput{0, "run topology convergence -d f64", "neither is in this run"}));
+
+// --metrics-address is read strictly at parse time: civetweb took 999.1.1.1 as 231.1.1.1 (exit 0)
+// and failed on a malformed one with "null context when constructing CivetServer".
+INSTANTIATE_TEST_SUITE_P(
+    MetricsAddress, BadInputs,
+    testing::Values(BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 999.1.1.1", "--metrics-address: '999.1.1.1' is not an IPv4 or IPv6 address"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 256.0.0.1", "'256.0.0.1' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 1.2.3", "'1.2.3' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 1.2.3.4.5", "'1.2.3.4.5' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 1.2.3.-4", "'1.2.3.-4' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address 0x7f.0.0.1", "'0x7f.0.0.1' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address localhost", "'localhost' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address ::1::2", "'::1::2' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address '[::1'", "'[::1' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address '[1.2.3.4]'", "'[1.2.3.4]' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address ''", "'' is not an IPv4"},
+                    BadInput{0, "run -b 8 -e 8 -n 1 -w 0 --metrics-address \"$(printf '1.2.3.4\\n5')\"", "'1.2.3.4\\n5' is not an IPv4"}));
+
+// Addresses of both families pass the parse (port 0: nothing is served, so no interface is needed).
+TEST(MetricsAddress, WellFormedAddressesAreTaken) {
+  for (const std::string address : {"127.0.0.1", "0.0.0.0", "255.255.255.255", "::", "::1", "[::]", "[::1]", "fe80::1"}) {
+    const RunResult r = run_dtsuite(0, "run --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 1 -w 0 --metrics-port 0 "
+                                       "--metrics-address '" + address + "' --csv " +
+                                           (scratch_dir() / "address.csv").string());
+    EXPECT_EQ(r.exit_code, 0) << address << ": " << r.err;
+  }
+}
 
 // Outputs that would destroy something are refused at set-up, before any row: one line, exit 2.
 // 2 ranks: the refusal is rank 0's, and every rank must leave with it.

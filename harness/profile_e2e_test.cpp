@@ -18,6 +18,7 @@
 #include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
 #include "results/record.h"
+#include "suites/profiles/profile.h"
 
 namespace {
 
@@ -219,6 +220,82 @@ source = "exact answers"
   EXPECT_FALSE(fs::exists(csv));
 }
 
+// Where results go and what listens are the command line's decisions (suites/profiles/README.md):
+// a profile naming an output is refused before anything is written, there or anywhere.
+TEST(Profile, OutputsAreNotProfileKeys) {
+  const fs::path elsewhere = scratch_dir() / "elsewhere.csv";
+  const fs::path csv = scratch_dir() / "outputs.csv";
+  const fs::path profile = write_profile("outputs.toml", "[run]\niters = 3\ncsv = \"" + elsewhere.string() + R"("
+
+[[threshold]]
+metric = "wrong"
+max = 0
+source = "exact answers"
+)");
+  const RunResult r = run_dtsuite(2, kSweep + " --profile " + profile.string() + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = our_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("outputs.toml:3: [run] csv: outputs and listeners are command-line decisions, not profile keys"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_FALSE(fs::exists(elsewhere));
+  EXPECT_FALSE(fs::exists(csv));
+}
+
+// The profile keys are an allow-list (suites/profiles/profile.cpp): every `run` flag of this build
+// is either one, or the command line's alone, and each profile key is a run flag. A new flag fails
+// here until someone decides which it is, so an output cannot become a profile key unnoticed.
+TEST(Profile, EveryRunFlagIsAProfileKeyOrTheCommandLines) {
+  const RunResult r = run_dtsuite(0, "run --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> flags{"suites"};  // the positional list
+  std::istringstream help(r.out);
+  for (std::string line; std::getline(help, line);) {
+    // "  -n,--iters INT ..." or "    --strategy TEXT ...": an option's line starts with its names.
+    const size_t first = line.find_first_not_of(' ');
+    if (first == std::string::npos || line[first] != '-') continue;
+    const size_t dashes = line.find("--", first);
+    if (dashes == std::string::npos || dashes > first + 3) continue;
+    const size_t end = line.find_first_of(" =", dashes);
+    flags.insert(line.substr(dashes + 2, end == std::string::npos ? std::string::npos : end - dashes - 2));
+  }
+  ASSERT_GT(flags.size(), 30u) << r.out;  // the help was read (this build has some 50 run flags)
+  std::set<std::string> keys, command_line;
+  for (std::string_view key : dts::profile_run_keys()) keys.emplace(key);
+  for (std::string_view flag : dts::command_line_only_run_flags()) command_line.emplace(flag);
+  for (const std::string& flag : flags) {
+    EXPECT_TRUE(keys.count(flag) + command_line.count(flag) == 1)
+        << "--" << flag << " is neither a profile key nor the command line's alone: decide in "
+        << "suites/profiles/profile.cpp (kRunKeys or kCommandLineOnly) and suites/profiles/README.md";
+  }
+  for (const std::string& key : keys) EXPECT_EQ(flags.count(key), 1u) << "profile key '" << key << "' is no run flag";
+}
+
+// A [run] strategy may pin layouts: its commas are the spec's, not the list's.
+TEST(Profile, RunStrategyTakesPinnedLayouts) {
+  const fs::path profile = write_profile("pinned.toml", R"toml(
+[run]
+suites = ["equivalence"]
+strategy = ["tp(tp=2)"]
+optimizer = "sgd"
+steps = 1
+
+[[threshold]]
+metric = "max_abs_error"
+max = 1
+source = "any finite error: this test is about the strategy the profile names"
+)toml");
+  const fs::path csv = scratch_dir() / "pinned.csv";
+  const RunResult r = run_dtsuite(2, "run --profile " + profile.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> layouts;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.suite == "equivalence") layouts.insert(row.labels.strategy + ":" + row.case_id.substr(row.case_id.rfind('/') + 1));
+  }
+  EXPECT_EQ(layouts, std::set<std::string>{"tp:tp2"});
+}
+
 struct BadProfile {
   std::string name, text, message;
 };
@@ -244,9 +321,19 @@ INSTANTIATE_TEST_SUITE_P(
                                "range.toml:1: [[threshold]] #1: min 2 > max 1"},
                     BadProfile{"run.toml", "[run]\ntimeout = -1.0\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
                                "run.toml:2: [run] timeout"},
-                    // A key no suite of this build declares: said at its line by the command line.
+                    // A key the profile keys do not list (suites/profiles/README.md): said at its line.
                     BadProfile{"typo.toml", "[run]\nminbyte = 8\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
-                               "typo.toml:2: [run] minbyte is not a run flag of this build"},
+                               "typo.toml:2: [run] minbyte is not a profile key"},
+                    // Outputs and listeners are the command line's.
+                    BadProfile{"listener.toml", "[run]\nmetrics-port = 9100\nmetrics-address = \"0.0.0.0\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "listener.toml:2: [run] metrics-port: outputs and listeners are command-line decisions, not profile keys"},
+                    BadProfile{"address.toml", "[run]\nmetrics-address = \"0.0.0.0\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "address.toml:2: [run] metrics-address: outputs and listeners are command-line decisions, not profile keys"},
+                    // The flags' own checks, at the profile's line: a list naming an item twice.
+                    BadProfile{"twice.toml", "[run]\nstrategy = [\"ddp\", \"ddp\"]\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "twice.toml:2: [run] strategy: --strategy: bad strategy list 'ddp,ddp': 'ddp' twice"},
+                    BadProfile{"optimizer.toml", "[run]\noptimizer = \"lion\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                               "optimizer.toml:2: [run] optimizer: --optimizer: 'lion' is not one of sgd, adamw"},
                     // A suite's own flag, checked by its own validator.
                     BadProfile{"mode.toml", "[run]\nscaling-mode = \"sideways\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
                                "unknown scaling mode 'sideways'"},

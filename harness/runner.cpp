@@ -484,8 +484,17 @@ int run_with_mpi(Command& cmd) {
   auto planned = agreed_failure(*agreement, [&] {
     for (const auto& name : o.suites) suites.push_back(make_suite(name));
     tested = make_communicator(o.backend, comm_options);
+    std::set<std::pair<std::string, std::string>> planned_ids;
     for (auto& suite : suites) {
-      for (auto& c : suite->plan(o)) cases.emplace_back(suite.get(), std::move(c));
+      for (auto& c : suite->plan(o)) {
+        // Two flags that ask for one case (--strategy ddp,ddp(dp=2) at 2 ranks) would write rows
+        // that no reader can tell apart, and compare refuses such a file.
+        if (!planned_ids.emplace(std::string(suite->name()), c.id).second) {
+          throw Error(Error::Kind::invalid_argument, std::string(suite->name()) + " case " + quoted_input(c.id) +
+                                                         " is asked for twice (by two items of one list)");
+        }
+        cases.emplace_back(suite.get(), std::move(c));
+      }
     }
   });
   o.read_input = nullptr;  // plan() is over; `control` must not outlive what captured it
@@ -707,7 +716,10 @@ void print_list() {
   std::printf("backends:\n");
   for (const auto& b : registered_backends()) std::printf("  %-22s %s\n", b.usage.c_str(), b.summary.c_str());
   std::printf("collectives: all_reduce reduce_scatter all_gather broadcast reduce all_to_all send_recv\n");
-  std::printf("dtypes: f32 f64 f16 bf16 i8 u8 i32 i64\nops: sum prod min max avg\n");
+  std::string dtypes;
+  for (const DType d : kAllDTypes) dtypes += " " + std::string(name(d));
+  for (const DType d : kFp8DTypes) dtypes += " " + std::string(name(d)) + " (SKIP where nothing carries fp8)";
+  std::printf("dtypes:%s\nops: sum prod min max avg\n", dtypes.c_str());
   std::printf("strategies (NAME or NAME(key=value,...); keys it takes in brackets):\n");
   for (const auto& name : registered_strategies()) {
     const StrategyTraits& t = strategy_traits(name);

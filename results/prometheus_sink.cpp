@@ -390,6 +390,12 @@ PrometheusSink::PrometheusSink(PrometheusRunInfo run, PrometheusOutputs outputs)
     try {
       exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
     } catch (const std::exception& e) {
+      // Debian's civetweb is built without IPv6: an IPv6 address fails as "null context when
+      // constructing CivetServer", which says nothing a user can act on.
+      if (address.find('[') != std::string::npos) {
+        throw_io("cannot serve /metrics on " + address + ": the HTTP server refused it (civetweb built without " +
+                 "IPv6, as Debian 12's is, or the port is in use); give --metrics-address an IPv4 address");
+      }
       throw_io("cannot serve /metrics on " + address + " (port in use or not allowed): " + e.what());
     }
     exposer_->RegisterCollectable(metrics_);

@@ -89,7 +89,7 @@ const StrategyTraits& strategy_traits(std::string_view name) {
     std::string known;
     for (const auto& [n, entry] : strategy_registry()) known += (known.empty() ? "" : ", ") + n;
     throw Error(Error::Kind::invalid_argument,
-                "unknown strategy '" + std::string(name) + "' (this build has: " + known + ")");
+                "unknown strategy " + quoted_input(name) + " (this build has: " + known + ")");
   }
   return it->second.traits;
 }

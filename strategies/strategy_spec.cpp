@@ -2,6 +2,7 @@
 #include "strategies/strategy_spec.h"
 
 #include <charconv>
+#include <map>
 
 #include "core/error.h"
 
@@ -9,8 +10,13 @@ namespace dts {
 
 namespace {
 
+// Every quote of the user's text goes through quoted_input: cut when long, escaped, one line.
 Error bad_spec(std::string_view text, const std::string& why) {
-  return Error(Error::Kind::invalid_argument, "bad strategy '" + std::string(text) + "': " + why);
+  return Error(Error::Kind::invalid_argument, "bad strategy " + quoted_input(text) + ": " + why);
+}
+
+Error bad_list(std::string_view text, const std::string& why) {
+  return Error(Error::Kind::invalid_argument, "bad strategy list " + quoted_input(text) + ": " + why);
 }
 
 bool takes(const StrategyTraits& traits, const std::string& key) {
@@ -62,18 +68,18 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     more = comma < inner.size();
     inner = more ? inner.substr(comma + 1) : std::string_view{};
     const size_t equals = item.find('=');
-    if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got '" + std::string(item) + "'");
+    if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got " + quoted_input(item));
     const std::string key(item.substr(0, equals));
     const std::string_view value = item.substr(equals + 1);
     if (key != "dp" && key != "tp" && key != "pp" && key != "zero" && key != "mb" && key != "schedule") {
-      throw bad_spec(text, "unknown key '" + key + "' (keys: dp, tp, pp, zero, mb, schedule)");
+      throw bad_spec(text, "unknown key " + quoted_input(key) + " (keys: dp, tp, pp, zero, mb, schedule)");
     }
     if (!takes(traits, key)) throw bad_spec(text, spec.name + " does not take '" + key + "'");
     if (spec.pinned.count(key) || (key == "schedule" && spec.schedule)) throw bad_spec(text, "'" + key + "' given twice");
     if (key == "schedule") {
       if (value == "gpipe") spec.schedule = PipelineSchedule::gpipe;
       else if (value == "1f1b") spec.schedule = PipelineSchedule::one_f_one_b;
-      else throw bad_spec(text, "schedule is gpipe or 1f1b, not '" + std::string(value) + "'");
+      else throw bad_spec(text, "schedule is gpipe or 1f1b, not " + quoted_input(value));
       continue;
     }
     int number = 0;
@@ -81,7 +87,7 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     const int least = key == "zero" ? 0 : 1;
     if (value.empty() || error != std::errc{} || end != value.data() + value.size() || number < least ||
         number > (1 << 20)) {
-      throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not '" + std::string(value) + "'");
+      throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not " + quoted_input(value));
     }
     if (key == "zero" && number > 1) throw bad_spec(text, "zero is 0 or 1 (ZeRO-1 across the dp group)");
     spec.pinned[key] = number;
@@ -96,32 +102,77 @@ std::vector<StrategySpec> parse_strategy_list(std::string_view text) {
   for (size_t i = 0; i <= text.size(); ++i) {
     const char c = i < text.size() ? text[i] : ',';
     if (c == '(') ++depth;
-    if (c == ')' && --depth < 0) throw bad_spec(text, "unbalanced parentheses");
+    if (c == ')' && --depth < 0) throw bad_list(text, "unbalanced parentheses");
     if (c == ',' && depth == 0) {
-      if (i == start) throw bad_spec(text, "empty item in the list");
-      specs.push_back(parse_strategy_spec(text.substr(start, i - start)));
+      if (i == start) throw bad_list(text, "empty item");
+      StrategySpec spec = parse_strategy_spec(text.substr(start, i - start));
+      // A spec named twice (keys in any order) would run and write its cases twice, which compare
+      // then cannot join: refused, as core's parse_list refuses `-d f32,f32`.
+      for (const StrategySpec& earlier : specs) {
+        if (earlier.name == spec.name && earlier.pinned == spec.pinned && earlier.schedule == spec.schedule) {
+          throw bad_list(text, quoted_input(earlier.text) + " twice" +
+                                   (earlier.text == spec.text ? "" : " (again as " + quoted_input(spec.text) + ")"));
+        }
+      }
+      specs.push_back(std::move(spec));
       start = i + 1;
     }
   }
-  if (depth != 0) throw bad_spec(text, "unbalanced parentheses");
+  if (depth != 0) throw bad_list(text, "unbalanced parentheses");
   return specs;
 }
 
-std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+namespace {
+
+bool is_prime(int n) {
+  if (n < 2) return false;
+  for (int d = 2; d * d <= n; ++d) {
+    if (n % d == 0) return false;
+  }
+  return true;
+}
+
+// layouts_of's enumeration. `why`, when given, collects why a (dp, tp, pp) of `world` ranks was
+// left out: one sentence per kind of reason, with the numbers of its first case, in the order met.
+std::vector<ParallelConfig> enumerate_layouts(const StrategySpec& spec, int world, const LayoutDefaults& defaults,
+                                              std::vector<std::string>* why) {
   const StrategyTraits& traits = strategy_traits(spec.name);
   const bool pinned_layout = spec.pinned.count("dp") || spec.pinned.count("tp") || spec.pinned.count("pp");
+  std::map<std::string, std::string> reasons;  // kind -> sentence
+  const auto left_out = [&](const std::string& kind, const std::string& sentence) {
+    if (why && reasons.emplace(kind, sentence).second) why->push_back(sentence);
+  };
   std::vector<ParallelConfig> layouts;
   for (int dp : candidates(traits.dp, spec, "dp", world)) {
     for (int tp : candidates(traits.tp, spec, "tp", world)) {
       for (int pp : candidates(traits.pp, spec, "pp", world)) {
         if (dp * tp * pp != world) continue;
-        // A stage holds at least one layer; a tensor-parallel rank at least one feature.
-        if (pp > defaults.layers || tp > defaults.width) continue;
         const int split = (dp > 1) + (tp > 1) + (pp > 1);
-        if (!pinned_layout && split < traits.min_parallel_dimensions) continue;
+        if (!pinned_layout && split < traits.min_parallel_dimensions) {
+          left_out("dimensions", spec.name + " needs at least " + std::to_string(traits.min_parallel_dimensions) +
+                                     " of dp, tp, pp above 1" +
+                                     (is_prime(world) ? ", and " + std::to_string(world) + " ranks (a prime) split one way only"
+                                                      : ""));
+          continue;
+        }
+        // A stage holds at least one layer; a tensor-parallel rank at least one feature.
+        if (pp > defaults.layers) {
+          left_out("depth", std::to_string(defaults.layers) + " layers cannot be split into " + std::to_string(pp) +
+                                " pipeline stages (a stage holds at least one layer; --layers)");
+          continue;
+        }
+        if (tp > defaults.width) {
+          left_out("width", "a width of " + std::to_string(defaults.width) + " cannot be split across " +
+                                std::to_string(tp) + " tensor-parallel ranks (--width)");
+          continue;
+        }
+
         std::vector<int> stages{traits.zero};
         if (auto it = spec.pinned.find("zero"); it != spec.pinned.end()) {
-          if (it->second == 1 && dp == 1) continue;  // ZeRO-1 across a dp group of one is plain
+          if (it->second == 1 && dp == 1) {  // ZeRO-1 across a dp group of one is plain
+            left_out("zero", "zero=1 shards across dp, and dp is 1 here");
+            continue;
+          }
           stages = {it->second};
         } else if (traits.zero1_option && dp > 1) {
           stages = {0, 1};
@@ -142,7 +193,24 @@ std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, cons
       }
     }
   }
+  if (why && layouts.empty() && why->empty()) {
+    why->push_back("its pinned dp, tp, pp make no split of " + std::to_string(world) + " ranks");
+  }
   return layouts;
+}
+
+}  // namespace
+
+std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+  return enumerate_layouts(spec, world, defaults, nullptr);
+}
+
+std::string why_no_layout(const StrategySpec& spec, int world, const LayoutDefaults& defaults) {
+  std::vector<std::string> why;
+  if (!enumerate_layouts(spec, world, defaults, &why).empty()) return {};
+  std::string text;
+  for (const std::string& sentence : why) text += (text.empty() ? "" : "; ") + sentence;
+  return text;
 }
 
 std::string layout_id(const StrategySpec& spec, const ParallelConfig& c) {

@@ -42,6 +42,10 @@ struct LayoutDefaults {
 // pipeline deeper than the model, a hybrid on a prime number of ranks). Pinned keys are fixed and
 // the rest enumerated: hybrid(dp=2,tp=2) on 4 ranks gives its layout with and without ZeRO-1.
 std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, const LayoutDefaults& defaults);
+// Why layouts_of(spec, world, defaults) is empty, in words naming the cause and the flag behind it
+// ("3 layers cannot be split into 4 pipeline stages (a stage holds at least one layer; --layers)");
+// "" when it is not empty.
+std::string why_no_layout(const StrategySpec& spec, int world, const LayoutDefaults& defaults);
 
 // The part of a case id that names the layout: "dp3" (ddp, zero), "tp3", "pp2-mb4",
 // "dp2-tp2-pp1-zero1".

@@ -83,6 +83,44 @@ TEST(StrategySpec, ListsSplitOnlyOutsideParentheses) {
   }
 }
 
+// A spec named twice would run (and write) its cases twice, which compare then refuses to join;
+// refused as `-d f32,f32` is. The same spec differently spelt (keys reordered) counts as twice.
+TEST(StrategySpec, ListsRefuseASpecGivenTwice) {
+  for (const char* repeated : {"ddp,ddp", "ddp,zero1,ddp", "tp(tp=2),tp(tp=2)", "hybrid(dp=2,tp=2),hybrid(tp=2,dp=2)",
+                               "hybrid(schedule=gpipe),hybrid(schedule=gpipe)"}) {
+    const std::string what = parse_error(repeated, true);
+    EXPECT_NE(what.find("twice"), std::string::npos) << repeated << ": " << what;
+  }
+  EXPECT_NE(parse_error("ddp,ddp", true).find("'ddp' twice"), std::string::npos) << parse_error("ddp,ddp", true);
+  // Different pins of one strategy are different specs.
+  EXPECT_EQ(parse_strategy_list("tp(tp=2),tp(tp=4),hybrid(schedule=gpipe),hybrid(schedule=1f1b)").size(), 4u);
+}
+
+// Errors quote the spec as backend specs are quoted (core/error.h, quoted_input): cut past
+// kQuotedChars with its length, control bytes escaped, so the harness's error stays one short line.
+TEST(StrategySpec, MessagesAreOneShortLine) {
+  // The quote holds at most kQuotedChars characters (an escape is 2 to 4 bytes: at most 4 x 80),
+  // twice (the list and the item), plus the fixed text: 1,000 bounds a message that grew with the input.
+  constexpr size_t kShortMessage = 1000;
+  const std::string huge_name(100'000, 'x');
+  const std::string huge_value = "hybrid(dp=" + std::string(100'000, '7') + ")";
+  const std::string huge_key = "hybrid(" + std::string(100'000, 'k') + "=2)";
+  const std::string huge_list = "ddp," + std::string(100'000, 'y');
+  for (const std::string& text : {huge_name, huge_value, huge_key, huge_list, std::string("dd\np"),
+                                  std::string("hybrid(dp=2,\ntp=2)"), std::string("hybrid(dp=\n)"),
+                                  std::string("hybrid(\x1b[2J=1)"), std::string("ddp,\n"), std::string("ddp\n,zero1")}) {
+    for (bool list : {false, true}) {
+      const std::string what = parse_error(text, list);
+      ASSERT_NE(what, "") << "accepted '" << text << "'";
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
+      EXPECT_LT(what.size(), kShortMessage) << what.substr(0, 200);
+    }
+  }
+  EXPECT_NE(parse_error("dd\np").find("'dd\\np'"), std::string::npos) << parse_error("dd\np");
+  EXPECT_NE(parse_error(huge_name).find("... (100000 characters)"), std::string::npos);
+}
+
 TEST(LayoutsOf, SingleDimensionStrategies) {
   ASSERT_EQ(dims_of(layouts("tp", 3)), (std::vector<Dims>{{1, 3, 1, 0}}));
   EXPECT_EQ(layouts("tp", 3)[0].microbatches, kDefaults.accumulation);  // no pipeline: accumulation
@@ -128,6 +166,30 @@ TEST(LayoutsOf, PinnedSpecs) {
   // ZeRO-1 across a dp group of one is plain data parallelism: no such layout.
   EXPECT_TRUE(layouts("hybrid(tp=2,pp=2,zero=1)", 4).empty());
   EXPECT_EQ(layouts("gpipe(pp=2,mb=8)", 2).at(0).microbatches, 8);
+}
+
+// Why a spec has no layout on some ranks, in words naming the model's or the ranks' limit.
+TEST(LayoutsOf, WhyNoneNamesTheCause) {
+  const auto why = [](const std::string& text, int world, LayoutDefaults defaults = kDefaults) {
+    return why_no_layout(parse_strategy_spec(text), world, defaults);
+  };
+  EXPECT_EQ(why("gpipe", 4), "3 layers cannot be split into 4 pipeline stages (a stage holds at least one layer; --layers)");
+  EXPECT_EQ(why("tp", 4, LayoutDefaults{1, 4, 3, 2}), "a width of 2 cannot be split across 4 tensor-parallel ranks (--width)");
+  EXPECT_EQ(why("hybrid", 3), "hybrid needs at least 2 of dp, tp, pp above 1, and 3 ranks (a prime) split one way only");
+  EXPECT_EQ(why("hybrid", 1), "hybrid needs at least 2 of dp, tp, pp above 1");
+  // dp=1 pinned: 1x1x4 is too deep for 3 layers, 1x2x2 and 1x4x1 have no dp for ZeRO-1 to shard across.
+  EXPECT_EQ(why("hybrid(dp=1,zero=1)", 4), "3 layers cannot be split into 4 pipeline stages (a stage holds at least one "
+                                           "layer; --layers); zero=1 shards across dp, and dp is 1 here");
+  EXPECT_EQ(why("hybrid(dp=2,tp=2,pp=1)", 8), "its pinned dp, tp, pp make no split of 8 ranks");
+  // Every reason of a mixed refusal: at 4 ranks with 1 layer, hybrid's two-way splits need 2
+  // stages or 2 tensor ranks of a width of 1; its one-way splits are too few dimensions.
+  const std::string mixed = why("hybrid", 4, LayoutDefaults{1, 4, 1, 1});
+  EXPECT_NE(mixed.find("needs at least 2 of dp, tp, pp above 1"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("1 layers cannot be split into 2 pipeline stages"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("a width of 1 cannot be split across 2 tensor-parallel ranks"), std::string::npos) << mixed;
+  // A spec with layouts has nothing to say.
+  EXPECT_EQ(why("gpipe", 3), "");
+  EXPECT_EQ(why("hybrid", 4), "");
 }
 
 TEST(LayoutId, NamesTheSplitDimensions) {

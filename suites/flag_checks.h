@@ -2,9 +2,14 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
 
 namespace dts {
 
@@ -28,6 +33,31 @@ inline CLI::Validator FiniteRange(double lo, double hi) {
         return {};
       },
       "FLOAT in " + text);
+}
+
+// A comma-separated list of `names`, each at most once (core's parse_list: no empty item, no
+// repeat, which would run and write the same cases twice). A validator, not an IsMember over the
+// combinations: the help shows each name once, and a profile's [run] value is checked at its line.
+inline CLI::Validator NameList(std::vector<std::string> names) {
+  std::string known, listed;
+  for (const std::string& n : names) {
+    known += (known.empty() ? "" : ",") + n;
+    listed += (listed.empty() ? "" : ", ") + n;
+  }
+  return CLI::Validator(
+      [names, listed](std::string& value) -> std::string {
+        try {
+          for (const std::string& item : parse_list(value)) {
+            if (std::find(names.begin(), names.end(), item) == names.end()) {
+              return quoted_input(item) + " is not one of " + listed;
+            }
+          }
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "{" + known + "},...");
 }
 
 }  // namespace dts

@@ -3,14 +3,28 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "strategies/strategy_spec.h"
+#include "suites/flag_checks.h"
 
 namespace dts {
 
 void TrainingFlags::declare(CLI::App& g) {
   g.add_option("--strategy", strategies_text_,
                "training strategies, comma-separated, or all (dtsuite list); each NAME or NAME(key=value,...) "
-               "pinning a layout, e.g. tp(tp=3), 1f1b(pp=2,mb=8), hybrid(dp=2,tp=2,zero=1)")
+               "pinning a layout, e.g. tp(tp=3), 1f1b(pp=2,mb=8), hybrid(dp=2,tp=2,zero=1); none twice")
+      // Checked here as well as in finish(), so that a profile's [run] strategy is refused at its line.
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            try {
+              if (value != "all") parse_strategy_list(value);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return {};
+          },
+          ""))
       ->capture_default_str();
   g.add_option("--steps", steps, "training steps per equivalence case")->check(CLI::Range(1, 100000))->capture_default_str();
   g.add_option("--batch", batch, "global batch rows")->check(CLI::Range(1, 1 << 24))->capture_default_str();
@@ -22,8 +36,8 @@ void TrainingFlags::declare(CLI::App& g) {
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
   g.add_option("--microbatches", microbatches, "micro-batches per step of the pipelines (gpipe, 1f1b, hybrid)")
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  g.add_option("--optimizer", optimizer, "optimizers of the training suites, comma-separated: sgd,adamw")
-      ->check(CLI::IsMember({"sgd", "adamw", "sgd,adamw", "adamw,sgd"}))->capture_default_str();
+  g.add_option("--optimizer", optimizer_text_, "optimizers the equivalence suite trains with, comma-separated: sgd,adamw")
+      ->check(NameList({"sgd", "adamw"}))->capture_default_str();
 }
 
 void TrainingFlags::finish(const RunOptions&) {
@@ -31,6 +45,10 @@ void TrainingFlags::finish(const RunOptions&) {
   if (strategies_text_ != "all") {
     // Parsed here, before MPI starts, so an unknown strategy or a bad layout is a usage error.
     for (const StrategySpec& spec : parse_strategy_list(strategies_text_)) strategies.push_back(spec.text);
+  }
+  optimizers.clear();
+  for (const std::string& item : parse_list(optimizer_text_)) {
+    optimizers.push_back(item == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw);  // NameList let no other through
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "strategies/single/single_trainer.h"
 #include "strategies/workload.h"
 #include "suites/suite.h"
 
@@ -20,7 +21,8 @@ class TrainingFlags final : public FlagGroup {
   int layers = 3, width = 64, input = 32, classes = 10;  // --layers --width --input --classes
   int accumulation = 1;   // --accumulation: micro-batches per step (ddp, zero, tp)
   int microbatches = 4;   // --microbatches: pipeline micro-batches per step (gpipe, 1f1b, hybrid)
-  std::string optimizer = "sgd,adamw";  // --optimizer: sgd, adamw, or both comma-separated
+  // --optimizer: what the equivalence suite trains with, in the order given (sgd, adamw or both).
+  std::vector<OptimizerKind> optimizers{OptimizerKind::sgd, OptimizerKind::adamw};
 
   void declare(CLI::App& group) override;
   void finish(const RunOptions& common) override;
@@ -29,6 +31,7 @@ class TrainingFlags final : public FlagGroup {
 
  private:
   std::string strategies_text_ = "all";
+  std::string optimizer_text_ = "sgd,adamw";
 };
 
 }  // namespace dts

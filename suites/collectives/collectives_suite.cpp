@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "suites/collectives/check.h"
 #include "suites/collectives/collective.h"
+#include "suites/collectives/datatype_flag.h"
 #include "suites/flag_checks.h"
 #include "suites/suite.h"
 
@@ -25,9 +26,8 @@ namespace dts {
 namespace {
 
 // The suite's flags: nccl-tests' own names (-b -e -f -d -o -r), so its users feel at home.
-class CollectivesFlags final : public FlagGroup {
+class CollectivesFlags final : public DatatypeSelection {
  public:
-  static constexpr const char* kGroup = "collectives";
   int64_t min_bytes = 8, max_bytes = int64_t{1} << 20;
   double factor = 8;
   std::vector<DType> dtypes = every_dtype();
@@ -41,7 +41,8 @@ class CollectivesFlags final : public FlagGroup {
     g.add_option("-f,--stepfactor", factor, "multiplication factor between sizes")
         ->check(FiniteRange(1.0001, 1e6))->capture_default_str();
     g.add_option("-d,--datatype", dtypes_text_,
-                 "dtypes, comma-separated, or all: f32,f64,f16,bf16,i8,u8,i32,u32,i64,u64,f8e4m3,f8e5m2")
+                 "dtypes, comma-separated, or all: f32,f64,f16,bf16,i8,u8,i32,u32,i64,u64,f8e4m3,f8e5m2; the "
+                 "collectives run each, equivalence trains in the f32, f64, bf16 among them")
         ->capture_default_str();
     g.add_option("-o,--op", ops_text_, "reduction ops, comma-separated, or all: sum,prod,min,max,avg")->capture_default_str();
     g.add_option("--collective", collectives_text_,
@@ -53,6 +54,7 @@ class CollectivesFlags final : public FlagGroup {
   }
 
   void finish(const RunOptions& common) override {
+    const bool dtypes_given = dtypes_text_ != "all";  // before --quick narrows "all" for this suite alone
     min_bytes = parse_size(min_text_);
     max_bytes = parse_size(max_text_);
     if (min_bytes > max_bytes) {
@@ -89,6 +91,20 @@ class CollectivesFlags final : public FlagGroup {
     };
     once(dtypes, "-d");
     once(ops, "-o");
+    requested.reset();
+    if (dtypes_given) {
+      requested = dtypes;
+      // A -d that no suite of the run reads would change nothing: refused, not ignored.
+      // (No suites given: the harness runs collectives.)
+      const auto reads = [](const std::string& suite) {
+        return std::find(std::begin(kReadBy), std::end(kReadBy), suite) != std::end(kReadBy);
+      };
+      if (!common.suites.empty() && std::none_of(common.suites.begin(), common.suites.end(), reads)) {
+        throw Error(Error::Kind::invalid_argument, "-d " + dtypes_text_ +
+                                                       ": only the collectives and equivalence suites read -d, and "
+                                                       "neither is in this run");
+      }
+    }
     collectives.clear();
     if (collectives_text_ == "all") {
       collectives.assign(kAllCollectives.begin(), kAllCollectives.end());

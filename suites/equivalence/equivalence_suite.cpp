@@ -9,6 +9,7 @@
 // same-order one-process run bit for bit (bit_exact), traffic matches the strategy's own theory,
 // and a pipeline holds no more micro-batches than its schedule allows. Step time, communication,
 // bytes, memory and the pipeline bubble are reported per case.
+// -d narrows the precisions to those of them it names (precisions_of).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "strategies/strategy_spec.h"
 #include "strategies/tensor/parallel_mlp.h"
 #include "suites/collectives/check.h"
+#include "suites/collectives/datatype_flag.h"
 #include "suites/equivalence/tolerance.h"
 #include "suites/memory_fit.h"
 #include "suites/suite.h"
@@ -57,20 +59,6 @@ TrainConfig train_config(OptimizerKind optimizer) {
 }
 
 const char* optimizer_name(OptimizerKind optimizer) { return optimizer == OptimizerKind::sgd ? "sgd" : "adamw"; }
-
-std::vector<OptimizerKind> optimizers_of(const std::string& list) {
-  std::vector<OptimizerKind> kinds;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, end - start);
-    if (item == "sgd") kinds.push_back(OptimizerKind::sgd);
-    else if (item == "adamw") kinds.push_back(OptimizerKind::adamw);
-    else throw Error(Error::Kind::invalid_argument, "unknown optimizer '" + item + "' (expected sgd or adamw)");
-    start = end + 1;
-  }
-  return kinds;
-}
 
 // "layer1.weight[17]": where element i of the reference layout lives.
 std::string element_name(const ModelSpec& spec, int64_t i) {
@@ -142,6 +130,33 @@ std::vector<Value> gather_to_all(Communicator& control, const Value& mine) {
   return all;
 }
 
+// The precisions the suite trains in: f32, f64 and bf16, or those -d names (in its order). A -d
+// that names none of them is refused, and so is a dtype that no suite of the run takes (the
+// collectives suite takes every one): nothing asked for is dropped in silence.
+std::vector<Precision> precisions_of(const RunOptions& common) {
+  const std::optional<std::vector<DType>>& requested = common.flags<DatatypeSelection>().requested;
+  if (!requested) return {Precision::f32, Precision::f64, Precision::bf16};
+  std::vector<Precision> precisions;
+  std::string others;
+  for (DType d : *requested) {
+    if (d == DType::f32) precisions.push_back(Precision::f32);
+    else if (d == DType::f64) precisions.push_back(Precision::f64);
+    else if (d == DType::bf16) precisions.push_back(Precision::bf16);
+    else others += (others.empty() ? "" : ",") + std::string(name(d));
+  }
+  if (precisions.empty()) {
+    throw Error(Error::Kind::invalid_argument,
+                "-d " + others + " names no precision the equivalence suite trains in (f32, f64, bf16)");
+  }
+  const bool collectives = std::find(common.suites.begin(), common.suites.end(), "collectives") != common.suites.end();
+  if (!others.empty() && !collectives) {
+    throw Error(Error::Kind::invalid_argument, "-d names " + others +
+                                                   ", which no suite of this run takes (equivalence trains in f32, "
+                                                   "f64, bf16; the collectives suite takes every dtype)");
+  }
+  return precisions;
+}
+
 class EquivalenceSuite final : public Suite {
  public:
   std::string_view name() const override { return "equivalence"; }
@@ -164,10 +179,11 @@ class EquivalenceSuite final : public Suite {
                "40 bytes a parameter: four f64 copies to compare and the reference's f32 weights and gradients, "
                "plus the batch",
                memory_available_per_rank(common.ranks_on_node));
+    const std::vector<Precision> precisions = precisions_of(common);
     std::vector<Case> cases;
     for (const auto& spec : specs) {
       size_t layouts = 0;
-      for (OptimizerKind optimizer : optimizers_of(o.optimizer)) {
+      for (OptimizerKind optimizer : o.optimizers) {
         for (int w = 1; w <= common.world_size; ++w) {
           for (const ParallelConfig& layout : layouts_of(spec, w, defaults)) {
             ++layouts;
@@ -183,7 +199,7 @@ class EquivalenceSuite final : public Suite {
                               " rows leaves some of its dp x mb = " + std::to_string(layout.dp * layout.microbatches) +
                               " micro-batches without a row (raise --batch, or lower --microbatches/--accumulation)");
             }
-            for (Precision p : {Precision::f32, Precision::f64, Precision::bf16}) {
+            for (Precision p : precisions) {
               EquivalenceCase c{spec, layout, p, optimizer};
               Labels labels;
               labels.strategy = spec.name;

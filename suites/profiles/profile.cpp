@@ -96,6 +96,51 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
   return entries;
 }
 
+// The [run] keys: the `run` flags a profile may set, by long name ("suites": the positional list),
+// each with the TOML type it takes. An allow-list, kept in step with `dtsuite run --help` by
+// harness/profile_e2e_test.cpp: every run flag is either here or in kCommandLineOnly.
+enum class RunKind { list, specs, size, number, integer, text, boolean, any };
+struct RunKey {
+  std::string_view name;
+  RunKind kind;
+};
+const std::vector<RunKey> kRunKeys{
+    // What runs, where, how often.
+    {"suites", RunKind::list}, {"backend", RunKind::text}, {"device", RunKind::text}, {"iters", RunKind::integer},
+    {"warmup_iters", RunKind::integer}, {"check", RunKind::integer}, {"timeout", RunKind::number},
+    {"seed", RunKind::integer}, {"repeat", RunKind::integer}, {"quick", RunKind::boolean},
+    {"chunk-bytes", RunKind::size}, {"fault-rank", RunKind::integer}, {"fault-after", RunKind::integer},
+    // Collectives.
+    {"minbytes", RunKind::size}, {"maxbytes", RunKind::size}, {"stepfactor", RunKind::number},
+    {"datatype", RunKind::list}, {"op", RunKind::list}, {"collective", RunKind::list}, {"root", RunKind::integer},
+    // Training suites (equivalence, scaling).
+    {"strategy", RunKind::specs}, {"steps", RunKind::integer}, {"batch", RunKind::integer},
+    {"layers", RunKind::integer}, {"width", RunKind::integer}, {"input", RunKind::integer},
+    {"classes", RunKind::integer}, {"accumulation", RunKind::integer}, {"microbatches", RunKind::integer},
+    {"optimizer", RunKind::list},
+    // Scaling.
+    {"scaling-mode", RunKind::any}, {"rank-batch", RunKind::any}, {"scaling-bytes", RunKind::any},
+    // Convergence.
+    {"data", RunKind::any}, {"epochs", RunKind::any}, {"base-batch", RunKind::any}, {"base-lr", RunKind::any},
+    {"scale", RunKind::any}, {"scan-scales", RunKind::any}, {"warmup-epochs", RunKind::any},
+    {"scaled-lr", RunKind::any}, {"sweep", RunKind::any}, {"group-ranks", RunKind::any},
+    // Topology.
+    {"p2p-bytes", RunKind::any}, {"latency-bytes", RunKind::any}, {"link-bytes", RunKind::any},
+    {"link-speed", RunKind::any}};
+
+// Run flags that are the command line's alone, each with the reason its refusal gives.
+constexpr std::string_view kOutputsAndListeners = "outputs and listeners are command-line decisions, not profile keys";
+const std::vector<std::pair<std::string_view, std::string_view>> kCommandLineOnly{
+    {"csv", kOutputsAndListeners},
+    {"junit", kOutputsAndListeners},
+    {"prom", kOutputsAndListeners},
+    {"push", kOutputsAndListeners},
+    {"metrics-port", kOutputsAndListeners},
+    {"metrics-address", kOutputsAndListeners},
+    {"profile", "a profile cannot name another profile"},
+    {"node", "a rank's node name is the command line's or DTS_NODE's (every rank reads one profile), not a profile key"},
+    {"help", "not a profile key"}};
+
 // Reads one profile; every error is "PATH:LINE: reason".
 class Loader {
  public:
@@ -231,52 +276,67 @@ class Loader {
     }
   }
 
-  // [run]: defaults for `run` flags, by the flags' long names, checked here so that a typo is
-  // reported at its line; ranges are checked by the command line's own validators.
+  // [run]: defaults for `run` flags, by the flags' long names. Only the keys of kRunKeys are taken
+  // (an allow-list: a flag added later is no profile key until it is listed there); their types
+  // are checked here, at their line, and their values by the flag's own checks when the command
+  // line applies them.
   void read_run_table(const toml::table& table, Profile& profile) const {
-    enum class Kind { list, size, number, integer, text };
-    static const std::vector<std::pair<std::string_view, Kind>> kFlags{
-        {"suites", Kind::list},        {"backend", Kind::text},      {"device", Kind::text},
-        {"minbytes", Kind::size},      {"maxbytes", Kind::size},     {"stepfactor", Kind::number},
-        {"iters", Kind::integer},      {"warmup_iters", Kind::integer}, {"datatype", Kind::list},
-        {"op", Kind::list},            {"collective", Kind::list},   {"root", Kind::integer},
-        {"check", Kind::integer},      {"timeout", Kind::number},    {"seed", Kind::integer},
-        {"strategy", Kind::list},      {"steps", Kind::integer},     {"batch", Kind::integer},
-        {"layers", Kind::integer},     {"width", Kind::integer},     {"input", Kind::integer},
-        {"classes", Kind::integer},    {"accumulation", Kind::integer}, {"optimizer", Kind::text},
-        {"chunk-bytes", Kind::size},   {"repeat", Kind::integer}};
     for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
       const toml::key& key = *key_ptr;
       const toml::node& node = *node_ptr;
       const std::string flag(key.str());
-      // The flags this file knows the type of are checked here, at their line; any other key is
-      // a suite's own flag (suites declare theirs), taken as text and checked by the command
-      // line when the profile is applied ("PATH:LINE: [run] KEY is not a run flag of this build").
-      const auto known = std::find_if(kFlags.begin(), kFlags.end(), [&](const auto& f) { return f.first == flag; });
-      const Kind kind = known == kFlags.end() ? (node.is_array() ? Kind::list : Kind::text) : known->second;
+      const std::string what = "[run] " + flag;
+      const auto known = std::find_if(kRunKeys.begin(), kRunKeys.end(), [&](const RunKey& k) { return k.name == flag; });
+      if (known == kRunKeys.end()) {
+        const auto refused = std::find_if(kCommandLineOnly.begin(), kCommandLineOnly.end(),
+                                          [&](const auto& entry) { return entry.first == flag; });
+        if (refused != kCommandLineOnly.end()) fail(static_cast<int>(key.source().begin.line), what + ": " + std::string(refused->second));
+        fail(static_cast<int>(key.source().begin.line), what + " is not a profile key (suites/profiles/README.md lists them)");
+      }
       RunDefault d;
       d.flag = flag;
       d.line = static_cast<int>(node.source().begin.line);
-      const std::string what = "[run] " + flag;
-      switch (kind) {
-        case Kind::list: {
+      switch (known->kind) {
+        case RunKind::list: {
           // "f32,f16" or ["f32", "f16"]; each item checked against the names the flag accepts.
           for (const auto& entry : strings_of(node, what)) {
             std::stringstream parts(entry);
             for (std::string item; std::getline(parts, item, ',');) d.items.push_back(item);
           }
-          for (const auto& item : d.items) check_run_item(node, flag, item);
+          for (size_t i = 0; i < d.items.size(); ++i) {
+            check_run_item(node, flag, d.items[i]);
+            // As on the command line: a repeated item would run (and write) its cases twice.
+            if (std::find(d.items.begin(), d.items.begin() + static_cast<std::ptrdiff_t>(i), d.items[i]) !=
+                d.items.begin() + static_cast<std::ptrdiff_t>(i)) {
+              fail(node, what + " names '" + d.items[i] + "' twice");
+            }
+          }
           for (const auto& item : d.items) d.value += (d.value.empty() ? "" : ",") + item;
           break;
         }
-        case Kind::size:
+        case RunKind::specs:
+          // Strategy specs hold commas of their own ("hybrid(dp=2,tp=2)"): joined as written and
+          // checked whole by the flag's parser (unknown names, layouts, repeats).
+          for (const auto& entry : strings_of(node, what)) d.value += (d.value.empty() ? "" : ",") + entry;
+          break;
+        case RunKind::size:
           bytes_of(node, what);
           d.value = node.is_integer() ? std::to_string(*node.value_exact<int64_t>()) : *node.value_exact<std::string>();
           break;
-        case Kind::number: d.value = exact_text(number_of(node, what)); break;
-        case Kind::integer: d.value = std::to_string(integer_of(node, what)); break;
-        case Kind::text:
-          if (known != kFlags.end() || node.is_string()) {
+        case RunKind::number: d.value = exact_text(number_of(node, what)); break;
+        case RunKind::integer: d.value = std::to_string(integer_of(node, what)); break;
+        case RunKind::text: d.value = string_of(node, what); break;
+        case RunKind::boolean: {
+          const auto value = node.value_exact<bool>();
+          if (!value) fail(node, what + " must be true or false, not " + type_name(node));
+          d.value = *value ? "true" : "false";
+          break;
+        }
+        case RunKind::any:
+          // A suite's own flag: the text the command line would take, checked by the flag itself.
+          if (node.is_array()) {
+            for (const auto& entry : strings_of(node, what)) d.value += (d.value.empty() ? "" : ",") + entry;
+          } else if (node.is_string()) {
             d.value = string_of(node, what);
           } else if (node.is_integer()) {
             d.value = std::to_string(*node.value_exact<int64_t>());
@@ -306,9 +366,6 @@ class Loader {
     }
     if (flag == "collective" && !contains(kOps, item)) {
       fail(node, "unknown collective '" + item + "' in " + what + " (expected one of " + join(kOps) + ", or all)");
-    }
-    if (flag == "strategy" && !contains(kStrategies, item)) {
-      fail(node, "unknown strategy '" + item + "' in " + what + " (expected one of " + join(kStrategies) + ", or all)");
     }
     if (flag == "suites" && !contains(known_suites(), item)) {
       fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join(known_suites()) + ")");
@@ -608,6 +665,18 @@ std::vector<Record> ProfileJudge::summary() const {
     records.push_back(std::move(r));
   }
   return records;
+}
+
+std::vector<std::string_view> profile_run_keys() {
+  std::vector<std::string_view> names;
+  for (const RunKey& key : kRunKeys) names.push_back(key.name);
+  return names;
+}
+
+std::vector<std::string_view> command_line_only_run_flags() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : kCommandLineOnly) names.push_back(entry.first);
+  return names;
 }
 
 }  // namespace dts

@@ -101,6 +101,14 @@ class ProfileJudge {
   std::vector<std::string> first_failure_;
 };
 
+// The `run` flags a profile's [run] table may set, by long name ("suites": the positional list):
+// what is measured and how. An allow-list: any other key is refused at its line, so a flag added
+// later is no profile key until it is listed. The outputs and listeners (csv, junit, prom, push,
+// metrics-port, metrics-address), profile and node are the command line's alone
+// (command_line_only_run_flags), refused with their reason.
+std::vector<std::string_view> profile_run_keys();
+std::vector<std::string_view> command_line_only_run_flags();
+
 // The metric names a threshold may name: those of this build's suites (results/catalog.h).
 const std::vector<std::string_view>& known_metrics();
 

@@ -111,6 +111,28 @@ optional = true
   EXPECT_TRUE(t.optional);
 }
 
+// Strategy specs keep their own commas; the flag's parser checks them when the profile is applied.
+TEST(ProfileLoader, RunStrategyKeepsPinnedSpecsWhole) {
+  const Profile p = parse_profile("[run]\nstrategy = [\"ddp\", \"hybrid(dp=2,tp=2)\"]\nquick = true\n[[threshold]]\n"
+                                  "metric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                                  "p.toml");
+  ASSERT_EQ(p.run.size(), 2u);
+  EXPECT_EQ(p.run[0].value, "ddp,hybrid(dp=2,tp=2)");
+  EXPECT_EQ(p.run[1].value, "true");
+  EXPECT_EQ(parse_profile("[run]\nstrategy = \"1f1b(pp=2,mb=8)\"\n[[threshold]]\nmetric = \"wrong\"\nmax = 0\nsource = \"s\"\n",
+                          "p.toml")
+                .run[0]
+                .value,
+            "1f1b(pp=2,mb=8)");
+}
+
+// The two lists do not overlap, so no key is both settable and refused.
+TEST(ProfileLoader, ProfileKeysAndCommandLineFlagsAreDisjoint) {
+  for (std::string_view key : profile_run_keys()) {
+    for (std::string_view refused : command_line_only_run_flags()) EXPECT_NE(key, refused);
+  }
+}
+
 TEST(ProfileLoader, SizesTakeTheCommandLineSuffixes) {
   const Profile p = parse_profile(kBusbwProfile, "p.toml");
   EXPECT_EQ(p.thresholds[0].min_bytes, k256M);
@@ -178,6 +200,31 @@ INSTANTIATE_TEST_SUITE_P(
                   "p.toml:2: [run] datatype: unknown dtype 'f33'"},
         Malformed{"bad [run] type", "[run]\niters = \"many\"\n[[threshold]]\n" + kOk + "min = 1\n",
                   "p.toml:2: [run] iters must be an integer, not a string"},
+        // Outputs and listeners are the command line's: a profile that opened a port on every
+        // interface or wrote results elsewhere did what its README said it could not.
+        Malformed{"[run] csv", "[run]\niters = 3\ncsv = \"/elsewhere/r.csv\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:3: [run] csv: outputs and listeners are command-line decisions, not profile keys"},
+        Malformed{"[run] junit", "[run]\njunit = \"j.xml\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] junit: outputs and listeners are command-line decisions"},
+        Malformed{"[run] prom", "[run]\nprom = \"m.prom\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] prom: outputs and listeners are command-line decisions"},
+        Malformed{"[run] push", "[run]\npush = \"http://gw:9091\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] push: outputs and listeners are command-line decisions"},
+        Malformed{"[run] metrics-port", "[run]\nmetrics-port = 9100\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] metrics-port: outputs and listeners are command-line decisions"},
+        Malformed{"[run] metrics-address", "[run]\nmetrics-address = \"0.0.0.0\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] metrics-address: outputs and listeners are command-line decisions"},
+        Malformed{"[run] profile", "[run]\nprofile = \"other.toml\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] profile: a profile cannot name another profile"},
+        Malformed{"[run] node", "[run]\nnode = \"n0\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] node: a rank's node name is the command line's"},
+        // An allow-list: a key no list names (a typo, or a flag nobody has made a profile key) is refused.
+        Malformed{"[run] unknown key", "[run]\nminbyte = 8\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] minbyte is not a profile key"},
+        Malformed{"[run] repeated item", "[run]\ndatatype = [\"f32\", \"bf16\", \"f32\"]\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] datatype names 'f32' twice"},
+        Malformed{"[run] quick not a boolean", "[run]\nquick = \"yes\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:2: [run] quick must be true or false, not a string"},
         Malformed{"unknown statistic", "[[threshold]]\n" + kOk + "min = 1\nstatistic = \"mean\"\n",
                   "p.toml:5: unknown statistic 'mean'"},
         Malformed{"no thresholds", "[profile]\nname = \"empty\"\n", "p.toml:1: no [[threshold]] table"},

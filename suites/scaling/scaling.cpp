@@ -120,31 +120,50 @@ int64_t scaled_batch(ScalingMode mode, int n, int64_t batch) {
   return mode == ScalingMode::weak ? batch * n : batch;
 }
 
-std::optional<ParallelConfig> scaling_layout(const StrategySpec& spec, int n, const ModelSpec& model,
-                                             int64_t global_batch, int microbatches) {
+namespace {
+
+// The layouts scaling_layout chooses among, before the batch is asked: n = 1 the strategy's
+// one-rank layout, otherwise layouts_of's.
+std::vector<ParallelConfig> scaling_candidates(const StrategySpec& spec, int n, const ModelSpec& model,
+                                               int microbatches) {
   if (n < 1) throw invalid("scaling_layout: n must be >= 1, not " + std::to_string(n));
   if (microbatches < 1) throw invalid("scaling_layout: microbatches must be >= 1, not " + std::to_string(microbatches));
   const StrategyTraits& traits = strategy_traits(spec.name);
   const LayoutDefaults defaults{1, microbatches, model.layers, model.width};
-  std::vector<ParallelConfig> candidates;
-  if (n == 1) {
-    // The reference T(1): the same work per step (micro-batches, schedule) on one rank. A pinned
-    // dp/tp/pp describes the layout at its own size, not this one; ZeRO-1 across one rank is plain.
-    ParallelConfig one;
-    one.zero = traits.zero;
-    const auto mb = spec.pinned.find("mb");
-    one.microbatches = mb != spec.pinned.end() ? mb->second : traits.pp ? microbatches : defaults.accumulation;
-    one.schedule = spec.schedule.value_or(traits.schedule);
-    candidates.push_back(one);
-  } else {
-    candidates = layouts_of(spec, n, defaults);
-  }
-  for (ParallelConfig& layout : candidates) {
+  if (n > 1) return layouts_of(spec, n, defaults);
+  // The reference T(1): the same work per step (micro-batches, schedule) on one rank. A pinned
+  // dp/tp/pp describes the layout at its own size, not this one; ZeRO-1 across one rank is plain.
+  ParallelConfig one;
+  one.zero = traits.zero;
+  const auto mb = spec.pinned.find("mb");
+  one.microbatches = mb != spec.pinned.end() ? mb->second : traits.pp ? microbatches : defaults.accumulation;
+  one.schedule = spec.schedule.value_or(traits.schedule);
+  return {one};
+}
+
+}  // namespace
+
+std::optional<ParallelConfig> scaling_layout(const StrategySpec& spec, int n, const ModelSpec& model,
+                                             int64_t global_batch, int microbatches) {
+  for (ParallelConfig& layout : scaling_candidates(spec, n, model, microbatches)) {
     if (global_batch < rows_needed(layout)) continue;
     layout.train = scaling_train_config();
     return layout;
   }
   return std::nullopt;
+}
+
+std::string why_no_scaling_layout(const StrategySpec& spec, int n, const ModelSpec& model, int64_t global_batch,
+                                  int microbatches) {
+  const std::vector<ParallelConfig> candidates = scaling_candidates(spec, n, model, microbatches);
+  if (candidates.empty()) return why_no_layout(spec, n, LayoutDefaults{1, microbatches, model.layers, model.width});
+  int64_t least = rows_needed(candidates.front());
+  for (const ParallelConfig& layout : candidates) {
+    if (global_batch >= rows_needed(layout)) return {};
+    least = std::min(least, rows_needed(layout));
+  }
+  return "a global batch of " + std::to_string(global_batch) + " rows leaves some of the dp x mb = " +
+         std::to_string(least) + " micro-batches without a row (--rank-batch, --microbatches)";
 }
 
 double scaling_efficiency(ScalingMode mode, double t1, double tn, int n) {

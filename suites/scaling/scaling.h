@@ -52,6 +52,11 @@ int64_t scaled_batch(ScalingMode mode, int n, int64_t batch);
 // accumulation of the others is 1, unless the spec pins mb.
 std::optional<ParallelConfig> scaling_layout(const StrategySpec& spec, int n, const ModelSpec& model,
                                              int64_t global_batch, int microbatches);
+// Why scaling_layout gives nullopt, naming the cause and the flag behind it: the model or the
+// ranks (strategy_spec.h's why_no_layout: "3 layers cannot be split into 4 pipeline stages ...")
+// or, where layouts exist, a batch too small for all of them; "" when there is a layout.
+std::string why_no_scaling_layout(const StrategySpec& spec, int n, const ModelSpec& model, int64_t global_batch,
+                                  int microbatches);
 
 // One point of a scaling curve, the same on every member of the sub-world.
 struct ScalingPoint {

@@ -38,6 +38,13 @@ TEST(Scaling, EverySubWorldOfOneJobInBothModes) {
       // A size with no layout is said, not left out silently.
       EXPECT_EQ(row.labels.strategy, "hybrid") << row.detail;
       EXPECT_NE(row.detail.find("no layout of"), std::string::npos) << row.detail;
+      // ... naming the cause: 2 and 3 ranks are primes, which hybrid cannot split two ways; the
+      // batch (8 rows per rank) is not what stops it.
+      EXPECT_NE(row.detail.find("hybrid needs at least 2 of dp, tp, pp above 1, and " +
+                                std::to_string(row.labels.world_size) + " ranks (a prime) split one way only"),
+                std::string::npos)
+          << row.detail;
+      EXPECT_EQ(row.detail.find("batch"), std::string::npos) << row.detail;
       ++hybrid_skips;
       continue;
     }

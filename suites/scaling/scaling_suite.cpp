@@ -151,6 +151,7 @@ class ScalingSuite final : public Suite {
       if (!collective) {
         layout = scaling_layout(parse_strategy_spec(c.target), n, model, m.batch, t.microbatches);
         if (!layout) {  // no layout of n ranks (a pipeline deeper than the model): said in a skip row
+          m.why_none = why_no_scaling_layout(parse_strategy_spec(c.target), n, model, m.batch, t.microbatches);
           measured.push_back(m);
           continue;
         }
@@ -177,6 +178,7 @@ class ScalingSuite final : public Suite {
     RunContext::Participants who;
     int64_t batch = 0;
     std::optional<ScalingPoint> point;  // nothing: no layout of n ranks
+    std::string why_none;               // then: why (why_no_scaling_layout)
   };
 
   static void emit_rows(const Case& the_case, const ScalingCase& c, const std::vector<Row>& rows,
@@ -204,9 +206,8 @@ class ScalingSuite final : public Suite {
         skip.metric = "check";
         skip.verdict = Verdict::skip;
         skip.labels.config = the_case.labels.config + ";batch=" + std::to_string(r.batch) + load;
-        skip.detail = "no layout of " + std::to_string(r.n) + " ranks for " + c.target + " with a global batch of " +
-                      std::to_string(r.batch) + " rows" +
-                      (r.n == reference_n ? ": no reference T(1), so no efficiency at any n" : "");
+        skip.detail = "no layout of " + std::to_string(r.n) + " ranks for " + c.target + ": " + r.why_none +
+                      (r.n == reference_n ? "; no reference T(1), so no efficiency at any n" : "");
         ctx.emit(skip);
         continue;
       }

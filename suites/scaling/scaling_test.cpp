@@ -175,6 +175,32 @@ TEST(ScalingLayout, NoneWhenTheBatchCannotBeSplit) {
   EXPECT_TRUE(scaling_layout(parse_strategy_spec("1f1b"), 1, kModel, 4, kMicrobatches).has_value());
 }
 
+// A skipped n says why: the model or the ranks, or the batch, whichever it is.
+TEST(ScalingLayout, WhyNoneNamesTheCause) {
+  const auto why = [](const std::string& spec, int n, int64_t batch) {
+    return why_no_scaling_layout(parse_strategy_spec(spec), n, kModel, batch, kMicrobatches);
+  };
+  // gpipe at 4 ranks with a roomy batch: the 3 layers, not the batch, stop it.
+  for (const char* pipeline : {"gpipe", "1f1b"}) {
+    const std::string text = why(pipeline, 4, kRoomyBatch);
+    EXPECT_NE(text.find("3 layers cannot be split into 4 pipeline stages"), std::string::npos) << text;
+    EXPECT_EQ(text.find("batch"), std::string::npos) << text;
+  }
+  EXPECT_NE(why("hybrid", 2, kRoomyBatch).find("hybrid needs at least 2 of dp, tp, pp above 1, and 2 ranks (a prime)"),
+            std::string::npos)
+      << why("hybrid", 2, kRoomyBatch);
+  EXPECT_NE(why("hybrid(dp=2,tp=2,pp=1)", 2, kRoomyBatch).find("make no split of 2 ranks"), std::string::npos);
+  // ddp on 4 ranks with 3 rows: layouts exist, the batch fills none (dp 4 x mb 1 = 4 rows needed).
+  EXPECT_NE(why("ddp", 4, 3).find("a global batch of 3 rows leaves some of the dp x mb = 4 micro-batches without a row"),
+            std::string::npos)
+      << why("ddp", 4, 3);
+  // 1f1b on one rank: its 4 micro-batches need 4 rows.
+  EXPECT_NE(why("1f1b", 1, 3).find("dp x mb = 4"), std::string::npos) << why("1f1b", 1, 3);
+  // Where there is a layout, there is nothing to say.
+  EXPECT_EQ(why("gpipe", 3, kRoomyBatch), "");
+  EXPECT_EQ(why("ddp", 4, 4), "");
+}
+
 TEST(ScalingLayout, RefusesBadArguments) {
   EXPECT_THROW(scaling_layout(parse_strategy_spec("ddp"), 0, kModel, kRoomyBatch, kMicrobatches), Error);
   EXPECT_THROW(scaling_layout(parse_strategy_spec("ddp"), 2, kModel, kRoomyBatch, 0), Error);
