@@ -1,10 +1,12 @@
 // Fuzz target: parse_profile (suites/profiles/profile.h), the TOML acceptance profiles of
 // `run --profile`. Every input is a profile or Error{invalid_argument} "PATH:LINE: reason" on
 // one line; a profile that parses then judges a record that each of its thresholds matches.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "fuzz/fuzz_check.h"
@@ -38,6 +40,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = "fuzz.toml";
   try {
     const dts::Profile profile = dts::parse_profile(std::string_view(reinterpret_cast<const char*>(data), size), path);
+    // [run] takes only the documented keys: never an output or a listener (csv, junit, prom,
+    // push, metrics-port, metrics-address), which were taken before.
+    const std::vector<std::string_view> keys = dts::profile_run_keys();
+    for (const dts::RunDefault& d : profile.run) {
+      DTS_FUZZ_CHECK(std::find(keys.begin(), keys.end(), d.flag) != keys.end(), "a [run] key off the list was taken");
+      for (const char* decision : {"csv", "junit", "prom", "push", "metrics-port", "metrics-address"}) {
+        DTS_FUZZ_CHECK(d.flag != decision, "a profile chose an output or a listener");
+      }
+    }
     dts::ProfileJudge judge(profile);
     for (const dts::Threshold& threshold : profile.thresholds) {
       DTS_FUZZ_CHECK(threshold.min || threshold.max, "a threshold without a bound was accepted");

@@ -716,10 +716,10 @@ void print_list() {
   std::printf("backends:\n");
   for (const auto& b : registered_backends()) std::printf("  %-22s %s\n", b.usage.c_str(), b.summary.c_str());
   std::printf("collectives: all_reduce reduce_scatter all_gather broadcast reduce all_to_all send_recv\n");
-  std::string dtypes;
+  std::string dtypes, fp8;
   for (const DType d : kAllDTypes) dtypes += " " + std::string(name(d));
-  for (const DType d : kFp8DTypes) dtypes += " " + std::string(name(d)) + " (SKIP where nothing carries fp8)";
-  std::printf("dtypes:%s\nops: sum prod min max avg\n", dtypes.c_str());
+  for (const DType d : kFp8DTypes) fp8 += " " + std::string(name(d));
+  std::printf("dtypes:%s; fp8 (SKIP where nothing carries it):%s\nops: sum prod min max avg\n", dtypes.c_str(), fp8.c_str());
   std::printf("strategies (NAME or NAME(key=value,...); keys it takes in brackets):\n");
   for (const auto& name : registered_strategies()) {
     const StrategyTraits& t = strategy_traits(name);
