@@ -6,6 +6,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -197,6 +198,9 @@ class Conformance : public ::testing::TestWithParam<std::string_view> {
 
   uint64_t stream_ = 0;
   std::vector<std::string> unsupported_;
+
+ protected:
+  uint64_t probe_stream_ = 1u << 20;  // inputs of the tests outside sweep(), apart from its streams
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -353,6 +357,63 @@ TEST_P(Conformance, SendRecvExchange) {
     comm_->send_recv(c.in_place ? got.data() : in.data(), next_, got.data(), prev_, c.count, c.dtype);
     expect_bits(c.dtype, got, input(c, prev_, c.count), c.count);
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// A communicator's life: what a refused call and a split leave behind.
+
+// Every dtype (fp8 too) with every reduction, on zeros: a backend either runs the call or refuses
+// it as unsupported (a SKIP in the suites); either way the communicator still gives the reference
+// bits afterwards. Caught: NCCL's nonblocking communicator, which keeps an invalid argument (avg on
+// fp8, NCCL 2.28.9) as its state and refuses every later call, so one refused case failed every
+// case after it.
+TEST_P(Conformance, RefusedCallLeavesCommunicatorUsable) {
+  std::vector<DType> dtypes(kAllDTypes.begin(), kAllDTypes.end());
+  dtypes.insert(dtypes.end(), kFp8DTypes.begin(), kFp8DTypes.end());
+  constexpr size_t kCount = 5;  // small and odd: the call, not the size, is under test
+  const Case after{DType::f32, ReduceOp::sum, 1021, false, 0, ++probe_stream_};
+  for (const DType dtype : dtypes) {
+    for (const ReduceOp op : kAllReduceOps) {
+      SCOPED_TRACE(std::string(name(dtype)) + "/" + std::string(name(op)));
+      std::vector<char> zeros(kCount * size_of(dtype), 0), out(kCount * size_of(dtype), 0);
+      try {
+        comm_->all_reduce(zeros.data(), out.data(), kCount, dtype, op);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), Error::Kind::unsupported) << "refused, but not as unsupported: " << e.what();
+      }
+      const std::vector<char> in = input(after, rank_, after.count);
+      std::vector<char> got = guarded(after.dtype, after.count);
+      comm_->all_reduce(in.data(), got.data(), after.count, after.dtype, after.op);
+      expect_bits(after.dtype, got, kInputs.reference_reduced(after.dtype, after.op, n_, after.stream, 0, after.count),
+                  after.count);
+    }
+  }
+}
+
+// Groups of a split (even and odd ranks, in reverse order of rank) reduce among themselves. Caught:
+// ncclCommSplit on a nonblocking communicator returns before NCCL publishes the child, which a
+// backend that settled only the call's answer took as "operation in progress" (NCCL 2.28.9).
+TEST_P(Conformance, SplitGroupsReduceAmongThemselves) {
+  const int color = rank_ % 2, key = n_ - rank_;
+  std::unique_ptr<Communicator> group = comm_->split(color, key);
+  ASSERT_NE(group, nullptr);
+  // Members of this rank's group, in the group's rank order (descending world rank).
+  std::vector<int> members;
+  for (int r = n_ - 1; r >= 0; --r) {
+    if (r % 2 == color) members.push_back(r);
+  }
+  ASSERT_EQ(group->size(), static_cast<int>(members.size()));
+  EXPECT_EQ(members[static_cast<size_t>(group->rank())], rank_);
+  // i32 sum of world ranks' inputs: exact in any order, so the reference is a plain sum.
+  constexpr size_t kCount = 1021;
+  std::vector<int32_t> in(kCount), got(kCount, -1), want(kCount, 0);
+  for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<int32_t>(1000 * rank_ + static_cast<int>(i));
+  for (const int r : members) {
+    for (size_t i = 0; i < kCount; ++i) want[i] += static_cast<int32_t>(1000 * r + static_cast<int>(i));
+  }
+  group->all_reduce(in.data(), got.data(), kCount, DType::i32, ReduceOp::sum);
+  EXPECT_EQ(got, want);
+  comm_->barrier();  // the parent still works beside its child
 }
 
 std::string backend_case_name(const ::testing::TestParamInfo<std::string_view>& info) {

@@ -4,6 +4,7 @@
 #include "comm/nccl/nccl_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -97,9 +98,18 @@ std::string describe(ncclResult_t result, ncclComm_t comm) {
   return text;
 }
 
-// An invalid argument or usage had no effect; any other error leaves the communicator broken.
+// Whether the communicator is still usable after a call failed with `result`. A nonblocking
+// communicator (2.14 on, the only kind this backend makes there) keeps any error as its state, and
+// NCCL refuses every later call on it ("Attempt to use communicator before the previous operation
+// returned ncclSuccess", seen on NCCL 2.28.9 after an invalid argument), so every error breaks it.
+// A blocking one is unharmed by an invalid argument or usage, which had no effect.
 bool breaks_communicator(ncclResult_t result) {
+#if DTS_NCCL_HAS_NONBLOCKING
+  (void)result;
+  return true;
+#else
   return result != ncclInvalidArgument && result != ncclInvalidUsage;
+#endif
 }
 
 // Polls a nonblocking communicator whose call answered ncclInProgress until the call settles;
@@ -382,7 +392,13 @@ ncclDataType_t NcclCommunicator::nccl_type(DType dtype) const {
   throw Error(Error::Kind::invalid_argument, "nccl: no such dtype (" + std::to_string(static_cast<int>(dtype)) + ")");
 }
 
-ncclRedOp_t NcclCommunicator::nccl_op(ReduceOp op) const {
+ncclRedOp_t NcclCommunicator::nccl_op(ReduceOp op, DType dtype) const {
+  // NCCL answers avg on fp8 with ncclInvalidArgument (seen on NCCL 2.28.9, H200), which would
+  // also break the communicator (breaks_communicator): refused here, as a SKIP, before the call.
+  if (op == ReduceOp::avg && (dtype == DType::f8e4m3 || dtype == DType::f8e5m2)) {
+    throw Error(Error::Kind::unsupported, "nccl: avg on " + std::string(name(dtype)) +
+                                              " is refused by NCCL (invalid argument; seen on NCCL 2.28.9)");
+  }
   switch (op) {
     case ReduceOp::sum: return ncclSum;
     case ReduceOp::prod: return ncclProd;
@@ -512,7 +528,7 @@ void NcclCommunicator::grouped(Calls calls, std::source_location where) {
 
 void NcclCommunicator::all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
   const ncclDataType_t type = nccl_type(dtype);
-  const ncclRedOp_t reduction = nccl_op(op);
+  const ncclRedOp_t reduction = nccl_op(op, dtype);
   const ObservedCall observed(observer(), ObservedOp::all_reduce);
   count_opaque(observer());
   if (count == 0) return;
@@ -521,7 +537,7 @@ void NcclCommunicator::all_reduce(const void* in, void* out, size_t count, DType
 
 void NcclCommunicator::reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) {
   const ncclDataType_t type = nccl_type(dtype);
-  const ncclRedOp_t reduction = nccl_op(op);
+  const ncclRedOp_t reduction = nccl_op(op, dtype);
   const ObservedCall observed(observer(), ObservedOp::reduce_scatter);
   count_opaque(observer());
   if (out_count == 0) return;
@@ -548,7 +564,7 @@ void NcclCommunicator::broadcast(const void* in, void* out, size_t count, DType 
 
 void NcclCommunicator::reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) {
   const ncclDataType_t type = nccl_type(dtype);
-  const ncclRedOp_t reduction = nccl_op(op);
+  const ncclRedOp_t reduction = nccl_op(op, dtype);
   const ObservedCall observed(observer(), ObservedOp::reduce);
   count_opaque(observer());
   if (count == 0) return;
@@ -635,7 +651,7 @@ std::unique_ptr<Work> NcclCommunicator::irecv(void* out, size_t count, DType dty
 std::unique_ptr<Work> NcclCommunicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,
                                                          ReduceOp op) {
   const ncclDataType_t type = nccl_type(dtype);
-  const ncclRedOp_t reduction = nccl_op(op);
+  const ncclRedOp_t reduction = nccl_op(op, dtype);
   const ObservedCall observed(observer(), ObservedOp::all_reduce_async);
   count_opaque(observer());
   if (count == 0) return std::make_unique<CompletedWork>();
@@ -676,9 +692,26 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
 #if DTS_NCCL_HAS_COMM_SPLIT
   // A null config: the child inherits this communicator's, nonblocking. The split runs as work of
   // this communicator, settled by check(); the child's own state is settled next.
+  // NCCL runs the split as a job of the parent: the call may return (ncclSuccess or
+  // ncclInProgress) before the job ends, and NCCL publishes the child only when it does, from its
+  // own thread. So the parent is polled until the split is over and the child is there (seen on
+  // NCCL 2.28.9: the child still null after the call returned), then the child is settled.
+  const auto where = std::source_location::current();
+  const ncclComm_t parent = live();
   ncclComm_t child = nullptr;
-  DTS_NCCL_CHECK(ncclCommSplit(live(), color, key, &child, nullptr));
-  check_new(child, ncclInProgress, "ncclCommSplit", limit_seconds());
+  const auto published = [&child] { return std::atomic_ref<ncclComm_t>(child).load(std::memory_order_acquire); };
+  ncclResult_t result = ncclCommSplit(parent, color, key, &child, nullptr);
+  const Clock::time_point deadline = deadline_after(limit_seconds());
+  while (result == ncclSuccess || in_progress(result)) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t query = ncclCommGetAsyncError(parent, &state);
+    result = query != ncclSuccess ? query : state;
+    if (result == ncclSuccess && published() != nullptr) break;
+    if (Clock::now() > deadline) timed_out("ncclCommSplit", limit_seconds(), where);
+    std::this_thread::yield();
+  }
+  if (result != ncclSuccess) fail(result, "ncclCommSplit", where);
+  check_new(published(), ncclInProgress, "ncclCommSplit", limit_seconds());
 #else
   const ncclComm_t child = bootstrap(twin.get(), limit_seconds());
 #endif

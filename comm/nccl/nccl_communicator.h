@@ -91,7 +91,7 @@ class NcclCommunicator final : public Communicator {
   OpObserver* observer() const { return options_.observer.get(); }
   double limit_seconds() const;
   ncclDataType_t nccl_type(DType dtype) const;
-  ncclRedOp_t nccl_op(ReduceOp op) const;
+  ncclRedOp_t nccl_op(ReduceOp op, DType dtype) const;
   ncclComm_t live() const;
   // The main stream, after the last all_reduce_async and with the posted point-to-point issued.
   cudaStream_t ordered_stream();
