@@ -12,6 +12,12 @@ void Communicator::unsupported(std::string_view op) const {
               "backend " + std::string(backend()) + " does not implement " + std::string(op));
 }
 
+void Communicator::use_datatype_name(DType dtype, std::string_view name) {
+  if (name.empty()) return;
+  throw Error(Error::Kind::invalid_argument, "backend " + std::string(backend()) + " has one name for " +
+                                                 std::string(dts::name(dtype)) + ", not " + std::string(name));
+}
+
 void Communicator::all_reduce(const void*, void*, size_t, DType, ReduceOp) { unsupported("all_reduce"); }
 void Communicator::reduce_scatter(const void*, void*, size_t, DType, ReduceOp) { unsupported("reduce_scatter"); }
 void Communicator::all_gather(const void*, void*, size_t, DType) { unsupported("all_gather"); }

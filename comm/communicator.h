@@ -159,6 +159,11 @@ class Communicator {
   virtual std::unique_ptr<Timer> timer(size_t marks);
   // A communicator over the ranks that pass the same color, ordered by key (MPI_Comm_split).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // Where the library knows `dtype` by several names (mpi: MPI_INT64_T, MPI_LONG, MPI_LONG_LONG;
+  // mpi_datatype_names), later calls of `dtype` go through `name`; "" restores the default. A
+  // backend with one name per dtype takes "" only (Error{invalid_argument} otherwise); wrappers
+  // pass it to INNER.
+  virtual void use_datatype_name(DType dtype, std::string_view name);
 
  protected:
   [[noreturn]] void unsupported(std::string_view op) const;

@@ -56,6 +56,7 @@ class ForwardingCommunicator : public Communicator {
   std::unique_ptr<Timer> timer(size_t marks) override { return inner_->timer(marks); }
   // Splits INNER and hands each group to wrap(), so the groups are the same wrapper.
   std::unique_ptr<Communicator> split(int color, int key) override;
+  void use_datatype_name(DType dtype, std::string_view name) override { inner_->use_datatype_name(dtype, name); }
 
  protected:
   // The spec is NAME(LEADING_ARGS,INNER), or NAME(INNER) without leading args: "ring(mpi)",

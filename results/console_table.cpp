@@ -177,6 +177,8 @@ void ConsoleTable::print_row(const PendingRow& row) {
     }
   }
   if (!row.status.empty()) line += "  " + row.status;
+  // The mpi backend's other names of the dtype (MPI_LONG beside MPI_INT64_T): the row says which.
+  if (const auto mpi_name = config_value(row.config, "mpi_datatype")) line += "  " + *mpi_name;
   print(line + '\n');
 }
 

@@ -231,8 +231,9 @@ const std::vector<std::string>& prometheus_config_label_keys() {
   // would only split a stack's history at a flag change. zero and mb are layout axes (hybrid runs
   // with and without ZeRO-1; a pinned mb beside the default), stage tells a pipeline's bubble rows
   // apart: without them two cases would share one series.
-  static const std::vector<std::string> keys{"redop", "root", "input", "dp",  "tp",        "pp",
-                                             "zero",  "mb",   "schedule", "stage", "optimizer"};
+  // mpi_datatype tells the mpi backend's rows of one dtype through MPI_LONG and MPI_INT64_T apart.
+  static const std::vector<std::string> keys{"redop", "root",  "input",    "dp",    "tp",        "pp",
+                                             "zero",  "mb",    "schedule", "stage", "optimizer", "mpi_datatype"};
   return keys;
 }
 

@@ -5,12 +5,19 @@
 // alike. Every MPI return code is translated here, with MPI's own message and file:line.
 #include "comm/mpi/mpi_communicator.h"
 
+#include <array>
+
+#include <type_traits>
+
+#include <algorithm>
+
 #include <climits>
 #include <cstdio>
 #include <tuple>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "core/reduce.h"
@@ -90,6 +97,44 @@ MPI_Datatype mpi_type(DType dtype) {
                   "backend mpi has no " + std::string(name(dtype)) + ": MPI defines no 8-bit floating-point type");
   }
   return MPI_DATATYPE_NULL;
+}
+
+// Every name MPI gives an integer dtype on this platform: the fixed-width name first (the default),
+// then the C names of the same width and signedness (MPI-4.0 §3.2.2, §6.9.2's "C integer" group).
+// MPI_CHAR is a character, not an integer, and the standard does not define reductions on it: it
+// is listed for data movement only.
+struct NamedType {
+  DType dtype;
+  const char* name;
+  MPI_Datatype type;
+  bool reducible;
+};
+
+const std::vector<NamedType>& named_types() {
+  static const std::vector<NamedType> types = [] {
+    std::vector<NamedType> t{
+        {DType::i8, "MPI_INT8_T", MPI_INT8_T, true},       {DType::i8, "MPI_SIGNED_CHAR", MPI_SIGNED_CHAR, true},
+        {DType::u8, "MPI_UINT8_T", MPI_UINT8_T, true},     {DType::u8, "MPI_UNSIGNED_CHAR", MPI_UNSIGNED_CHAR, true},
+        {DType::i32, "MPI_INT32_T", MPI_INT32_T, true},    {DType::u32, "MPI_UINT32_T", MPI_UINT32_T, true},
+        {DType::i64, "MPI_INT64_T", MPI_INT64_T, true},    {DType::u64, "MPI_UINT64_T", MPI_UINT64_T, true},
+    };
+    t.push_back({std::is_signed_v<char> ? DType::i8 : DType::u8, "MPI_CHAR", MPI_CHAR, false});
+    const auto by_width = [&](size_t bytes, bool is_signed, const char* name, MPI_Datatype type) {
+      for (DType d : {DType::i32, DType::i64, DType::u32, DType::u64}) {
+        if (size_of(d) == bytes && is_unsigned(d) != is_signed) t.push_back({d, name, type, true});
+      }
+    };
+    by_width(sizeof(int), true, "MPI_INT", MPI_INT);
+    by_width(sizeof(unsigned), false, "MPI_UNSIGNED", MPI_UNSIGNED);
+    by_width(sizeof(long), true, "MPI_LONG", MPI_LONG);
+    by_width(sizeof(unsigned long), false, "MPI_UNSIGNED_LONG", MPI_UNSIGNED_LONG);
+    by_width(sizeof(long long), true, "MPI_LONG_LONG", MPI_LONG_LONG);
+    by_width(sizeof(unsigned long long), false, "MPI_UNSIGNED_LONG_LONG", MPI_UNSIGNED_LONG_LONG);
+    // The fixed-width name of each dtype first, the others in the order above.
+    std::stable_sort(t.begin(), t.end(), [](const NamedType& a, const NamedType& b) { return a.dtype < b.dtype; });
+    return t;
+  }();
+  return types;
 }
 
 MPI_Op mpi_op(DType dtype, ReduceOp op) {
@@ -195,6 +240,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string spec, std::shared_pt
       spec_(std::move(spec)),
       observer_(std::move(observer)),
       in_place_reduce_crashes_(mpich_in_place_reduce_crashes(mpi_library_version())) {
+  chosen_.fill(MPI_DATATYPE_NULL);
   DTS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   DTS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DTS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -214,7 +260,7 @@ void MpiCommunicator::all_reduce(const void* in, void* out, size_t count, DType 
   for (size_t done = 0; done < count || (count == 0 && done == 0);) {
     const size_t piece = std::min(count - done, kMaxPiece);
     const void* src = in == out ? MPI_IN_PLACE : byte_offset(in, done, dtype);
-    DTS_MPI_CHECK(MPI_Allreduce(src, byte_offset(out, done, dtype), static_cast<int>(piece), mpi_type(dtype),
+    DTS_MPI_CHECK(MPI_Allreduce(src, byte_offset(out, done, dtype), static_cast<int>(piece), type_of(dtype),
                                 mpi_op(dtype, op), comm_));
     done += piece;
     if (count == 0) break;
@@ -231,10 +277,10 @@ void MpiCommunicator::reduce_scatter(const void* in, void* out, size_t out_count
   const bool in_place = out == byte_offset(in, static_cast<size_t>(rank_) * out_count, dtype);
   if (in_place && out_count > 0) {
     void* buffer = const_cast<void*>(in);
-    DTS_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, mpi_type(dtype), mpi_op(dtype, op), comm_));
+    DTS_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, type_of(dtype), mpi_op(dtype, op), comm_));
     if (rank_ != 0) std::memmove(out, buffer, out_count * size_of(dtype));
   } else {
-    DTS_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, mpi_type(dtype), mpi_op(dtype, op), comm_));
+    DTS_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, type_of(dtype), mpi_op(dtype, op), comm_));
   }
   if (op == ReduceOp::avg) divide_by(dtype, out, out_count, size_);
 }
@@ -244,11 +290,11 @@ void MpiCommunicator::all_gather(const void* in, void* out, size_t in_count, DTy
   count_opaque(observer_.get());
   const int n = checked_count(in_count, "all_gather");
   const bool in_place = in == byte_offset(out, static_cast<size_t>(rank_) * in_count, dtype);
-  DTS_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
+  DTS_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : in, n, type_of(dtype), out, n, type_of(dtype), comm_));
 }
 
 void MpiCommunicator::broadcast(const void* in, void* out, size_t count, DType dtype, int root) {
-  const MPI_Datatype type = mpi_type(dtype);  // first: a refused dtype is refused at 0 elements too
+  const MPI_Datatype type = type_of(dtype);  // first: a refused dtype is refused at 0 elements too
   const ObservedCall observed(observer_.get(), ObservedOp::broadcast);
   count_opaque(observer_.get());
   if (rank_ == root && in != out && count > 0) std::memcpy(out, in, count * size_of(dtype));
@@ -275,7 +321,7 @@ void MpiCommunicator::reduce(const void* in, void* out, size_t count, DType dtyp
     // The receive buffer is significant at the root only. Elsewhere pass none: an in-place call
     // would otherwise hand MPI the send buffer twice, and MPICH 4.0 crashes on that alias.
     void* dst = rank_ == root ? byte_offset(out, done, dtype) : nullptr;
-    DTS_MPI_CHECK(MPI_Reduce(src, dst, static_cast<int>(piece), mpi_type(dtype), mpi_op(dtype, op), root, comm_));
+    DTS_MPI_CHECK(MPI_Reduce(src, dst, static_cast<int>(piece), type_of(dtype), mpi_op(dtype, op), root, comm_));
     done += piece;
     if (count == 0) break;
   }
@@ -286,18 +332,18 @@ void MpiCommunicator::all_to_all(const void* in, void* out, size_t count_per_pee
   const ObservedCall observed(observer_.get(), ObservedOp::all_to_all);
   count_opaque(observer_.get());
   const int n = checked_count(count_per_peer, "all_to_all");
-  DTS_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_));
+  DTS_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, type_of(dtype), out, n, type_of(dtype), comm_));
 }
 
 void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::send);
   count_sent(observer_.get(), count, dtype);
-  DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), mpi_type(dtype), peer, 0, comm_));
+  DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), type_of(dtype), peer, 0, comm_));
 }
 
 void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::recv);
-  DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), mpi_type(dtype), peer, 0, comm_, MPI_STATUS_IGNORE));
+  DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), type_of(dtype), peer, 0, comm_, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
@@ -305,9 +351,9 @@ void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int re
   count_sent(observer_.get(), count, dtype);
   const int n = checked_count(count, "send_recv");
   if (in == out) {
-    DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, mpi_type(dtype), send_peer, 1, recv_peer, 1, comm_, MPI_STATUS_IGNORE));
+    DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, type_of(dtype), send_peer, 1, recv_peer, 1, comm_, MPI_STATUS_IGNORE));
   } else {
-    DTS_MPI_CHECK(MPI_Sendrecv(in, n, mpi_type(dtype), send_peer, 1, out, n, mpi_type(dtype), recv_peer, 1, comm_,
+    DTS_MPI_CHECK(MPI_Sendrecv(in, n, type_of(dtype), send_peer, 1, out, n, type_of(dtype), recv_peer, 1, comm_,
                                MPI_STATUS_IGNORE));
   }
 }
@@ -316,14 +362,14 @@ std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType
   const ObservedCall observed(observer_.get(), ObservedOp::isend);
   count_sent(observer_.get(), count, dtype);
   MPI_Request request;
-  DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), mpi_type(dtype), peer, 0, comm_, &request));
+  DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), type_of(dtype), peer, 0, comm_, &request));
   return std::make_unique<MpiWork>(request, observer_.get());
 }
 
 std::unique_ptr<Work> MpiCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::irecv);
   MPI_Request request;
-  DTS_MPI_CHECK(MPI_Irecv(out, checked_count(count, "irecv"), mpi_type(dtype), peer, 0, comm_, &request));
+  DTS_MPI_CHECK(MPI_Irecv(out, checked_count(count, "irecv"), type_of(dtype), peer, 0, comm_, &request));
   return std::make_unique<MpiWork>(request, observer_.get());
 }
 
@@ -331,7 +377,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* ou
                                                         ReduceOp op) {
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, checked_count(count, "all_reduce_async"),
-                               mpi_type(dtype), mpi_op(dtype, op), comm_, &request));
+                               type_of(dtype), mpi_op(dtype, op), comm_, &request));
   const ObservedCall observed(observer_.get(), ObservedOp::all_reduce_async);
   count_opaque(observer_.get());
   std::function<void()> finish;
@@ -344,6 +390,34 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* ou
 void MpiCommunicator::barrier() {
   const ObservedCall observed(observer_.get(), ObservedOp::barrier);
   DTS_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+MPI_Datatype MpiCommunicator::type_of(DType dtype) const {
+  const MPI_Datatype chosen = chosen_[static_cast<size_t>(dtype)];
+  return chosen != MPI_DATATYPE_NULL ? chosen : mpi_type(dtype);
+}
+
+void MpiCommunicator::use_datatype_name(DType dtype, std::string_view name) {
+  MPI_Datatype& chosen = chosen_[static_cast<size_t>(dtype)];
+  if (name.empty()) {
+    chosen = MPI_DATATYPE_NULL;
+    return;
+  }
+  for (const NamedType& t : named_types()) {
+    if (t.dtype != dtype || name != t.name) continue;
+    // The platform's C type and the library must agree on the width, or the name is not this dtype's.
+    int bytes = 0;
+    DTS_MPI_CHECK(MPI_Type_size(t.type, &bytes));
+    if (static_cast<size_t>(bytes) != size_of(dtype)) {
+      throw Error(Error::Kind::unsupported, "mpi: " + std::string(name) + " is " + std::to_string(bytes) +
+                                                " bytes in this library, not " + std::string(dts::name(dtype)) + "'s " +
+                                                std::to_string(size_of(dtype)));
+    }
+    chosen = t.type;
+    return;
+  }
+  throw Error(Error::Kind::invalid_argument,
+              "mpi: " + std::string(name) + " is not an MPI name of " + std::string(dts::name(dtype)));
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
@@ -365,5 +439,13 @@ std::unique_ptr<Communicator> make_mpi(const BackendSpec& spec, const CommOption
 }  // namespace
 
 DTS_REGISTER_BACKEND("mpi", "mpi", "the MPI library's own collectives, host memory", make_mpi);
+
+std::vector<std::string> mpi_datatype_names(DType dtype, bool reducing) {
+  std::vector<std::string> names;
+  for (const NamedType& t : named_types()) {
+    if (t.dtype == dtype && (t.reducible || !reducing)) names.emplace_back(t.name);
+  }
+  return names;
+}
 
 }  // namespace dts

@@ -3,6 +3,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -39,15 +40,28 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override;
 
   MPI_Comm native() const { return comm_; }
+  // Calls of `dtype` go through the MPI datatype `name` (one of mpi_datatype_names) until the next
+  // call; "" restores the fixed-width name.
+  void use_datatype_name(DType dtype, std::string_view name) override;
+  // The MPI datatype calls of `dtype` go through now.
+  MPI_Datatype type_of(DType dtype) const;
 
  private:
   MPI_Comm comm_;
   std::string spec_;
   std::shared_ptr<OpObserver> observer_;
   bool in_place_reduce_crashes_;
+  // By DType: the datatype use_datatype_name chose; MPI_DATATYPE_NULL (set in the constructor: it
+  // is no null pointer in every library) for the fixed-width default.
+  std::array<MPI_Datatype, static_cast<size_t>(DType::f8e5m2) + 1> chosen_;
   int rank_ = 0;
   int size_ = 1;
 };
+
+// Every MPI name of `dtype` on this platform, the fixed-width one (the default) first; with
+// `reducing`, only the names the standard defines reductions on (MPI_CHAR is left out). Empty for
+// the float dtypes, which have one name (or none: fp8).
+std::vector<std::string> mpi_datatype_names(DType dtype, bool reducing);
 
 // The MPI library's own version string, first line ("Open MPI v4.1.4, ...", "MPICH Version: 4.0.2").
 std::string mpi_library_version();

@@ -46,6 +46,63 @@ TEST_F(MpiBackendTest, Identity) {
   comm_->barrier();
 }
 
+// Every integer dtype has its fixed-width name first, then C names of its width and signedness;
+// each is that many bytes in the library; reductions never get MPI_CHAR; floats have one name.
+TEST_F(MpiBackendTest, DatatypeNamesOfEachDtype) {
+  const std::vector<std::pair<DType, std::string>> fixed{{DType::i8, "MPI_INT8_T"},   {DType::u8, "MPI_UINT8_T"},
+                                                         {DType::i32, "MPI_INT32_T"}, {DType::u32, "MPI_UINT32_T"},
+                                                         {DType::i64, "MPI_INT64_T"}, {DType::u64, "MPI_UINT64_T"}};
+  for (const auto& [dtype, first] : fixed) {
+    SCOPED_TRACE(std::string(name(dtype)));
+    const std::vector<std::string> all = mpi_datatype_names(dtype, false), reducing = mpi_datatype_names(dtype, true);
+    ASSERT_GE(reducing.size(), 2u) << "every integer width has a C name besides the fixed-width one";
+    EXPECT_EQ(all.front(), first);
+    EXPECT_EQ(reducing.front(), first);
+    for (const std::string& n : reducing) EXPECT_NE(n, "MPI_CHAR") << "MPI defines no reduction on MPI_CHAR";
+  }
+  // The LP64 names this platform's C types give (sizeof long == 8 on x86-64 and aarch64 Linux).
+  if (sizeof(long) == 8) {
+    EXPECT_EQ(mpi_datatype_names(DType::i64, true),
+              (std::vector<std::string>{"MPI_INT64_T", "MPI_LONG", "MPI_LONG_LONG"}));
+    EXPECT_EQ(mpi_datatype_names(DType::u64, true),
+              (std::vector<std::string>{"MPI_UINT64_T", "MPI_UNSIGNED_LONG", "MPI_UNSIGNED_LONG_LONG"}));
+  }
+  EXPECT_TRUE(mpi_datatype_names(DType::f32, true).empty());
+  EXPECT_TRUE(mpi_datatype_names(DType::f8e4m3, false).empty());
+}
+
+// use_datatype_name routes later calls through that MPI datatype (the library's own name for the
+// handle), "" restores the fixed-width one, and a name of another dtype is refused.
+TEST_F(MpiBackendTest, UseDatatypeNameRoutesCalls) {
+  auto& mpi = dynamic_cast<MpiCommunicator&>(*comm_);
+  const auto library_name = [&](DType dtype) {
+    char text[MPI_MAX_OBJECT_NAME] = {};
+    int length = 0;
+    MPI_Type_get_name(mpi.type_of(dtype), text, &length);
+    return std::string(text, static_cast<size_t>(length));
+  };
+  for (const DType dtype : {DType::i8, DType::u8, DType::i32, DType::u32, DType::i64, DType::u64}) {
+    for (const std::string& n : mpi_datatype_names(dtype, false)) {
+      SCOPED_TRACE(n);
+      mpi.use_datatype_name(dtype, n);
+      const std::string got = library_name(dtype);
+      // Open MPI and MPICH name the MPI_LONG_LONG handle by its older synonym.
+      EXPECT_TRUE(got == n || (n == "MPI_LONG_LONG" && got == "MPI_LONG_LONG_INT")) << got;
+      // The call goes through: a sum is exact in any name of the width.
+      const std::vector<char> in = kInputs.make_input(dtype, ReduceOp::sum, n_, 7, rank_, 129);
+      std::vector<char> out(in.size());
+      comm_->all_reduce(in.data(), out.data(), 129, dtype, ReduceOp::sum);
+      EXPECT_EQ(differences(dtype, out.data(), kInputs.reference_reduced(dtype, ReduceOp::sum, n_, 7, 0, 129).data(), 129),
+                "");
+    }
+    mpi.use_datatype_name(dtype, "");
+  }
+  EXPECT_EQ(library_name(DType::u64), "MPI_UINT64_T");
+  EXPECT_THROW(mpi.use_datatype_name(DType::u64, "MPI_LONG"), Error);  // signed: another dtype's
+  EXPECT_THROW(mpi.use_datatype_name(DType::f32, "MPI_INT"), Error);
+  EXPECT_EQ(library_name(DType::u64), "MPI_UINT64_T") << "a refused name changes nothing";
+}
+
 TEST_F(MpiBackendTest, AllReduce) {
   for (const Case& c : reduction_cases(kCounts, 0)) {
     SCOPED_TRACE(case_name("all_reduce", c));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi/mpi_communicator.h"
 #include "comm/text.h"
 #include "core/buffer.h"
 #include "core/error.h"
@@ -34,6 +35,9 @@ class CollectivesFlags final : public DatatypeSelection {
   std::vector<ReduceOp> ops{kAllReduceOps.begin(), kAllReduceOps.end()};
   std::vector<Collective> collectives{kAllCollectives.begin(), kAllCollectives.end()};
   int root = -1;  // -1: sweep every root
+  // Backend mpi: integer reductions also through the other MPI names of each width (MPI_LONG,
+  // MPI_UNSIGNED_LONG_LONG, ...). Off under --quick.
+  bool every_mpi_name = true;
 
   void declare(CLI::App& g) override {
     g.add_option("-b,--minbytes", min_text_, "smallest message size (suffixes K, M, G)")->capture_default_str();
@@ -51,6 +55,10 @@ class CollectivesFlags final : public DatatypeSelection {
         ->capture_default_str();
     g.add_option("-r,--root", root, "root of broadcast/reduce; -1 sweeps every root")
         ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
+    g.add_option("--mpi-names", mpi_names_text_,
+                 "backend mpi: all runs integer reductions through every MPI name of the width too (MPI_LONG, "
+                 "MPI_UNSIGNED_LONG_LONG, ...; fixed under --quick), fixed through MPI_INT64_T and the like only")
+        ->check(CLI::IsMember({"all", "fixed"}))->capture_default_str();
   }
 
   void finish(const RunOptions& common) override {
@@ -105,6 +113,7 @@ class CollectivesFlags final : public DatatypeSelection {
                                                        "neither is in this run");
       }
     }
+    every_mpi_name = mpi_names_text_ == "all" && !common.quick;
     collectives.clear();
     if (collectives_text_ == "all") {
       collectives.assign(kAllCollectives.begin(), kAllCollectives.end());
@@ -131,6 +140,7 @@ class CollectivesFlags final : public DatatypeSelection {
 
  private:
   std::string min_text_ = "8", max_text_ = "1M", dtypes_text_ = "all", ops_text_ = "all", collectives_text_ = "all";
+  std::string mpi_names_text_ = "all";
 };
 DTS_REGISTER_FLAGS(CollectivesFlags, "Collectives (nccl-tests' flags)");
 
@@ -140,6 +150,9 @@ struct CollectiveCase {
   ReduceOp op;
   int root;
   int64_t count;
+  // The MPI name the call goes through (mpi backend, integer reductions: MPI_LONG, ...); empty: the
+  // backend's default (for mpi the fixed-width name, MPI_INT64_T).
+  std::string mpi_datatype;
 };
 
 // Counts that always run besides the -b/-e/-f sweep: an empty operation, one element, and a
@@ -171,6 +184,10 @@ std::string case_id(const CollectiveCase& c, int world_size) {
   }
   id += '/';
   id += std::to_string(collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), world_size));
+  if (!c.mpi_datatype.empty()) {
+    id += '/';
+    id += c.mpi_datatype;
+  }
   return id;
 }
 
@@ -318,6 +335,7 @@ Labels case_labels(const CollectiveCase& c, int world_size) {
   l.bytes = collective_bytes(c.collective, c.count, static_cast<int64_t>(size_of(c.dtype)), world_size);
   l.config = "redop=" + std::string(is_reducing(c.collective) ? name(c.op) : "none") + ";root=" +
              std::to_string(c.root) + ";count=" + std::to_string(c.count);
+  if (!c.mpi_datatype.empty()) l.config += ";mpi_datatype=" + c.mpi_datatype;
   return l;
 }
 
@@ -342,6 +360,37 @@ Stats scale_stats(Stats s, double factor) {
   s.max *= factor;
   return s;
 }
+
+// The names besides the default that the plan runs `dtype` through: the mpi backend's other MPI
+// names of an integer dtype (mpi_datatype_names), for reductions, unless --mpi-names fixed or
+// --quick; none for any other backend, which has one name per dtype.
+std::vector<std::string> other_mpi_names(const RunOptions& common, Collective coll, DType dtype) {
+  const CollectivesFlags& o = common.flags<CollectivesFlags>();
+  if (common.backend != "mpi" || !o.every_mpi_name || !is_reducing(coll) || is_floating(dtype)) return {};
+  std::vector<std::string> names = mpi_datatype_names(dtype, true);
+  if (!names.empty()) names.erase(names.begin());  // the default, which the plain case runs
+  return names;
+}
+
+// A case's calls of `dtype` through `name` for the guard's life, then the default again.
+class DatatypeName {
+ public:
+  DatatypeName(Communicator& comm, DType dtype, const std::string& name) : comm_(comm), dtype_(dtype) {
+    if (name.empty()) return;
+    comm_.use_datatype_name(dtype, name);
+    chosen_ = true;
+  }
+  ~DatatypeName() {
+    if (chosen_) comm_.use_datatype_name(dtype_, "");  // "" never throws
+  }
+  DatatypeName(const DatatypeName&) = delete;
+  DatatypeName& operator=(const DatatypeName&) = delete;
+
+ private:
+  Communicator& comm_;
+  DType dtype_;
+  bool chosen_ = false;
+};
 
 class CollectivesSuite final : public Suite {
  public:
@@ -374,8 +423,14 @@ class CollectivesSuite final : public Suite {
         for (ReduceOp op : ops) {
           for (int root : roots) {
             for (int64_t count : counts) {
-              CollectiveCase c{coll, dtype, op, root, count};
+              CollectiveCase c{coll, dtype, op, root, count, {}};
               cases.push_back(Case{case_id(c, n), case_labels(c, n), c});
+              // The mpi backend's other names of this dtype (MPI_LONG beside MPI_INT64_T, ...):
+              // a library can be right for one and wrong for another. Reductions, full plan only.
+              for (const std::string& alias : other_mpi_names(common, coll, dtype)) {
+                c.mpi_datatype = alias;
+                cases.push_back(Case{case_id(c, n), case_labels(c, n), c});
+              }
             }
           }
         }
@@ -388,6 +443,7 @@ class CollectivesSuite final : public Suite {
     const auto& c = std::any_cast<const CollectiveCase&>(the_case.params);
     const RunOptions& o = ctx.options();
     Communicator& comm = ctx.comm();
+    const DatatypeName through(comm, c.dtype, c.mpi_datatype);
     const int n = comm.size(), rank = comm.rank();
     const CheckSpec spec{c.collective, c.dtype, c.op, c.root, c.count, n, o.seed * 4, InputKind::exact};
     if (!has_host_arithmetic(c.dtype)) call_without_reference(comm, spec, ctx.memory());

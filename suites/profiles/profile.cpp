@@ -113,6 +113,7 @@ const std::vector<RunKey> kRunKeys{
     // Collectives.
     {"minbytes", RunKind::size}, {"maxbytes", RunKind::size}, {"stepfactor", RunKind::number},
     {"datatype", RunKind::list}, {"op", RunKind::list}, {"collective", RunKind::list}, {"root", RunKind::integer},
+    {"mpi-names", RunKind::text},
     // Training suites (equivalence, scaling).
     {"strategy", RunKind::specs}, {"steps", RunKind::integer}, {"batch", RunKind::integer},
     {"layers", RunKind::integer}, {"width", RunKind::integer}, {"input", RunKind::integer},
