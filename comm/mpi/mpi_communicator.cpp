@@ -5,12 +5,7 @@
 // alike. Every MPI return code is translated here, with MPI's own message and file:line.
 #include "comm/mpi/mpi_communicator.h"
 
-#include <array>
-
-#include <type_traits>
-
 #include <algorithm>
-
 #include <climits>
 #include <cstdio>
 #include <tuple>
