@@ -126,6 +126,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
       ->check(ListenAddress())
       ->capture_default_str();
   run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
+  run->add_option("--expect", cmd.expect_paths,
+                  "expectation file (results/expectations/*.toml), repeatable: the stack's known deviations, cited; "
+                  "a failure they name is xfail, a deviation they name that no longer shows is xpass (fails the run)")
+      ->allow_extra_args(false);
   run->add_option("--chunk-bytes", chunk,
                   "chunk size of the pipelined reference algorithms (ring); auto: chosen from the size and ranks")
       ->capture_default_str();
@@ -153,6 +157,9 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                       "with 2+ baseline runs: percent chance that a run of an unchanged stack fails the gate")
       ->check(FiniteRange(1e-6, 50.0))->capture_default_str();
   compare->add_flag("--samples", co.samples, "judge noise from per-iteration samples (one-sided Mann-Whitney U, alpha 0.01) rather than p05/p95");
+  compare->add_option("--expect", co.expect_paths,
+                      "expectation file(s) as run --expect takes: the runs' known deviations are xfail, a stale entry fails")
+      ->allow_extra_args(false);
   compare->add_option("--csv", co.csv_path, "write the comparison as CSV");
   compare->add_option("--junit", co.junit_path, "write the comparison as JUnit XML");
   compare->add_option("-T,--timeout", co.timeout_seconds,

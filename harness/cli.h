@@ -26,6 +26,7 @@ struct CompareOptions {
   double tolerance_percent = 5;  // a change smaller than this is never a regression
   double false_alarm_percent = 5;  // with 2+ baseline runs: chance that an unchanged run fails the gate
   bool samples = false;          // judge noise from per-iteration samples instead of p05/p95
+  std::vector<std::string> expect_paths;  // --expect: known deviations (results/expectations/*.toml)
   std::string csv_path;          // optional: the comparison table as CSV
   std::string junit_path;        // optional: one testcase per compared row
   double timeout_seconds = 300;  // -T: wait for a FIFO's or pipe's bytes at most this long; 0: no limit
@@ -50,6 +51,7 @@ struct Command {
   std::string metrics_address = "127.0.0.1";  // --metrics-address: where /metrics listens
   std::string profile_path;  // --profile: acceptance thresholds (suites/profiles/*.toml)
   std::optional<Profile> profile;  // loaded from profile_path, its [run] defaults already applied
+  std::vector<std::string> expect_paths;  // --expect: known deviations (results/expectations/*.toml)
   CompareOptions compare;
   ReportOptions report;
   size_t chunk_bytes = 0;  // --chunk-bytes; 0 (auto): the ring's own rule

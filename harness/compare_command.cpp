@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "results/compare.h"
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
+#include "results/expectations.h"
 #include "results/junit_sink.h"
 #include "results/output_paths.h"
 
@@ -148,6 +150,28 @@ void write_junit(const Comparison& c, const std::string& path) {
   sink.close();
 }
 
+// A run's `expect` rows (run --expect's summary) are about a file, not the stack: a run with them
+// and one without compare alike, and --expect here makes its own.
+void drop_expectation_rows(RecordedRun& run) {
+  std::erase_if(run.rows, [](const Record& r) { return r.suite == "expect"; });
+}
+
+// The current run's expectation summary (--expect), one '#' line per entry of its stack; true
+// when an entry is stale (xpass), which fails the gate as it fails a run.
+bool print_expectations(const ExpectationJudge& judge) {
+  bool stale = false;
+  std::printf("# expectations: %lld failed rows of the current run are known deviations (xfail)\n",
+              static_cast<long long>(judge.xfailed_rows()));
+  for (const Record& r : judge.summary()) {
+    stale = stale || is_failure(r.verdict);
+    std::printf("# expect %s [%s] %s\n", r.case_id.c_str(), std::string(name(r.verdict)).c_str(),
+                printable(r.detail).c_str());
+  }
+  if (stale) std::printf("# verdict: an expectation is stale (xpass): update the file\n");
+  std::fflush(stdout);
+  return stale;
+}
+
 }  // namespace
 
 namespace {
@@ -194,6 +218,7 @@ int run_compare(const CompareOptions& options) {
     // Before anything is read or written: `compare B C --csv B` must leave the baseline as it was.
     std::vector<NamedPath> inputs;
     for (const std::string& path : baseline_paths) inputs.push_back({"the baseline", path});
+    for (const std::string& path : options.expect_paths) inputs.push_back({"--expect", path});
     inputs.push_back({"the current run", current_path});
     check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
     CompareSettings settings;
@@ -203,16 +228,38 @@ int run_compare(const CompareOptions& options) {
     // Each run as it is read keeps only what the gate reads: of the baseline runs before the most
     // recent one, their numbers (release_unread), so a long history fits in memory.
     const CsvReadOptions reading = csv_read_options(options.timeout_seconds);
+    // --expect: each run's known deviations become xfail before the gate reads them, in the
+    // baseline as in the current run, so a deviation present in both is neither a regression nor
+    // an improvement; the current run's judge also says which entries are stale (xpass) or unused.
+    std::vector<ExpectationFile> expectations;
+    for (const std::string& path : options.expect_paths) expectations.push_back(load_expectations(path));
+    std::optional<ExpectationJudge> baseline_judge, current_judge;
+    if (!expectations.empty()) {
+      baseline_judge.emplace(expectations);
+      current_judge.emplace(expectations);
+    }
     std::vector<RecordedRun> baselines;
     for (const std::string& path : baseline_paths) {
       for (RecordedRun& run : split_runs(read_results_csv(path, reading), path)) {
+        drop_expectation_rows(run);
+        if (run.rows.empty()) continue;
+        if (baseline_judge) {
+          for (Record& r : run.rows) baseline_judge->apply(r);
+        }
         if (!baselines.empty()) release_unread(baselines.back(), true, settings.use_samples);
         release_unread(run, false, settings.use_samples);
         baselines.push_back(std::move(run));
       }
     }
     std::vector<RecordedRun> currents = split_runs(read_results_csv(current_path, reading), current_path);
-    for (RecordedRun& run : currents) release_unread(run, false, settings.use_samples);
+    for (RecordedRun& run : currents) drop_expectation_rows(run);
+    std::erase_if(currents, [](const RecordedRun& run) { return run.rows.empty(); });
+    for (RecordedRun& run : currents) {
+      if (current_judge) {
+        for (Record& r : run.rows) current_judge->apply(r);
+      }
+      release_unread(run, false, settings.use_samples);
+    }
     if (baselines.empty()) throw Error(Error::Kind::invalid_argument, "the baseline has no rows to compare against");
     if (currents.empty()) throw Error(Error::Kind::invalid_argument, "the current run has no rows");
     Comparison comparison;
@@ -226,7 +273,8 @@ int run_compare(const CompareOptions& options) {
     print_table(comparison, baseline_paths, current_path, baselines, currents, settings);
     if (!options.csv_path.empty()) write_csv(comparison, options.csv_path);
     if (!options.junit_path.empty()) write_junit(comparison, options.junit_path);
-    return comparison.regressions > 0 ? kExitFail : kExitPass;
+    const bool stale = current_judge && print_expectations(*current_judge);
+    return comparison.regressions > 0 || stale ? kExitFail : kExitPass;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "dtsuite: error: %s\n", e.what());

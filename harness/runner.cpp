@@ -49,6 +49,7 @@
 #include "results/record.h"
 #include "strategies/strategy.h"
 #include "strategies/strategy_spec.h"
+#include "results/expectations.h"
 #include "suites/profiles/profile.h"
 #include "suites/suite.h"
 
@@ -140,6 +141,12 @@ class Results {
   void add(std::unique_ptr<Sink> sink) { sinks_.push_back(std::move(sink)); }
   // --profile: every record is judged against the profile's thresholds before any sink sees it.
   void judge_with(const Profile& profile) { judge_.emplace(profile); }
+  // --expect: then every record is judged against the known deviations (results/expectations.h).
+  void expect(std::vector<ExpectationFile> files) { expected_.emplace(std::move(files)); }
+  std::vector<Record> expectation_summary() {
+    std::lock_guard lock(mutex_);
+    return expected_ ? expected_->summary() : std::vector<Record>{};
+  }
   // One check record per threshold (matched, failed, or matched nothing), for the end of the run.
   std::vector<Record> profile_summary() {
     std::lock_guard lock(mutex_);
@@ -149,7 +156,8 @@ class Results {
   void write(Record record) {
     std::lock_guard lock(mutex_);
     if (judge_) judge_->apply(record);
-    if (record.verdict == Verdict::fail || record.verdict == Verdict::timeout) failed_cases_.insert(record.case_id);
+    if (expected_) expected_->apply(record);
+    if (is_failure(record.verdict)) failed_cases_.insert(record.case_id);
     for (auto& sink : sinks_) {
       if (!sink) continue;
       try {
@@ -192,6 +200,7 @@ class Results {
   std::set<std::string> failed_cases_;
   bool sink_failed_ = false;
   std::optional<ProfileJudge> judge_;
+  std::optional<ExpectationJudge> expected_;
 };
 
 class HarnessContext final : public RunContext {
@@ -435,6 +444,7 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   if (cmd.profile) {
     std::printf("# profile %s: %zu thresholds\n", cmd.profile->path.c_str(), cmd.profile->thresholds.size());
   }
+  for (const std::string& path : cmd.expect_paths) std::printf("# expect %s: known deviations, cited\n", path.c_str());
   if (o.repeat > 1) {
     std::printf("# %zu cases, %d repetitions of the plan, each in an order shuffled by the seed; results: %s\n#\n",
                 cases, o.repeat, csv.c_str());
@@ -531,10 +541,16 @@ int run_with_mpi(Command& cmd) {
         // Before any sink opens its file: a refused output leaves every path as it was, and no
         // output is a file the run reads (the profile, every suite flag's input).
         std::vector<NamedPath> inputs{{"--profile", cmd.profile_path}};
+        for (const std::string& path : cmd.expect_paths) inputs.push_back({"--expect", path});
         for (const auto& [name, group] : o.flags_by_group) {
           for (NamedPath& input : group->input_files()) inputs.push_back(std::move(input));
         }
         check_outputs(inputs, {{"--csv", csv_path}, {"--junit", cmd.junit_path}, {"--prom", cmd.prom_path}});
+        if (!cmd.expect_paths.empty()) {
+          std::vector<ExpectationFile> files;
+          for (const std::string& path : cmd.expect_paths) files.push_back(load_expectations(path));
+          results.expect(std::move(files));
+        }
         results.add(std::make_unique<ConsoleTable>(stdout));
         results.add(std::make_unique<CsvSink>(csv_path));
         if (!cmd.junit_path.empty()) results.add(std::make_unique<JunitSink>(cmd.junit_path));
@@ -700,6 +716,7 @@ int run_with_mpi(Command& cmd) {
   int exit_code = kExitPass;
   if (leader) {
     for (Record& r : results.profile_summary()) context.emit(std::move(r));
+    for (Record& r : results.expectation_summary()) context.emit(std::move(r));
     results.close();
     if (results.failed_cases() > 0) exit_code = kExitFail;
     if (results.sink_failed() && exit_code == kExitPass) exit_code = kExitUsage;

@@ -1,6 +1,8 @@
 // The logic of `dtsuite compare`: joins a baseline run and a current run row by row and judges
 // each change against a tolerance AND the runs' own noise. Lives in results/ (depends on Record
-// only) so it is unit-testable; harness/compare_command.cpp reads the files and prints the table.
+// only) so it is unit-testable. The gate's parts, each readable alone: the runs and their stacks
+// (runs.h), the noise models (noise.h: between runs; mann_whitney.h: within a run's samples),
+// the verdicts (here, compare.cpp), the rendering (harness/compare_command.cpp: table, CSV, JUnit).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -8,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "results/mann_whitney.h"
 #include "results/record.h"
+#include "results/runs.h"
 
 namespace dts {
 
@@ -43,35 +47,6 @@ struct CompareSettings {
   double false_alarm = 0.05;
 };
 
-// One run as compare sees it: the rows of one `dtsuite run` (run_id) and one pass over its plan
-// (`repetition`, --repeat), read from `source`.
-struct RecordedRun {
-  std::string source;
-  std::vector<Record> rows;
-};
-
-// A file's rows as runs, by (run_id, repetition) in order of first appearance; the rows are
-// moved, not copied, when the caller gives them up.
-std::vector<RecordedRun> split_runs(std::vector<Record>&& rows, const std::string& source);
-std::vector<RecordedRun> split_runs(const std::vector<Record>& rows, const std::string& source);
-
-// Lets go of what compare_runs will not read of `run`, so that a long history of baseline runs
-// fits in memory (README, *Comparing runs*, gives the bytes held per byte of input): the
-// per-iteration samples unless `use_samples`; and of a baseline run that is not the most recent
-// (`numbers_only`: the gate reads its numbers, never its text) also its samples, detail,
-// timestamp, host, versions and seed. What is kept: the values, statistics and verdicts, the
-// labels of the join and of the stack, and the run's identity.
-void release_unread(RecordedRun& run, bool numbers_only, bool use_samples);
-
-// A run is (run_id, repetition), whatever file holds it. Throws Error{invalid_argument} with one
-// line naming the run, its repetition and its files when a run is given twice (two copies of a
-// file in a folder, one file named twice: its values would count twice and the spread between
-// runs shrink), or when a current run is also among the baselines (it would be judged against
-// itself; `compare a.csv a.csv` is told that the baseline and the current run are the same run).
-// Several repetitions of the current run are several current runs: accepted while no baseline is
-// one of them. compare_runs checks this first.
-void check_distinct_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents);
-
 struct ComparedRow {
   Record baseline, current;  // current is empty (metric "") for a missing row; baseline for a new failure
   std::string label;         // case id, placement, and config when needed to tell rows apart
@@ -99,21 +74,6 @@ struct Comparison {
 };
 
 
-// A stack as compare tells stacks apart: backend, device, and the job's ranks and nodes.
-struct JobStack {
-  std::string backend, device;
-  int world_size = 0, nodes = 0, ranks_per_node = 0;  // the job's, not a sub-world's
-  bool operator==(const JobStack&) const = default;
-};
-
-// The distinct stacks of `records`, in order of first appearance. The rows of one job (run_id,
-// backend, device, job_size) give one stack: its nodes and ranks_per_node are the largest any of
-// its rows says. A whole-job row (collectives, or a sub-world of every rank) has the job's own;
-// a sub-world spans no more nodes and holds no more ranks on one than the job, so the largest is
-// the job's whenever one row covers the whole job, and the widest sub-world's (a function of the
-// sweep and the placement, equal across runs of one stack) when none does.
-std::vector<JobStack> job_stacks(const std::vector<Record>& records);
-
 // One baseline run against one current run. Joins by (suite, case, metric, op, dtype, bytes,
 // placement, strategy, config, world_size); a key that repeats within a run is matched occurrence
 // by occurrence. Throws Error{invalid_argument} with one line when the two are one run
@@ -136,14 +96,5 @@ Comparison compare_runs(const std::vector<Record>& baseline, const std::vector<R
 // half to the rows, half to the sets. Throws as above; runs of different stacks are refused.
 Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::vector<RecordedRun>& currents,
                         const CompareSettings& settings);
-
-// One-sided Mann–Whitney U test. U counts the pairs (x from `worse`, y from `better`) with x > y,
-// ties counting 1/2; returns P(U >= observed) when both samples come from one distribution. Exact
-// (the permutation distribution) without ties up to 50 samples a side; otherwise the normal
-// approximation with tie and continuity corrections.
-double mann_whitney_p_greater(const std::vector<double>& worse, const std::vector<double>& better);
-
-// The smallest p-value the exact test can give with n and m samples: 1 / C(n+m, n).
-double mann_whitney_smallest_p(size_t n, size_t m);
 
 }  // namespace dts

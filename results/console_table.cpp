@@ -71,7 +71,8 @@ void ConsoleTable::write(const Record& record) {
     case_key_ = key;
     if (record.suite == kCollectivesSuite) start_case(record);
   }
-  if (record.verdict == Verdict::fail || record.verdict == Verdict::timeout) case_failed_ = true;
+  if (is_failure(record.verdict)) case_failed_ = true;
+  if (record.verdict == Verdict::xfail) case_xfailed_ = true;
   if (record.suite == kCollectivesSuite) {
     add_to_row(record);
   } else {
@@ -84,6 +85,7 @@ void ConsoleTable::close() {
   finish_case();
   closed_ = true;
   print(format("# Failed cases : %d\n", failed_cases_));
+  if (xfailed_cases_ > 0) print(format("# Expected failures (known deviations, --expect) : %d\n", xfailed_cases_));
   if (busbw_count_ > 0) {
     print(format("# Avg bus bandwidth : %.4f GB/s\n", busbw_sum_ / static_cast<double>(busbw_count_) / 1e9));
   } else {
@@ -104,7 +106,9 @@ void ConsoleTable::finish_case() {
   if (row_.active) print_row(row_);
   row_ = PendingRow{};
   if (case_failed_) ++failed_cases_;
+  else if (case_xfailed_) ++xfailed_cases_;
   case_failed_ = false;
+  case_xfailed_ = false;
   case_key_.clear();
 }
 
@@ -116,6 +120,8 @@ void ConsoleTable::add_to_row(const Record& record) {
       case Verdict::skip: prefix = "skipped: "; break;
       case Verdict::timeout: prefix = "TIMEOUT: "; break;
       case Verdict::fail: prefix = "FAILED: "; break;
+      case Verdict::xpass: prefix = "XPASS: "; break;
+      case Verdict::xfail: prefix = "xfail: "; break;
       case Verdict::pass:
       case Verdict::info: return;  // nothing to show beyond the row itself
     }
@@ -137,7 +143,10 @@ void ConsoleTable::add_to_row(const Record& record) {
       ++busbw_count_;
     }
   }
-  if (metric == "wrong") cells->wrong = record.value;
+  if (metric == "wrong") {
+    cells->wrong = record.value;
+    if (record.verdict == Verdict::xfail) row_.xfail = true;
+  }
   // max_ulp has no column in nccl-tests' table; its verdict still counts toward failed cases.
 }
 
@@ -176,6 +185,7 @@ void ConsoleTable::print_row(const PendingRow& row) {
                      format_count(cells->wrong).c_str());
     }
   }
+  if (row.xfail) line += "  xfail";  // every wrong element a known deviation (--expect)
   if (!row.status.empty()) line += "  " + row.status;
   // The mpi backend's other names of the dtype (MPI_LONG beside MPI_INT64_T): the row says which.
   if (const auto mpi_name = config_value(row.config, "mpi_datatype")) line += "  " + *mpi_name;

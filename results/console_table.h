@@ -41,6 +41,7 @@ class ConsoleTable : public Sink {
     int64_t bytes = -1;
     PlacementCells out_of_place, in_place;
     std::string status;  // "skipped: ...", "TIMEOUT: ...", "FAILED: ..." from check records
+    bool xfail = false;  // a `wrong` record of the case is xfail (a known deviation, --expect)
   };
   void start_case(const Record& record);
   void finish_case();
@@ -53,8 +54,10 @@ class ConsoleTable : public Sink {
   std::FILE* out_;
   bool closed_ = false;
   std::string case_key_;          // suite + '\n' + case_id of the case now arriving
-  bool case_failed_ = false;      // that case has a fail or timeout record
+  bool case_failed_ = false;      // that case has a fail, timeout or xpass record
+  bool case_xfailed_ = false;     // ... an xfail record
   int failed_cases_ = 0;          // finished cases that failed
+  int xfailed_cases_ = 0;         // finished cases whose only failures were expected (xfail)
   PendingRow row_;
   std::string header_op_;         // op of the table header in force; empty: none printed
   double busbw_sum_ = 0;          // bytes_per_second, over every busbw record

@@ -112,7 +112,8 @@ double parse_number(const std::string& column, const std::string& text) {
 }
 
 Verdict parse_verdict(const std::string& text) {
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::skip, Verdict::info, Verdict::timeout}) {
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::skip, Verdict::info, Verdict::timeout, Verdict::xfail,
+                    Verdict::xpass}) {
     if (text == name(v)) return v;
   }
   throw RowError("unknown verdict '" + text + "' (pass, fail, skip, info, timeout)");

@@ -182,7 +182,7 @@ class MetricsCollectable final : public prometheus::Collectable {
       shown.emplace_back("verdict", std::string(name_of(r.verdict)));
       Family& verdicts = family_for(kVerdictFamily, prometheus::MetricType::Gauge,
                                     "1 for each judged record, labelled with the CSV metric it judges and its "
-                                    "verdict (pass, fail, skip, timeout)" + std::string(kSchemaPointer));
+                                    "verdict (pass, fail, skip, timeout, xfail, xpass)" + std::string(kSchemaPointer));
       prometheus::ClientMetric verdict;
       verdict.label = to_client_labels(shown);
       verdict.gauge.value = 1;
@@ -421,7 +421,7 @@ void PrometheusSink::write(const Record& record) {
   std::lock_guard lock(mutex_);
   if (closed_) return;
   metrics_->add(record);
-  if (record.verdict == Verdict::fail || record.verdict == Verdict::timeout) {
+  if (is_failure(record.verdict)) {
     failed_cases_.insert(record.case_id);
     cases_failed_->Set(static_cast<double>(failed_cases_.size()));
   }

@@ -17,6 +17,8 @@ std::string_view name(Verdict verdict) {
     case Verdict::skip: return "skip";
     case Verdict::info: return "info";
     case Verdict::timeout: return "timeout";
+    case Verdict::xfail: return "xfail";
+    case Verdict::xpass: return "xpass";
   }
   return "?";
 }

@@ -15,8 +15,12 @@ namespace dts {
 // accept 1 to 4.
 inline constexpr int kSchemaVersion = 4;
 
-enum class Verdict : uint8_t { pass, fail, skip, info, timeout };
+// xfail: a failure an expectation file names (a known deviation, cited; results/expectations.h);
+// xpass: an expectation whose deviation no longer shows (a stale waiver), which fails the run.
+enum class Verdict : uint8_t { pass, fail, skip, info, timeout, xfail, xpass };
 std::string_view name(Verdict verdict);
+// Whether a verdict fails its case and the run: fail, timeout, xpass.
+inline bool is_failure(Verdict v) { return v == Verdict::fail || v == Verdict::timeout || v == Verdict::xpass; }
 
 // Labels: what the number is about. Stack identity (backend .. ranks_per_node) is filled by the
 // harness on every Record; the rest by the suite.

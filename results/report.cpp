@@ -388,8 +388,10 @@ int severity(Verdict verdict) {
   switch (verdict) {
     case Verdict::pass: return 0;
     case Verdict::skip: return 1;
-    case Verdict::fail: return 2;
-    case Verdict::timeout: return 3;
+    case Verdict::xfail: return 2;  // a known deviation: worse than a pass, not a new failure
+    case Verdict::fail: return 3;
+    case Verdict::xpass: return 4;
+    case Verdict::timeout: return 5;
     case Verdict::info: return -1;
   }
   return -1;
@@ -510,7 +512,7 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
       c.stack = stack;
       c.suite = r.suite;
       ++c.by_verdict[std::string(name(r.verdict))];
-      if (r.verdict == Verdict::fail || r.verdict == Verdict::timeout) data.failures.emplace_back(stack, r);
+      if (is_failure(r.verdict)) data.failures.emplace_back(stack, r);
     }
   }
   for (auto& [key, c] : counts) data.verdicts.push_back(std::move(c));

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <bitset>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -462,6 +463,7 @@ std::string describe(Deviation deviation, DType dtype, ReduceOp op, bool reducin
     case Deviation::zero_sign_lost: return "sign of zero lost";
     case Deviation::nan_payload_changed: return "NaN payload changed";
     case Deviation::subnormal_flushed: return "subnormal flushed to zero";
+    case Deviation::saturates_partially: return "a partial " + op_name + " saturates";
   }
   return "wrong value";
 }
@@ -552,6 +554,68 @@ uint64_t reduce_integers(const std::vector<uint64_t>& inputs, ReduceOp op, const
   return acc;
 }
 
+// Whether `got` is a sum (or avg) of 8-bit `inputs` that some partial sums reached by saturating
+// at the dtype's bounds while others wrapped: the stack combines the ranks' values as a binary
+// tree (any tree: ring, recursive doubling, recursive halving, binomial), and saturating vector
+// code makes some additions while scalar code makes others (Open MPI's 8-bit ops). Every tree
+// and every choice of mode per addition is tried, by the values each subset of ranks can reach:
+// at most 4 ranks (beyond, the subsets are too many to search per element, and a wrong element
+// stays "wrong value").
+constexpr int kPartialSaturationMaxRanks = 4;
+bool partial_saturation(const std::vector<uint64_t>& inputs, ReduceOp op, const IntegerRange& range,
+                        uint64_t got_bits) {
+  const auto n = static_cast<int>(inputs.size());
+  if (range.bits != 8 || n < 3 || n > kPartialSaturationMaxRanks) return false;
+  if (op != ReduceOp::sum && op != ReduceOp::avg) return false;
+  const long double lowest = integer_value(range.min, range), highest = integer_value(range.max, range);
+  // reachable[S]: the patterns a tree over the ranks of bit set S can give (a set, and its
+  // members listed, so that combining two costs their sizes' product, not 256 squared).
+  std::array<std::bitset<256>, 1u << kPartialSaturationMaxRanks> reachable{};
+  std::array<std::array<uint8_t, 256>, 1u << kPartialSaturationMaxRanks> members;
+  std::array<unsigned, 1u << kPartialSaturationMaxRanks> sizes{};
+  const unsigned all = (1u << n) - 1;
+  for (int r = 0; r < n; ++r) {
+    reachable[1u << r].set(inputs[static_cast<size_t>(r)] & 0xff);
+    members[1u << r][sizes[1u << r]++] = static_cast<uint8_t>(inputs[static_cast<size_t>(r)] & 0xff);
+  }
+  const long double wanted = integer_value(got_bits, range);
+  const auto is_got = [&](unsigned pattern) {
+    const long double value = integer_value(pattern, range);
+    return (op == ReduceOp::avg ? std::trunc(value / n) : value) == wanted;
+  };
+  const auto add = [&](unsigned set, unsigned pattern) {
+    if (!reachable[set][pattern]) {
+      reachable[set].set(pattern);
+      members[set][sizes[set]++] = static_cast<uint8_t>(pattern);
+    }
+  };
+  for (unsigned set = 1; set <= all; ++set) {
+    if (std::popcount(set) < 2) continue;
+    // Every split of `set` into two non-empty halves, each once (the half holding the lowest rank first).
+    const unsigned lowest_rank = set & -set;
+    for (unsigned half = (set - 1) & set; half != 0; half = (half - 1) & set) {
+      if ((half & lowest_rank) == 0) continue;
+      for (unsigned i = 0; i < sizes[half]; ++i) {
+        const unsigned x = members[half][i];
+        for (unsigned k = 0; k < sizes[set ^ half]; ++k) {
+          const unsigned y = members[set ^ half][k];
+          const long double sum = integer_value(x, range) + integer_value(y, range);
+          const unsigned wrapped = (x + y) & 0xffu;
+          const unsigned saturated = static_cast<unsigned>(static_cast<int64_t>(std::clamp(sum, lowest, highest))) & 0xffu;
+          if (set == all) {
+            // The whole set: only whether `got` is among its values matters.
+            if (is_got(wrapped) || is_got(saturated)) return true;
+            continue;
+          }
+          add(set, wrapped);
+          add(set, saturated);
+        }
+      }
+    }
+  }
+  return false;
+}
+
 template <class T>
 Judgement judge_integer_reduction(const CheckSpec& s, int64_t index, T got) {
   const IntegerRange range = range_of(s.dtype);
@@ -581,6 +645,8 @@ Judgement judge_integer_reduction(const CheckSpec& s, int64_t index, T got) {
       s.op == ReduceOp::avg ? std::trunc(clamped / static_cast<long double>(inputs.size())) : clamped;
   if (clamped != exact && integer_value(got_bits, range) == clamped_result) {
     j.deviation = exact > highest ? Deviation::saturates_high : Deviation::saturates_low;
+  } else if (partial_saturation(inputs, s.op, range, got_bits)) {
+    j.deviation = Deviation::saturates_partially;
   }
   return j;
 }

@@ -86,8 +86,9 @@ enum class Deviation : uint8_t {
   zero_sign_lost,       // -0 is due and +0 came back, or the reverse
   nan_payload_changed,  // data movement: a NaN arrived with other bits
   subnormal_flushed,    // data movement: a subnormal arrived as zero
+  saturates_partially,  // 8-bit sum/avg: some partial sums saturated, others wrapped (at most 4 ranks)
 };
-inline constexpr size_t kDeviationCount = 15;
+inline constexpr size_t kDeviationCount = 16;
 using DeviationCounts = std::array<int64_t, kDeviationCount>;
 
 // "saturates at 127", "NaN dropped by max", "compares u8 as signed", "wrong value", ...

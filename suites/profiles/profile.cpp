@@ -3,12 +3,9 @@
 // error names PATH:LINE, because a profile is edited by hand and reviewed by others.
 #include "suites/profiles/profile.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +18,8 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "results/catalog.h"
+#include "results/selector.h"
+#include "results/toml_reader.h"
 
 namespace dts {
 
@@ -28,72 +27,19 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Names held for the views below: the catalog is complete once static initialization is over.
-const std::vector<std::string_view>& views_of(const std::vector<std::string>& names) {
-  static std::deque<std::vector<std::string>> kept;  // a deque: references stay valid as it grows
-  static std::deque<std::vector<std::string_view>> views;
-  kept.push_back(names);
-  views.emplace_back(kept.back().begin(), kept.back().end());
-  return views.back();
-}
-
-// The suites of this build (results/catalog.h).
-const std::vector<std::string_view>& known_suites() {
-  static const std::vector<std::string_view>& suites = [] () -> const std::vector<std::string_view>& {
-    std::vector<std::string> names;
-    for (const SuiteInfo& info : suite_catalog()) names.push_back(info.name);
-    return views_of(names);
-  }();
-  return suites;
-}
-const std::vector<std::string_view> kOps{"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                         "reduce",     "all_to_all",     "send_recv"};
-const std::vector<std::string_view> kStrategies{"ddp", "zero1", "zero2", "zero3", "tp", "gpipe",
-                                                "1f1b", "hybrid", "ps-sync", "ps-async", "ps-ssp", "ps-backup"};
-const std::vector<std::string_view> kPlacements{"in_place", "out_of_place"};
 const std::vector<std::string_view> kStatistics{"value", "min", "p05", "median", "p95", "max"};
 
-std::string join(const std::vector<std::string_view>& items) {
-  std::string text;
-  for (auto item : items) text += (text.empty() ? "" : ", ") + std::string(item);
-  return text;
-}
+std::string join(const std::vector<std::string_view>& items) { return join_names(items); }
 
 bool contains(const std::vector<std::string_view>& items, std::string_view item) {
   return std::find(items.begin(), items.end(), item) != items.end();
 }
-
-std::string type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date or time";
-  }
-}
-
 
 // Exact text for a value handed to the command line.
 std::string exact_text(double value) {
   char text[32];
   const auto result = std::to_chars(text, text + sizeof(text), value);
   return std::string(text, result.ptr);
-}
-
-// A table's entries in the order they appear in the file (toml++ keeps them sorted by key), so
-// that the first problem reported is the first one a reader meets.
-std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& table) {
-  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
-  for (auto&& [key, node] : table) entries.emplace_back(&key, &node);
-  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    const auto& x = a.first->source().begin;
-    const auto& y = b.first->source().begin;
-    return x.line != y.line ? x.line < y.line : x.column < y.column;
-  });
-  return entries;
 }
 
 // The [run] keys: the `run` flags a profile may set, by long name ("suites": the positional list),
@@ -139,32 +85,20 @@ const std::vector<std::pair<std::string_view, std::string_view>> kCommandLineOnl
     {"metrics-port", kOutputsAndListeners},
     {"metrics-address", kOutputsAndListeners},
     {"profile", "a profile cannot name another profile"},
+    {"expect", "expectation files (--expect) are the command line's: a profile says what a stack must show, not "
+               "which of its deviations are known"},
     {"node", "a rank's node name is the command line's or DTS_NODE's (every rank reads one profile), not a profile key"},
     {"help", "not a profile key"}};
 
 // Reads one profile; every error is "PATH:LINE: reason".
-class Loader {
+class Loader : public TomlReader {
  public:
-  explicit Loader(std::string path) : path_(std::move(path)) {}
-
-  [[noreturn]] void fail(int line, const std::string& reason) const {
-    // printable(): a reason quotes the file's text (a key, toml++'s "saw '...'"), which may hold
-    // line breaks and control bytes; the error stays one line and safe on a terminal.
-    throw Error(Error::Kind::invalid_argument, path_ + ":" + std::to_string(line) + ": " + printable(reason));
-  }
-  [[noreturn]] void fail(const toml::node& node, const std::string& reason) const {
-    fail(static_cast<int>(node.source().begin.line), reason);
-  }
+  using TomlReader::TomlReader;
 
   Profile load(std::string_view text) {
-    toml::table root;
-    try {
-      root = toml::parse(text, std::string_view(path_));
-    } catch (const toml::parse_error& e) {
-      fail(static_cast<int>(e.source().begin.line), "TOML syntax error: " + std::string(e.description()));
-    }
+    const toml::table root = parse(text);
     Profile profile;
-    profile.path = path_;
+    profile.path = path();
     for (const auto& [key_ptr, node_ptr] : in_file_order(root)) {
       const toml::key& key = *key_ptr;
       const toml::node& node = *node_ptr;
@@ -189,82 +123,6 @@ class Loader {
   }
 
  private:
-  const toml::table& table_of(const toml::node& node, const std::string& what) const {
-    const toml::table* table = node.as_table();
-    if (!table) fail(node, what + " must be a table, not " + type_name(node));
-    return *table;
-  }
-
-  std::string string_of(const toml::node& node, const std::string& what) const {
-    const auto value = node.value_exact<std::string>();
-    if (!value) fail(node, what + " must be a string, not " + type_name(node));
-    if (value->empty()) fail(node, what + " must not be empty");
-    return *value;
-  }
-
-  double number_of(const toml::node& node, const std::string& what) const {
-    if (!node.is_number()) fail(node, what + " must be a number, not " + type_name(node));
-    const double value = *node.value<double>();
-    // A bound of +-inf could never be met (or always is): a typo, not a threshold.
-    if (!std::isfinite(value)) fail(node, what + " must be a finite number");
-    return value;
-  }
-
-  int64_t integer_of(const toml::node& node, const std::string& what) const {
-    const auto value = node.value_exact<int64_t>();
-    if (!value) fail(node, what + " must be an integer, not " + type_name(node));
-    return *value;
-  }
-
-  // A string, or an array of strings: the selector matches any of them.
-  std::vector<std::string> strings_of(const toml::node& node, const std::string& what) const {
-    std::vector<std::string> items;
-    if (const toml::array* array = node.as_array()) {
-      if (array->empty()) fail(node, what + " must not be an empty array");
-      for (const toml::node& item : *array) items.push_back(string_of(item, what + " items"));
-    } else if (node.is_string()) {
-      items.push_back(string_of(node, what));
-    } else {
-      fail(node, what + " must be a string or an array of strings, not " + type_name(node));
-    }
-    return items;
-  }
-
-  // `noun` names a value in messages ("unknown op 'allreduce'"); `what` the key ("'op' of ...").
-  std::vector<std::string> names_of(const toml::node& node, const std::string& what, const std::string& noun,
-                                    const std::vector<std::string_view>& known) const {
-    auto items = strings_of(node, what);
-    for (const auto& item : items) {
-      if (!contains(known, item)) fail(node, "unknown " + noun + " '" + item + "' (expected one of " + join(known) + ")");
-    }
-    return items;
-  }
-
-  // Bytes: an integer, or a string with the command line's suffixes (K, M, G: powers of 1024).
-  int64_t bytes_of(const toml::node& node, const std::string& what) const {
-    if (node.is_integer()) {
-      const int64_t value = *node.value_exact<int64_t>();
-      if (value < 0) fail(node, what + " must not be negative");
-      return value;
-    }
-    if (!node.is_string()) fail(node, what + " must be an integer or a size such as \"256M\", not " + type_name(node));
-    const std::string text = *node.value_exact<std::string>();
-    size_t digits = 0;
-    while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-    const std::string suffix = text.substr(digits);
-    int shift = -1;
-    if (suffix.empty() || suffix == "B") shift = 0;
-    else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") shift = 10;
-    else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") shift = 20;
-    else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") shift = 30;
-    if (digits == 0 || digits > 12 || shift < 0) {
-      fail(node, "bad size '" + text + "' for " + what + " (expected e.g. 8, 64K, 256M, 1G)");
-    }
-    const int64_t value = std::stoll(text.substr(0, digits));
-    if (value > (int64_t{1} << (50 - shift))) fail(node, "size '" + text + "' for " + what + " is too large");
-    return value << shift;
-  }
-
   void read_profile_table(const toml::table& table, Profile& profile) const {
     for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
       const toml::key& key = *key_ptr;
@@ -329,7 +187,7 @@ class Loader {
         case RunKind::text: d.value = string_of(node, what); break;
         case RunKind::boolean: {
           const auto value = node.value_exact<bool>();
-          if (!value) fail(node, what + " must be true or false, not " + type_name(node));
+          if (!value) fail(node, what + " must be true or false, not " + toml_type_name(node));
           d.value = *value ? "true" : "false";
           break;
         }
@@ -346,7 +204,7 @@ class Loader {
           } else if (node.is_boolean()) {
             d.value = *node.value_exact<bool>() ? "true" : "false";
           } else {
-            fail(node, what + " must be a string, a number or a boolean, not " + type_name(node));
+            fail(node, what + " must be a string, a number or a boolean, not " + toml_type_name(node));
           }
           break;
       }
@@ -365,8 +223,8 @@ class Loader {
     } catch (const Error& e) {
       fail(node, what + ": " + e.what());
     }
-    if (flag == "collective" && !contains(kOps, item)) {
-      fail(node, "unknown collective '" + item + "' in " + what + " (expected one of " + join(kOps) + ", or all)");
+    if (flag == "collective" && !contains(known_collectives(), item)) {
+      fail(node, "unknown collective '" + item + "' in " + what + " (expected one of " + join(known_collectives()) + ", or all)");
     }
     if (flag == "suites" && !contains(known_suites(), item)) {
       fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join(known_suites()) + ")");
@@ -378,76 +236,36 @@ class Loader {
     t.index = index;
     t.line = static_cast<int>(table.source().begin.line);
     const std::string where = "[[threshold]] #" + std::to_string(index);
-    static const std::vector<std::string_view> kKeys{
-        "metric",   "suite",     "op",        "dtype",         "strategy",       "placement",      "backend",
-        "device",   "config",    "min_bytes", "max_bytes",     "bytes",          "world_size",     "min_world_size",
-        "max_world_size", "min", "max",       "statistic",     "source",         "optional"};
+    static const std::vector<std::string_view> kKeys = [] {
+      std::vector<std::string_view> keys{"metric"};
+      keys.insert(keys.end(), kSelectorKeys.begin(), kSelectorKeys.end());
+      for (std::string_view key : {"min", "max", "statistic", "source", "optional"}) keys.push_back(key);
+      return keys;
+    }();
     for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
       const toml::key& key = *key_ptr;
       const toml::node& node = *node_ptr;
       const std::string name(key.str());
       const std::string what = "'" + name + "' of " + where;
+      if (read_selector_key(*this, name, node, where, t)) continue;
       if (name == "metric") {
         t.metric = string_of(node, what);
         if (!contains(known_metrics(), t.metric)) {
           fail(node, "unknown metric '" + t.metric + "' in " + where + " (expected one of " + join(known_metrics()) + ")");
         }
-      } else if (name == "suite") {
-        t.suites = names_of(node, what, "suite", known_suites());
-      } else if (name == "op") {
-        t.ops = names_of(node, what, "op", kOps);
-      } else if (name == "dtype") {
-        for (const auto& d : strings_of(node, what)) {
-          try {
-            t.dtypes.emplace_back(dts::name(parse_dtype(d)));  // "float" -> "f32", as records spell it
-          } catch (const Error& e) {
-            fail(node, std::string(e.what()) + " in " + where);
-          }
-        }
-      } else if (name == "strategy") {
-        t.strategies = names_of(node, what, "strategy", kStrategies);
-      } else if (name == "placement") {
-        t.placements = names_of(node, what, "placement", kPlacements);
-      } else if (name == "backend") {
-        t.backends = strings_of(node, what);
-      } else if (name == "device") {
-        t.devices = strings_of(node, what);
-      } else if (name == "config") {
-        std::stringstream pairs(string_of(node, what));
-        for (std::string pair; std::getline(pairs, pair, ';');) {
-          const size_t eq = pair.find('=');
-          if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
-            fail(node, "bad config pair '" + pair + "' in " + where + " (expected key=value;key=value)");
-          }
-          t.config.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
-        }
-      } else if (name == "min_bytes") {
-        t.min_bytes = bytes_of(node, what);
-      } else if (name == "max_bytes") {
-        t.max_bytes = bytes_of(node, what);
-      } else if (name == "bytes") {
-        t.min_bytes = t.max_bytes = bytes_of(node, what);
-      } else if (name == "world_size" || name == "min_world_size" || name == "max_world_size") {
-        const int64_t n = integer_of(node, what);
-        if (n < 1 || n > (1 << 24)) fail(node, what + " must be a rank count from 1");
-        if (name != "max_world_size") t.min_world_size = static_cast<int>(n);
-        if (name != "min_world_size") t.max_world_size = static_cast<int>(n);
       } else if (name == "min") {
         t.min = number_of(node, what);
       } else if (name == "max") {
         t.max = number_of(node, what);
       } else if (name == "statistic") {
-        if (!node.is_string()) fail(node, what + " must be a string, not " + type_name(node));
+        if (!node.is_string()) fail(node, what + " must be a string, not " + toml_type_name(node));
         t.statistic = names_of(node, what, "statistic", kStatistics).front();
       } else if (name == "source") {
         t.source = string_of(node, what);
       } else if (name == "optional") {
-        const auto value = node.value_exact<bool>();
-        if (!value) fail(node, what + " must be a boolean (true or false), not " + type_name(node));
-        t.optional = *value;
+        t.optional = boolean_of(node, what);
       } else {
-        fail(static_cast<int>(key.source().begin.line),
-             "unknown key '" + name + "' in " + where + " (expected one of " + join(kKeys) + ")");
+        fail(key, "unknown key '" + name + "' in " + where + " (expected one of " + join(kKeys) + ")");
       }
     }
     if (t.metric.empty()) fail(t.line, where + " has no metric");
@@ -455,53 +273,16 @@ class Loader {
     if (t.min && t.max && *t.min > *t.max) {
       fail(t.line, where + ": min " + format_number(*t.min) + " > max " + format_number(*t.max) + ": nothing can pass");
     }
-    if (t.min_bytes >= 0 && t.max_bytes >= 0 && t.min_bytes > t.max_bytes) {
-      fail(t.line, where + ": min_bytes " + std::to_string(t.min_bytes) + " > max_bytes " + std::to_string(t.max_bytes));
-    }
-    if (t.min_world_size > 0 && t.max_world_size > 0 && t.min_world_size > t.max_world_size) {
-      fail(t.line, where + ": min_world_size " + std::to_string(t.min_world_size) + " > max_world_size " +
-                       std::to_string(t.max_world_size));
-    }
+    check_selector(*this, t.line, where, t);
     if (t.source.empty()) fail(t.line, where + " has no source: say where the number comes from");
     return t;
   }
-
-  std::string path_;
 };
-
-bool any_of(const std::vector<std::string>& allowed, const std::string& value) {
-  return allowed.empty() || std::find(allowed.begin(), allowed.end(), value) != allowed.end();
-}
 
 // "busbw of all_reduce, f32, bytes >= 268435456": what a threshold is about, for summaries.
 std::string describe(const Threshold& t) {
   std::string text = t.metric;
-  std::vector<std::string> parts;
-  const auto list = [&](const std::vector<std::string>& items) {
-    std::string joined;
-    for (const auto& item : items) joined += (joined.empty() ? "" : "|") + item;
-    if (!joined.empty()) parts.push_back(joined);
-  };
-  list(t.suites);
-  list(t.ops);
-  list(t.dtypes);
-  list(t.strategies);
-  list(t.placements);
-  list(t.backends);
-  list(t.devices);
-  for (const auto& [key, value] : t.config) parts.push_back(key + "=" + value);
-  if (t.min_bytes >= 0 && t.min_bytes == t.max_bytes) {
-    parts.push_back("bytes = " + std::to_string(t.min_bytes));
-  } else {
-    if (t.min_bytes >= 0) parts.push_back("bytes >= " + std::to_string(t.min_bytes));
-    if (t.max_bytes >= 0) parts.push_back("bytes <= " + std::to_string(t.max_bytes));
-  }
-  if (t.min_world_size > 0 && t.min_world_size == t.max_world_size) {
-    parts.push_back("world_size = " + std::to_string(t.min_world_size));
-  } else {
-    if (t.min_world_size > 0) parts.push_back("world_size >= " + std::to_string(t.min_world_size));
-    if (t.max_world_size > 0) parts.push_back("world_size <= " + std::to_string(t.max_world_size));
-  }
+  const std::vector<std::string> parts = describe_parts(t);
   for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? " of " : ", ") + parts[i];
   if (t.statistic != "value") text += "; statistic " + t.statistic;
   if (t.min) text += "; min " + format_number(*t.min);
@@ -524,7 +305,8 @@ std::pair<double, std::string> judged_value(const Threshold& t, const Record& re
 }  // namespace
 
 const std::vector<std::string_view>& known_metrics() {
-  static const std::vector<std::string_view>& metrics = views_of(catalog_metrics());
+  static const std::vector<std::string> names = catalog_metrics();
+  static const std::vector<std::string_view> metrics(names.begin(), names.end());
   return metrics;
 }
 
@@ -545,36 +327,7 @@ InputLimits profile_limits() {
 Profile load_profile(const std::string& path) { return parse_profile(read_input_file(path, "profile", profile_limits()), path); }
 
 bool matches(const Threshold& t, const Record& record) {
-  const Labels& l = record.labels;
-  if (record.metric != t.metric) return false;
-  if (!any_of(t.suites, record.suite) || !any_of(t.ops, l.op) || !any_of(t.dtypes, l.dtype) ||
-      !any_of(t.strategies, l.strategy) || !any_of(t.placements, l.placement) || !any_of(t.backends, l.backend)) {
-    return false;
-  }
-  if (!t.devices.empty()) {
-    // "cuda" selects every CUDA device; "cuda:NVIDIA H100 80GB HBM3" one model.
-    const std::string kind = l.device.substr(0, l.device.find(':'));
-    if (!any_of(t.devices, l.device) && !any_of(t.devices, kind)) return false;
-  }
-  if (!t.config.empty()) {
-    std::set<std::pair<std::string, std::string>> have;
-    std::stringstream pairs(l.config);
-    for (std::string pair; std::getline(pairs, pair, ';');) {
-      const size_t eq = pair.find('=');
-      if (eq != std::string::npos) have.emplace(pair.substr(0, eq), pair.substr(eq + 1));
-    }
-    for (const auto& want : t.config) {
-      if (!have.count(want)) return false;
-    }
-  }
-  if (t.min_bytes >= 0 || t.max_bytes >= 0) {
-    if (l.bytes < 0) return false;
-    if (t.min_bytes >= 0 && l.bytes < t.min_bytes) return false;
-    if (t.max_bytes >= 0 && l.bytes > t.max_bytes) return false;
-  }
-  if (t.min_world_size > 0 && l.world_size < t.min_world_size) return false;
-  if (t.max_world_size > 0 && l.world_size > t.max_world_size) return false;
-  return true;
+  return record.metric == t.metric && matches(static_cast<const RecordSelector&>(t), record);
 }
 
 ProfileJudge::ProfileJudge(Profile profile)

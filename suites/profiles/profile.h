@@ -11,22 +11,19 @@
 
 #include "core/input_file.h"
 #include "results/record.h"
+#include "results/selector.h"
 
 namespace dts {
 
 // One [[threshold]] table: which records it judges (selectors; an empty list or an unset bound
 // matches anything) and the bound their `value` must meet. Both bounds are inclusive: a value
 // equal to `min` or `max` passes.
-struct Threshold {
+// The selectors are results/selector.h's, shared with expectation files.
+struct Threshold : RecordSelector {
   int index = 0;  // 1-based position among the file's [[threshold]] tables, as cited in details
   int line = 0;   // line of its [[threshold]] header
 
   std::string metric;  // required; one of SCHEMA.md's metric names
-  std::vector<std::string> suites, ops, dtypes, strategies, placements, backends, devices;
-  // Every key=value pair here must appear in the record's `config` (e.g. redop=sum, dp=4).
-  std::vector<std::pair<std::string, std::string>> config;
-  int64_t min_bytes = -1, max_bytes = -1;    // -1: unbounded; a bytes bound never matches bytes -1
-  int min_world_size = 0, max_world_size = 0;  // 0: unbounded
 
   std::optional<double> min, max;
   // What is judged: the record's `value` (the median of a timing), or one of its distribution's
