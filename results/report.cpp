@@ -36,7 +36,7 @@ namespace fs = std::filesystem;
 // Distinguishable colours (the "tab10" set), one per stack.
 const std::vector<std::string> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-const std::vector<std::string> kVerdicts{"pass", "fail", "timeout", "skip", "info"};
+const std::vector<std::string> kVerdicts{"pass", "fail", "timeout", "xpass", "xfail", "skip", "info"};
 // A plot whose largest value exceeds its smallest by more than this gets a log y axis.
 constexpr double kLogAxisSpread = 100;
 // At most this many failing records are listed; the rest are counted.
@@ -709,7 +709,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
     << "table{border-collapse:collapse;margin:8px 0;font-size:.9em}\n"
     << "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\n"
     << "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
-    << "td.fail,td.timeout{background:#fde2e2;font-weight:600}td.pass{background:#e3f5e1}\n"
+    << "td.fail,td.timeout,td.xpass{background:#fde2e2;font-weight:600}td.xfail{background:#fdf3d6}td.pass{background:#e3f5e1}\n"
     << ".swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}\n"
     << ".plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}\n"
     << "figure.plot{margin:0;border:1px solid #ddd;padding:6px;background:#fff}\n"
@@ -747,7 +747,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
   }
   h << "</table>\n";
   if (data.failures.empty()) {
-    h << "<p>No record failed or timed out.</p>\n";
+    h << "<p>No record failed, timed out or found an expectation stale (xpass).</p>\n";
   } else {
     h << "<h3 id=\"failures\">Failing records (" << data.failures.size() << ")</h3>\n"
       << "<table><tr><th>stack</th><th>suite</th><th>case</th><th>placement</th><th>metric</th><th>value</th>"

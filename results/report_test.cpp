@@ -404,6 +404,35 @@ TEST(Grouping, VerdictsAreCountedPerStackAndSuiteAndFailuresListed) {
   EXPECT_EQ(data.failures[0].second.detail, "3 wrong <elements>");
 }
 
+TEST(Grouping, AKnownDeviationIsCountedApartAndAStaleExpectationIsAFailure) {
+  ResultsFile a{"a.csv", {}};
+  Record known = collective("mpi", "wrong", "all_reduce", "i8", 64, 6);
+  known.verdict = Verdict::xfail;
+  known.detail = "expected: openmpi-4.1.toml #4 (cited) | overflow inputs: 6 wrong";
+  a.records.push_back(known);
+  Record stale;
+  stale.suite = "expect";
+  stale.case_id = "openmpi-4.1.toml#7";
+  stale.metric = "check";
+  stale.labels = known.labels;
+  stale.verdict = Verdict::xpass;
+  stale.detail = "XPASS: none of the 48 rows it selects shows saturates at 255";
+  a.records.push_back(stale);
+  const ReportData data = group_results({a});
+  int64_t xfail = 0, xpass = 0;
+  for (const VerdictCounts& c : data.verdicts) {
+    if (c.by_verdict.count("xfail")) xfail += c.by_verdict.at("xfail");
+    if (c.by_verdict.count("xpass")) xpass += c.by_verdict.at("xpass");
+  }
+  EXPECT_EQ(xfail, 1);
+  EXPECT_EQ(xpass, 1);
+  ASSERT_EQ(data.failures.size(), 1u);  // the stale expectation, not the known deviation
+  EXPECT_EQ(data.failures[0].second.suite, "expect");
+  const std::string html = render_html(data, {});
+  EXPECT_NE(html.find("<th>xpass</th><th>xfail</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n xfail\">1</td>"), std::string::npos);
+}
+
 // A judged record of the collectives suite: `wrong` with a verdict and a detail.
 Record judged(const std::string& backend, const std::string& case_op, Verdict verdict, const std::string& detail,
               const std::string& placement = "out_of_place") {
