@@ -5,13 +5,10 @@
 #include "results/compare.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <iterator>
 #include <map>
 #include <set>
-#include <tuple>
 
 #include "core/error.h"
 #include "results/noise.h"

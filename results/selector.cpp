@@ -1,7 +1,6 @@
 #include "results/selector.h"
 
 #include <algorithm>
-#include <deque>
 #include <set>
 #include <sstream>
 

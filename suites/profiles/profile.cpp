@@ -4,14 +4,10 @@
 #include "suites/profiles/profile.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <set>
 #include <sstream>
 
 #include "core/dtype.h"
@@ -28,8 +24,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 const std::vector<std::string_view> kStatistics{"value", "min", "p05", "median", "p95", "max"};
-
-std::string join(const std::vector<std::string_view>& items) { return join_names(items); }
 
 bool contains(const std::vector<std::string_view>& items, std::string_view item) {
   return std::find(items.begin(), items.end(), item) != items.end();
@@ -224,10 +218,10 @@ class Loader : public TomlReader {
       fail(node, what + ": " + e.what());
     }
     if (flag == "collective" && !contains(known_collectives(), item)) {
-      fail(node, "unknown collective '" + item + "' in " + what + " (expected one of " + join(known_collectives()) + ", or all)");
+      fail(node, "unknown collective '" + item + "' in " + what + " (expected one of " + join_names(known_collectives()) + ", or all)");
     }
     if (flag == "suites" && !contains(known_suites(), item)) {
-      fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join(known_suites()) + ")");
+      fail(node, "unknown suite '" + item + "' in " + what + " (expected one of " + join_names(known_suites()) + ")");
     }
   }
 
@@ -251,7 +245,7 @@ class Loader : public TomlReader {
       if (name == "metric") {
         t.metric = string_of(node, what);
         if (!contains(known_metrics(), t.metric)) {
-          fail(node, "unknown metric '" + t.metric + "' in " + where + " (expected one of " + join(known_metrics()) + ")");
+          fail(node, "unknown metric '" + t.metric + "' in " + where + " (expected one of " + join_names(known_metrics()) + ")");
         }
       } else if (name == "min") {
         t.min = number_of(node, what);
@@ -265,7 +259,7 @@ class Loader : public TomlReader {
       } else if (name == "optional") {
         t.optional = boolean_of(node, what);
       } else {
-        fail(key, "unknown key '" + name + "' in " + where + " (expected one of " + join(kKeys) + ")");
+        fail(key, "unknown key '" + name + "' in " + where + " (expected one of " + join_names(kKeys) + ")");
       }
     }
     if (t.metric.empty()) fail(t.line, where + " has no metric");
