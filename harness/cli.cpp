@@ -156,6 +156,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   compare->add_option("--false-alarm", co.false_alarm_percent,
                       "with 2+ baseline runs: percent chance that a run of an unchanged stack fails the gate")
       ->check(FiniteRange(1e-6, 50.0))->capture_default_str();
+  compare->add_option("--min-runs", co.min_runs,
+                      "baseline runs a timing verdict needs (default: the least for --false-alarm, 7 at 5%); "
+                      "1: judge one baseline run by the runs' own noise")
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
   compare->add_flag("--samples", co.samples, "judge noise from per-iteration samples (one-sided Mann-Whitney U, alpha 0.01) rather than p05/p95");
   compare->add_option("--expect", co.expect_paths,
                       "expectation file(s) as run --expect takes: the runs' known deviations are xfail, a stale entry fails")

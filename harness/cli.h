@@ -26,6 +26,7 @@ struct CompareOptions {
   double tolerance_percent = 5;  // a change smaller than this is never a regression
   double false_alarm_percent = 5;  // with 2+ baseline runs: chance that an unchanged run fails the gate
   bool samples = false;          // judge noise from per-iteration samples instead of p05/p95
+  size_t min_runs = 0;           // baseline runs a timing verdict needs; 0: derived from the false-alarm rate
   std::vector<std::string> expect_paths;  // --expect: known deviations (results/expectations/*.toml)
   std::string csv_path;          // optional: the comparison table as CSV
   std::string junit_path;        // optional: one testcase per compared row

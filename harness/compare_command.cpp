@@ -41,7 +41,8 @@ std::string change_text(double percent) {
 
 const Record& identity(const ComparedRow& row) { return row.baseline.metric.empty() ? row.current : row.baseline; }
 
-// The table, nccl-tests style: '#' lines around fixed-width columns, one row per compared record.
+void print_power(const Comparison& c, const CompareSettings& settings);
+
 std::string runs_text(size_t runs) { return std::to_string(runs) + " run" + (runs == 1 ? "" : "s"); }
 
 // The table, nccl-tests style: '#' lines around fixed-width columns, one row per compared record.
@@ -65,6 +66,11 @@ void print_table(const Comparison& c, const std::vector<std::string>& baseline_f
   const std::string within = settings.use_samples
                                  ? "Mann-Whitney U on per-iteration samples, one-sided p < 0.01; p05/p95 where none"
                                  : "p05..p95 intervals of the two runs do not overlap";
+  if (c.min_runs > 1) {
+    std::printf("# timing verdicts: from %zu baseline runs up (the least for a %g%% false-alarm rate against a machine "
+                "state no baseline run showed; --min-runs)\n",
+                c.min_runs, settings.false_alarm * 100);
+  }
   if (c.noise_judged > 0) {
     std::printf("# regression: worse by more than %g%% and beyond the between-run noise of %s (log scale, each row's "
                 "spread over them moderated by like rows; and each set of a family's sizes, by their mean): %g%% "
@@ -73,6 +79,14 @@ void print_table(const Comparison& c, const std::vector<std::string>& baseline_f
                 settings.tolerance * 100, runs_text(c.baseline_runs).c_str(), settings.false_alarm * 100,
                 c.noise_measurements, c.noise_judged, format_number(c.row_alpha, "%.3g").c_str(), c.family_tests,
                 format_number(c.family_alpha, "%.3g").c_str(), within.c_str());
+  } else if (c.min_runs > 1) {
+    std::printf("# regression: a verdict that turns to fail or timeout, a case or row that is gone, memory worse by "
+                "more than %g%%; timing rows are blind\n",
+                settings.tolerance * 100);
+    std::printf("# between-run noise: unknown (%s of the baseline); record %zu or more at different times and pass them "
+                "all (results/baselines/README.md), or --min-runs 1 to judge by the runs' own intervals, which do not "
+                "see how runs differ\n",
+                runs_text(c.baseline_runs).c_str(), c.min_runs);
   } else {
     std::printf("# regression: worse by more than %g%% and outside the noise (%s)\n", settings.tolerance * 100,
                 within.c_str());
@@ -95,11 +109,51 @@ void print_table(const Comparison& c, const std::vector<std::string>& baseline_f
                 baseline_value.c_str(), current_value.c_str(), change_text(row.change_percent).c_str(),
                 std::string(name(row.outcome)).c_str(), row.reason.c_str());
   }
-  std::printf("#\n# %zu rows compared: %zu regressed, %zu improved, %zu unchanged, %zu not judged; %zu only in the "
-              "current run (not judged)\n",
-              c.rows.size(), c.regressions, c.improvements, c.unchanged, c.not_judged, c.only_in_current);
+  std::printf("#\n# %zu rows compared: %zu regressed, %zu improved, %zu unchanged, %zu blind, %zu not judged; %zu only "
+              "in the current run (not judged)\n",
+              c.rows.size(), c.regressions, c.improvements, c.unchanged, c.blind, c.not_judged, c.only_in_current);
+  print_power(c, settings);
   std::printf("# verdict: %s\n", c.regressions > 0 ? "REGRESSION" : "no regression");
   std::fflush(stdout);
+}
+
+// The gate's power in one line, and what would cure its blind rows.
+void print_power(const Comparison& c, const CompareSettings& settings) {
+  std::vector<double> larger;
+  size_t by_runs = 0, by_iterations = 0, by_interleaving = 0, runs_needed = 0;
+  for (const ComparedRow& row : c.rows) {
+    if (std::isfinite(row.detectable_percent) && row.detectable_percent > settings.tolerance * 100) {
+      larger.push_back(row.detectable_percent);
+    }
+    if (row.outcome != Outcome::blind) continue;
+    switch (row.cure) {
+      case Cure::runs: ++by_runs; runs_needed = std::max(runs_needed, row.cure_runs); break;
+      case Cure::iterations: ++by_iterations; break;
+      case Cure::interleave: ++by_interleaving; break;
+      case Cure::none: break;
+    }
+  }
+  std::string larger_text;
+  if (!larger.empty()) {
+    std::sort(larger.begin(), larger.end());
+    larger_text = " (median " + change_text(larger[larger.size() / 2]) + ", largest " + change_text(larger.back()) + ")";
+  }
+  std::printf("# power (a change flagged in 9 runs of 10): %zu rows can detect the %g%% tolerance, %zu only a larger "
+              "change%s, %zu nothing (fewer than %zu baseline runs)\n",
+              c.detect_tolerance, settings.tolerance * 100, c.detect_larger, larger_text.c_str(), c.detect_nothing,
+              c.min_runs);
+  if (c.blind > 0) {
+    std::string cures;
+    const auto add = [&](size_t rows, const std::string& text) {
+      if (rows == 0) return;
+      cures += (cures.empty() ? "" : "; ") + std::to_string(rows) + " row" + (rows == 1 ? "" : "s") + ": " + text;
+    };
+    add(by_runs, std::to_string(runs_needed) + " baseline runs, recorded at different times");
+    add(by_iterations, "more iterations per run (-n): the runs' own noise is most of theirs");
+    add(by_interleaving, "interleaved A/B runs of both sides: the runs differ by more than the tolerance");
+    std::printf("# blind: %zu rows could not have seen a change of the tolerance (never a pass); cure: %s\n", c.blind,
+                cures.c_str());
+  }
 }
 
 // The table as CSV, written whole or not at all (replace_file_atomically): a gate's CSV that a
@@ -108,7 +162,7 @@ void write_csv(const Comparison& c, const std::string& path) {
   std::ostringstream out;
   out << "suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,baseline,current,"
          "change_percent,baseline_p05,baseline_p95,current_p05,current_p95,p_value,verdict,reason,baseline_runs,"
-         "current_runs,allowed_percent\n";
+         "current_runs,allowed_percent,detectable_percent\n";
   for (const ComparedRow& row : c.rows) {
     const Record& r = identity(row);
     const Labels& l = r.labels;
@@ -124,7 +178,8 @@ void write_csv(const Comparison& c, const std::string& path) {
         << stat(row.current, &Stats::p05) << ',' << stat(row.current, &Stats::p95) << ',' << number(row.p_value)
         << ',' << name(row.outcome) << ',' << csv_escape(row.reason) << ','
         << (row.baseline_runs > 0 ? std::to_string(row.baseline_runs) : "") << ','
-        << (row.current_runs > 0 ? std::to_string(row.current_runs) : "") << ',' << number(row.allowed_percent) << '\n';
+        << (row.current_runs > 0 ? std::to_string(row.current_runs) : "") << ',' << number(row.allowed_percent) << ','
+        << (std::isinf(row.detectable_percent) ? std::string("inf") : number(row.detectable_percent)) << '\n';
   }
   replace_file_atomically({"--csv", path}, out.str());
 }
@@ -139,11 +194,18 @@ void write_junit(const Comparison& c, const std::string& path) {
     r.case_id = row.label + " " + r.metric;
     r.value = row.current.metric.empty() ? std::nan("") : row.current.value;
     r.threshold = std::nan("");
-    r.verdict = row.outcome == Outcome::regressed || row.outcome == Outcome::missing ? Verdict::fail : Verdict::pass;
+    // A blind row is skipped: it was not shown to be unchanged, and it is no failure of the stack.
+    r.verdict = row.outcome == Outcome::regressed || row.outcome == Outcome::missing ? Verdict::fail
+                : row.outcome == Outcome::blind                                       ? Verdict::skip
+                                                                                      : Verdict::pass;
     r.detail = "baseline " + (row.baseline.metric.empty() ? std::string("-") : number(row.baseline.value)) +
                ", current " + (row.current.metric.empty() ? std::string("-") : number(row.current.value)) +
                (std::isnan(row.change_percent) ? "" : ", change " + change_text(row.change_percent)) + ": " +
-               std::string(name(row.outcome)) + (row.reason.empty() ? "" : ", " + row.reason);
+               std::string(name(row.outcome)) + (row.reason.empty() ? "" : ", " + row.reason) +
+               (std::isnan(row.detectable_percent) ? ""
+                : std::isinf(row.detectable_percent)
+                    ? "; detectable: nothing"
+                    : "; detectable: " + change_text(row.detectable_percent));
     r.labels.placement.clear();  // already in the case name
     sink.write(r);
   }
@@ -225,6 +287,7 @@ int run_compare(const CompareOptions& options) {
     settings.tolerance = options.tolerance_percent / 100;
     settings.use_samples = options.samples;
     settings.false_alarm = options.false_alarm_percent / 100;
+    settings.min_runs = options.min_runs;
     // Each run as it is read keeps only what the gate reads: of the baseline runs before the most
     // recent one, their numbers (release_unread), so a long history fits in memory.
     const CsvReadOptions reading = csv_read_options(options.timeout_seconds);

@@ -231,16 +231,36 @@ TEST(Compare, TwentyPercentSlowerIsARegressionNamingTheCase) {
     if (rec.stats.max < 1.2 * rec.stats.min) must_samples.insert(label);
   }
   ASSERT_FALSE(must_intervals.empty()) << "every baseline row is noisier than 20%: rerun on a quieter machine";
-  for (const std::string extra : {"", " --samples"}) {
+  // By default one baseline run gives no timing verdict (7 are needed at the 5% false-alarm rate):
+  // the slowdown is not flagged, and not passed either: every timing row is blind, and the power
+  // line and the cure say so.
+  {
+    const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + current.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 3000);
+    for (const std::string& label : must_intervals) {
+      const std::string line = table_line(r.out, label, "time");
+      EXPECT_NE(line.find("  blind  "), std::string::npos) << label << ": " << line;
+    }
+    EXPECT_NE(r.out.find("# power (a change flagged in 9 runs of 10): 0 rows can detect the 5% tolerance, 0 only a "
+                         "larger change, "),
+              std::string::npos)
+        << r.out.substr(r.out.size() - std::min<size_t>(r.out.size(), 1500));
+    EXPECT_NE(r.out.find(" nothing (fewer than 7 baseline runs)"), std::string::npos);
+    EXPECT_NE(r.out.find("cure: "), std::string::npos);
+    EXPECT_NE(r.out.find(": 7 baseline runs, recorded at different times"), std::string::npos);
+  }
+  // --min-runs 1: the runs' own noise judges, as it did before the gate knew its power.
+  for (const std::string extra : {" --min-runs 1", " --min-runs 1 --samples"}) {
     SCOPED_TRACE(extra);
     const RunResult r = run_dtsuite(0, "compare " + baseline_csv().string() + " " + current.string() + extra +
                                            " --csv " + table.string() + " --junit " + xml.string());
-    if (extra.empty() || !must_samples.empty()) {
+    const bool samples = extra.find("--samples") != std::string::npos;
+    if (!samples || !must_samples.empty()) {
       EXPECT_EQ(r.exit_code, 1) << r.err << r.out.substr(0, 3000);
       EXPECT_NE(r.out.find("# verdict: REGRESSION"), std::string::npos);
     }
     // The table names each case that had to be caught, flagged, with its +20% change.
-    for (const std::string& label : extra.empty() ? must_intervals : must_samples) {
+    for (const std::string& label : !samples ? must_intervals : must_samples) {
       const std::string line = table_line(r.out, label, "time");
       EXPECT_NE(line.find("REGRESSED"), std::string::npos) << label << ": " << line;
       EXPECT_NE(line.find("+20.0%"), std::string::npos) << label << ": " << line;
@@ -256,7 +276,7 @@ TEST(Compare, TwentyPercentSlowerIsARegressionNamingTheCase) {
       EXPECT_EQ(line.find(",improved,"), std::string::npos) << line;
       time_regressed += line.find(",REGRESSED,") != std::string::npos;
     }
-    EXPECT_GE(time_regressed, static_cast<int>((extra.empty() ? must_intervals : must_samples).size()));
+    EXPECT_GE(time_regressed, static_cast<int>((!samples ? must_intervals : must_samples).size()));
     // The JUnit output: well-formed, a failure per regressed row.
     const JunitCounts junit = read_junit(xml);
     EXPECT_GE(junit.failures, time_regressed);
@@ -264,8 +284,9 @@ TEST(Compare, TwentyPercentSlowerIsARegressionNamingTheCase) {
 }
 
 // The gate's two machine outputs carry the same verdicts: one JUnit testcase per CSV row, failed
-// exactly when the row REGRESSED or went missing; here with 3 baseline runs (the between-run
-// noise), all_gather 50% slower, one check turned to fail, and the rest unchanged.
+// exactly when the row REGRESSED or went missing, skipped exactly when it is blind; here with 3
+// baseline runs (the between-run noise; --min-runs 3), all_gather 50% slower, one check turned to
+// fail, and the rest unchanged.
 TEST(Compare, JunitAndCsvCarryTheSameVerdicts) {
   const std::vector<dts::Record> baseline = dts::read_results_csv(baseline_csv().string());
   std::vector<dts::Record> current = baseline;
@@ -290,7 +311,8 @@ TEST(Compare, JunitAndCsvCarryTheSameVerdicts) {
   const fs::path cur = write_run("verdicts_current.csv", current);
   const fs::path table = scratch_dir() / "verdicts.csv", xml = scratch_dir() / "verdicts.xml";
   const RunResult r =
-      run_dtsuite(0, "compare " + dir.string() + " " + cur.string() + " --csv " + table.string() + " --junit " + xml.string());
+      run_dtsuite(0, "compare " + dir.string() + " " + cur.string() + " --min-runs 3 --csv " + table.string() +
+                         " --junit " + xml.string());
   ASSERT_EQ(r.exit_code, 1) << r.err << r.out.substr(0, 3000);
   EXPECT_NE(r.out.find("baseline 3 runs from 3 file(s)"), std::string::npos) << r.out.substr(0, 600);
 
@@ -317,12 +339,22 @@ TEST(Compare, JunitAndCsvCarryTheSameVerdicts) {
   const size_t case_col = column("case"), metric_col = column("metric"), verdict_col = column("verdict");
   ASSERT_LT(verdict_col, header.size());
   int rows = 0;
+  int blind = 0;
   std::multiset<std::string> csv_failing;  // "case metric" of each REGRESSED or missing row
   std::set<std::string> regressed_ops;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = split(line);
     ASSERT_EQ(f.size(), header.size()) << line;
     ++rows;
+    blind += f[verdict_col] == "blind";
+    // detectable_percent: a number, "inf", or empty (a row not judged by numbers); set on blind rows.
+    const std::string& detectable = f[column("detectable_percent")];
+    if (f[verdict_col] == "blind") {
+      EXPECT_FALSE(detectable.empty()) << line;
+      if (detectable != "inf") {
+        EXPECT_GT(std::stod(detectable), 5) << line;
+      }
+    }
     if (f[verdict_col] == "REGRESSED" || f[verdict_col] == "MISSING") {
       csv_failing.insert(f[case_col] + " " + f[metric_col]);
       regressed_ops.insert(f[column("op")]);
@@ -337,6 +369,7 @@ TEST(Compare, JunitAndCsvCarryTheSameVerdicts) {
   }
   EXPECT_EQ(junit_failing, csv_failing);
   EXPECT_EQ(junit.failures, static_cast<int>(csv_failing.size()));
+  EXPECT_EQ(junit.skipped, blind);
   // What was planted, and nothing else: all_gather's rows and the broadcast check.
   EXPECT_EQ(regressed_ops, (std::set<std::string>{"all_gather", "broadcast"}));
   EXPECT_LT(junit.failures, rows);

@@ -93,6 +93,7 @@ std::string_view name(Outcome outcome) {
     case Outcome::regressed: return "REGRESSED";
     case Outcome::not_judged: return "-";
     case Outcome::missing: return "MISSING";
+    case Outcome::blind: return "blind";
   }
   return "?";
 }
@@ -180,8 +181,40 @@ std::string percent_change(double fraction) {
   return buffer;
 }
 
+// Rows whose values vary from run to run and need a noise model to be judged: every judged
+// metric but memory, which the strategies compute from their layouts (a byte count, the same in
+// every run of one plan).
+bool varies(const Record& r) { return direction_of(r) != Direction::not_judged && r.metric.rfind("memory_", 0) != 0; }
+
+// What would bring a row's detectable change down to the tolerance, from its between-run noise:
+// `factor` is (t_{1-alpha} + t_{power}) in standard deviations of the log, `sd` the moderated
+// spread, `floor_share` the part of its variance that the runs' own iterations account for.
+void choose_cure(ComparedRow& row, double tolerance, double factor, double sd, double floor_share) {
+  const double needed = std::log1p(tolerance);
+  const double r = static_cast<double>(std::max<size_t>(row.current_runs, 1));
+  for (size_t k = row.baseline_runs + 1; k <= 1000; ++k) {
+    if (factor * sd * std::sqrt(1 / static_cast<double>(k) + 1 / r) <= needed) {
+      row.cure = Cure::runs;
+      row.cure_runs = k;
+      return;
+    }
+  }
+  row.cure = floor_share >= 0.5 ? Cure::iterations : Cure::interleave;
+}
+
+std::string cure_text(const ComparedRow& row) {
+  switch (row.cure) {
+    case Cure::runs: return std::to_string(row.cure_runs) + " baseline runs";
+    case Cure::iterations: return "more iterations per run (-n)";
+    case Cure::interleave: return "interleaved A/B runs (the runs differ by more than the tolerance)";
+    case Cure::none: break;
+  }
+  return "";
+}
+
 Comparison compare_core(const std::vector<Record>& baseline, const std::vector<Record>& current,
-                        const CompareSettings& settings, const BetweenRuns* between) {
+                        const CompareSettings& settings, const BetweenRuns* between, size_t min_runs,
+                        size_t independent_runs) {
 
   std::set<std::string> current_cases, baseline_cases, baseline_failed_cases;
   for (const Record& r : current) current_cases.insert(case_key(r));
@@ -251,8 +284,28 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
   };
 
   Comparison result;
+  result.min_runs = min_runs;
   const auto add = [&](ComparedRow row) {
+    // A row that could not have seen a change of the tolerance is not shown to be unchanged.
+    if (row.outcome == Outcome::unchanged && row.detectable_percent > settings.tolerance * 100) {
+      row.outcome = Outcome::blind;
+      row.reason = (std::isinf(row.detectable_percent) ? std::string("blind: ")
+                                                        : "blind: sees only a worsening of " +
+                                                              percent_change(row.detectable_percent / 100) + " or more (tolerance " +
+                                                              percent(settings.tolerance) + "): ") +
+                   row.reason + "; cure: " + cure_text(row);
+    }
+    if (!std::isnan(row.detectable_percent)) {
+      if (std::isinf(row.detectable_percent)) {
+        ++result.detect_nothing;
+      } else if (row.detectable_percent <= settings.tolerance * 100) {
+        ++result.detect_tolerance;
+      } else {
+        ++result.detect_larger;
+      }
+    }
     switch (row.outcome) {
+      case Outcome::blind: ++result.blind; break;
       case Outcome::regressed:
       case Outcome::missing: ++result.regressions; break;
       case Outcome::improved: ++result.improvements; break;
@@ -260,6 +313,20 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
       case Outcome::not_judged: ++result.not_judged; break;
     }
     result.rows.push_back(std::move(row));
+  };
+
+  // Below the least number of baseline runs, a value that varies from run to run gets no verdict
+  // of its own (min_baseline_runs: a state no baseline run showed would fail an unchanged stack
+  // more often than the false-alarm rate).
+  // Runs are counted by run id: the passes of one `--repeat` run share its machine state.
+  const auto refuse_timing = [&](ComparedRow& row) {
+    row.outcome = Outcome::unchanged;  // add() makes it blind
+    row.detectable_percent = std::numeric_limits<double>::infinity();
+    row.cure = Cure::runs;
+    row.cure_runs = min_runs;
+    row.reason = "no timing verdict from " + std::to_string(independent_runs) + " baseline run" +
+                 (independent_runs == 1 ? "" : "s") + ", fewer than the " + std::to_string(min_runs) + " a " +
+                 percent(settings.false_alarm) + " false-alarm rate needs";
   };
 
   for (size_t i = 0; i < baseline.size(); ++i) {
@@ -333,6 +400,18 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
           judge_between_runs(values->baseline, values->current, worse_is_up, noise, prior, between->row_alpha);
       row.allowed_percent = towards_worse.limit * 100;
       const std::string runs = std::to_string(row.baseline_runs) + " baseline run" + (row.baseline_runs > 1 ? "s" : "");
+      if (independent_runs < min_runs) {
+        refuse_timing(row);
+        add(std::move(row));
+        continue;
+      }
+      row.detectable_percent = towards_worse.detectable * 100;
+      if (towards_worse.detectable > settings.tolerance) {
+        const double se_factor = std::sqrt(1 / static_cast<double>(row.baseline_runs) + 1 / static_cast<double>(row.current_runs));
+        const double sd = towards_worse.sd;
+        const double factor = sd > 0 ? std::log1p(towards_worse.detectable) / (sd * se_factor) : 0;
+        choose_cure(row, settings.tolerance, factor, sd, sd > 0 ? noise.floor / (sd * sd) : 0);
+      }
       if (std::fabs(worse_by) <= settings.tolerance) {
         row.outcome = Outcome::unchanged;
         row.reason = "within the tolerance (" + percent(settings.tolerance) + ")";
@@ -371,6 +450,21 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
       row.reason = "value " + format_number(b.value) + " -> " + format_number(c.value);
       add(std::move(row));
       continue;
+    }
+    if (varies(b) && min_runs > 1) {
+      refuse_timing(row);
+      add(std::move(row));
+      continue;
+    }
+    // The within-run rules (min_runs 1): what they can see is the baseline's own spread, p05..p95
+    // (a shift that clears it), and nothing of how runs differ; without a distribution, the
+    // tolerance alone decides.
+    if (b.stats.n > 0 && b.stats.p05 > 0 && b.stats.p95 >= b.stats.p05) {
+      const double width = row.direction == Direction::lower_is_better ? b.stats.p95 / b.stats.p05 - 1 : 1 - b.stats.p05 / b.stats.p95;
+      row.detectable_percent = width * 100;
+      row.cure = Cure::iterations;
+    } else if (b.stats.n == 0) {
+      row.detectable_percent = 0;
     }
     if (b.value == 0 && std::isfinite(c.value)) {
       // No relative change exists from 0: only the noise can judge (a zero baseline with zero
@@ -655,7 +749,11 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
     for (const std::string& key : set->keys) between.family[key] = best.at(family);
   }
 
-  Comparison result = compare_core(reference_baseline, reference_current, settings, judged.empty() ? nullptr : &between);
+  const size_t min_runs = settings.min_runs > 0 ? settings.min_runs : min_baseline_runs(settings.false_alarm);
+  std::set<std::string> run_ids;
+  for (const RecordedRun& run : baselines) run_ids.insert(run.rows.empty() ? std::string() : run.rows.front().run_id);
+  Comparison result = compare_core(reference_baseline, reference_current, settings, judged.empty() ? nullptr : &between,
+                                   min_runs, run_ids.size());
   result.baseline_runs = baselines.size();
   result.current_runs = currents.size();
   result.noise_judged = judged.size();

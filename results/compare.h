@@ -29,6 +29,7 @@ enum class Outcome : uint8_t {
   regressed,   // worse by more than the tolerance and the noise, or pass -> fail/timeout, or no longer runs
   not_judged,  // no direction, or no usable baseline value
   missing,     // in the baseline, not in the current run, though the case ran: a regression too
+  blind,       // not worse beyond the noise, but the noise hides a change of the tolerance: never a pass
 };
 std::string_view name(Outcome outcome);
 
@@ -45,6 +46,20 @@ struct CompareSettings {
   // shared over the rows judged against the between-run noise (each row at false_alarm / rows,
   // Bonferroni). 0.05: one unchanged run in 20 flags a row.
   double false_alarm = 0.05;
+  // Timing verdicts need this many baseline runs, counted by run id (the passes of one --repeat
+  // run share its machine state) (0: min_baseline_runs(false_alarm), 7 at 5%);
+  // with fewer, rows whose values vary from run to run are `blind` unless a verdict or the
+  // structure changed. 1 restores the within-run rules (p05/p95, --samples) for one baseline run,
+  // which do not see how runs differ.
+  size_t min_runs = 0;
+};
+
+// What would let a blind row see a change of the tolerance.
+enum class Cure : uint8_t {
+  none,        // not blind
+  runs,        // more baseline runs: fewer than the least for a timing verdict, or more narrow it enough
+  iterations,  // more iterations per run: the runs' own noise in their medians is most of it
+  interleave,  // neither: the runs differ by more than the tolerance; only interleaved A/B runs cancel that
 };
 
 struct ComparedRow {
@@ -58,12 +73,22 @@ struct ComparedRow {
   // `allowed_percent` the worsening the noise allows at the row's false-alarm rate.
   size_t baseline_runs = 0, current_runs = 0;
   double allowed_percent = std::numeric_limits<double>::quiet_NaN();
+  // The smallest worsening, in percent, this row would be flagged for in 9 runs of 10 at its
+  // false-alarm rate (its noise model and the run counts); +inf: none (too few baseline runs);
+  // NaN: not judged by numbers. Above the tolerance, the row is `blind` unless it moved beyond it.
+  double detectable_percent = std::numeric_limits<double>::quiet_NaN();
+  Cure cure = Cure::none;
+  size_t cure_runs = 0;      // Cure::runs: the baseline runs that would do
   std::string reason;        // why the outcome, in a few words ("p05 1.3e-05 > baseline p95 1.2e-05")
 };
 
 struct Comparison {
   std::vector<ComparedRow> rows;  // baseline order; then failures that only the current run has
-  size_t regressions = 0, improvements = 0, unchanged = 0, not_judged = 0;
+  size_t regressions = 0, improvements = 0, unchanged = 0, not_judged = 0, blind = 0;
+  // The gate's power over the rows judged by numbers: detectable at most the tolerance, only a
+  // larger change, or nothing (too few baseline runs).
+  size_t detect_tolerance = 0, detect_larger = 0, detect_nothing = 0;
+  size_t min_runs = 0;            // the least baseline runs for a timing verdict, as applied
   size_t only_in_current = 0;     // rows the baseline lacks (new metrics or cases): not judged, not listed
   size_t baseline_runs = 0, current_runs = 0;
   size_t noise_judged = 0;        // rows judged against the between-run noise

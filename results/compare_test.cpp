@@ -106,6 +106,18 @@ std::vector<Record> rerun(std::vector<Record> rows, const std::string& run_id = 
   return rows;
 }
 
+// The within-run rules (p05/p95, --samples) judge one baseline run when asked (--min-runs 1);
+// timing verdicts otherwise need min_baseline_runs(false_alarm) runs (7 at the default 5%).
+CompareSettings within_run(CompareSettings settings = {}) {
+  settings.min_runs = 1;
+  return settings;
+}
+// Timing verdicts from `runs` baseline runs up, for tests of fewer runs than the default's 7.
+CompareSettings from_runs(size_t runs, CompareSettings settings = {}) {
+  settings.min_runs = runs;
+  return settings;
+}
+
 size_t count(const Comparison& c, const std::string& metric, Outcome outcome) {
   return static_cast<size_t>(std::count_if(c.rows.begin(), c.rows.end(), [&](const ComparedRow& r) {
     return (r.baseline.metric == metric || r.current.metric == metric) && r.outcome == outcome;
@@ -113,7 +125,7 @@ size_t count(const Comparison& c, const std::string& metric, Outcome outcome) {
 }
 
 TEST(Compare, IdenticalRunsHaveNoRegressions) {
-  const Comparison c = compare_runs(run(), rerun(run()), {});
+  const Comparison c = compare_runs(run(), rerun(run()), within_run());
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(c.improvements, 0u);
   EXPECT_EQ(c.rows.size(), 15u);     // 3 cases x 5 metrics
@@ -146,7 +158,7 @@ TEST(Compare, AFileWithARowTwiceIsRefused) {
 TEST(Compare, TwentyPercentSlowerTimesAreCaught) {
   // 1.2x: past the 5% tolerance, and the current p05 (1.2 * 0.982 = 1.178) is above the baseline
   // p95 (1.018): outside the noise. Bandwidths fall to 1/1.2 = 83%: caught too.
-  const Comparison c = compare_runs(run(), rerun(run(1.2)), {});
+  const Comparison c = compare_runs(run(), rerun(run(1.2)), within_run());
   EXPECT_EQ(count(c, "time", Outcome::regressed), 3u);
   EXPECT_EQ(count(c, "algbw", Outcome::regressed), 3u);
   EXPECT_EQ(count(c, "busbw", Outcome::regressed), 3u);
@@ -160,24 +172,24 @@ TEST(Compare, TwentyPercentSlowerTimesAreCaught) {
 }
 
 TEST(Compare, TwentyPercentBusbwDropIsCaughtAlone) {
-  const Comparison c = compare_runs(run(), rerun(run(1, 0.8)), {});
+  const Comparison c = compare_runs(run(), rerun(run(1, 0.8)), within_run());
   EXPECT_EQ(count(c, "busbw", Outcome::regressed), 3u);
   EXPECT_EQ(count(c, "time", Outcome::unchanged), 3u);
   EXPECT_EQ(c.regressions, 3u);
 }
 
 TEST(Compare, FasterIsAnImprovementNotARegression) {
-  const Comparison c = compare_runs(run(1.2), rerun(run()), {});  // the reverse of the slowdown
+  const Comparison c = compare_runs(run(1.2), rerun(run()), within_run());  // the reverse of the slowdown
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(c.improvements, 9u);
 }
 
 TEST(Compare, ChangeUnderTheToleranceIsNotFlagged) {
   // 4% slower: the intervals are disjoint (1.04 * 0.982 = 1.021 > 1.018) but 4% < 5%.
-  const Comparison c = compare_runs(run(), rerun(run(1.04)), {});
+  const Comparison c = compare_runs(run(), rerun(run(1.04)), within_run());
   EXPECT_EQ(c.regressions, 0u);
   // The same change against a 3% tolerance is a regression: the tolerance decided.
-  CompareSettings strict;
+  CompareSettings strict = within_run();
   strict.tolerance = 0.03;
   EXPECT_EQ(compare_runs(run(), rerun(run(1.04)), strict).regressions, 9u);
 }
@@ -186,12 +198,17 @@ TEST(Compare, ChangeInsideTheNoiseIsNotFlagged) {
   // ±30% spread: a 10% slowdown is past the tolerance, but the current p05 (1.1 * 0.76 = 0.836)
   // is far below the baseline p95 (1.26): the runs' own noise covers it.
   const std::vector<double> wide{0.7, 0.85, 1.0, 1.15, 1.3};
-  const Comparison c = compare_runs(run(1, 1, wide), rerun(run(1.1, 1, wide)), {});
+  const Comparison c = compare_runs(run(1, 1, wide), rerun(run(1.1, 1, wide)), within_run());
   EXPECT_EQ(c.regressions, 0u);
-  EXPECT_EQ(count(c, "time", Outcome::unchanged), 3u);
+  // Nor could it have seen a change of the tolerance: what it sees is the baseline's own p05..p95
+  // (0.76 .. 1.26, +66%), so the rows are blind, not unchanged.
+  EXPECT_EQ(count(c, "time", Outcome::blind), 3u);
+  EXPECT_EQ(c.blind, 9u);
   for (const ComparedRow& row : c.rows) {
     if (row.baseline.metric == "time") {
       EXPECT_NE(row.reason.find("inside the noise"), std::string::npos) << row.reason;
+      EXPECT_NE(row.reason.find("blind: sees only a worsening of +"), std::string::npos) << row.reason;
+      EXPECT_NEAR(row.detectable_percent, (row.baseline.stats.p95 / row.baseline.stats.p05 - 1) * 100, 1e-9);
     }
   }
 }
@@ -209,10 +226,10 @@ TEST(Compare, SamplesDecideWhereIntervalsOverlap) {
   std::vector<Record> baseline = collectives_case("all_reduce/f32/sum/8", 8, 1e-5, 1, 1, spread);
   std::vector<Record> current = collectives_case("all_reduce/f32/sum/8", 8, 1e-5, 1, 1, shifted);
 
-  const Comparison by_intervals = compare_runs(baseline, rerun(current), {});
-  EXPECT_EQ(count(by_intervals, "time", Outcome::unchanged), 1u);
+  const Comparison by_intervals = compare_runs(baseline, rerun(current), within_run());
+  EXPECT_EQ(count(by_intervals, "time", Outcome::blind), 1u);  // p95/p05 about +17%: blind to 5%
 
-  CompareSettings with_samples;
+  CompareSettings with_samples = within_run();
   with_samples.use_samples = true;
   const Comparison by_samples = compare_runs(baseline, rerun(current), with_samples);
   EXPECT_EQ(count(by_samples, "time", Outcome::regressed), 1u);
@@ -231,7 +248,7 @@ TEST(Compare, SamplesDecideWhereIntervalsOverlap) {
 TEST(Compare, TooFewSamplesForTheUTestFallBackToIntervals) {
   // 3 a side: the smallest exact p is 1/C(6,3) = 0.05 > 0.01, so the test could never decide.
   const std::vector<double> three{0.99, 1.0, 1.01};
-  CompareSettings with_samples;
+  CompareSettings with_samples = within_run();
   with_samples.use_samples = true;
   const Comparison c = compare_runs(run(1, 1, three), rerun(run(1.2, 1, three)), with_samples);
   EXPECT_EQ(count(c, "time", Outcome::regressed), 3u);
@@ -330,9 +347,9 @@ TEST(Compare, GrowthFromAZeroBaselineIsJudgedByTheNoise) {
     t.stats = compute_stats(t.samples);
     t.value = t.stats.median;
   }
-  const Comparison c = compare_runs(baseline, rerun(current), {});
+  const Comparison c = compare_runs(baseline, rerun(current), within_run());
   EXPECT_EQ(count(c, "time", Outcome::regressed), 1u);
-  const Comparison same = compare_runs(baseline, rerun(baseline), {});
+  const Comparison same = compare_runs(baseline, rerun(baseline), within_run());
   EXPECT_EQ(same.regressions, 0u);
 }
 
@@ -620,8 +637,8 @@ size_t count_runs(const Comparison& c, const std::string& metric, Outcome outcom
 // by ±10% among themselves.
 TEST(CompareRuns, DriftSeenInTheBaselineRunsIsNotARegression) {
   const std::vector<RecordedRun> current = runs_of({1.10}, "c");
-  EXPECT_EQ(compare_runs(runs_of({1.0}, "b"), current, {}).regressions, 9u);  // time, algbw, busbw x 3
-  const Comparison c = compare_runs(runs_of({0.9, 1.0, 1.1}, "b"), current, {});
+  EXPECT_EQ(compare_runs(runs_of({1.0}, "b"), current, within_run()).regressions, 9u);  // time, algbw, busbw x 3
+  const Comparison c = compare_runs(runs_of({0.9, 1.0, 1.1}, "b"), current, from_runs(3));
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(c.baseline_runs, 3u);
   EXPECT_EQ(c.noise_judged, 9u);
@@ -642,7 +659,7 @@ TEST(CompareRuns, DriftSeenInTheBaselineRunsIsNotARegression) {
 // other cases unflagged; the reason gives the change and the noise it was judged against.
 TEST(CompareRuns, ASlowdownBeyondTheNoiseIsCaughtAndExplained) {
   const std::vector<RecordedRun> baseline = runs_of({0.99, 1.0, 1.01, 1.0, 0.995}, "b");
-  const Comparison c = compare_runs(baseline, runs_of({1.0}, "c", "all_reduce/f32/sum/1048576", 1.25), {});
+  const Comparison c = compare_runs(baseline, runs_of({1.0}, "c", "all_reduce/f32/sum/1048576", 1.25), from_runs(5));
   EXPECT_EQ(c.regressions, 3u);
   for (const ComparedRow& row : c.rows) {
     const bool slow = row.baseline.case_id == "all_reduce/f32/sum/1048576" && row.direction != Direction::not_judged;
@@ -655,7 +672,7 @@ TEST(CompareRuns, ASlowdownBeyondTheNoiseIsCaughtAndExplained) {
     EXPECT_LT(row.p_value, c.row_alpha);
   }
   // Faster by 25%: an improvement, by the same rule.
-  const Comparison faster = compare_runs(baseline, runs_of({0.8}, "c"), {});
+  const Comparison faster = compare_runs(baseline, runs_of({0.8}, "c"), from_runs(5));
   EXPECT_EQ(faster.regressions, 0u);
   EXPECT_EQ(faster.improvements, 9u);
 }
@@ -724,12 +741,102 @@ TEST(CompareRuns, AFamilyShiftSeenInTheBaselineRunsIsNotARegression) {
 // A change under the tolerance is never a regression, however quiet the runs.
 TEST(CompareRuns, TheToleranceStillHolds) {
   const std::vector<RecordedRun> baseline = runs_of({1.0, 1.0, 1.0}, "b");
-  const Comparison c = compare_runs(baseline, runs_of({1.04}, "c"), {});
+  const Comparison c = compare_runs(baseline, runs_of({1.04}, "c"), from_runs(3));
   EXPECT_EQ(c.regressions, 0u);
   EXPECT_EQ(count_runs(c, "time", Outcome::unchanged), 3u);
-  CompareSettings strict;
+  CompareSettings strict = from_runs(3);
   strict.tolerance = 0.01;
   EXPECT_EQ(compare_runs(baseline, runs_of({1.04}, "c"), strict).regressions, 9u);
+}
+
+// Fewer baseline runs than the false-alarm rate needs (7 at 5%: min_baseline_runs): no timing
+// verdict, however large the change, since a state none of them showed would fail an unchanged
+// stack too often; every timing row is blind, detectable nothing, cured by 7 runs. Verdicts,
+// missing rows and memory (no run-to-run noise) are judged as before.
+TEST(CompareRuns, FewerBaselineRunsThanTheRateNeedsGiveNoTimingVerdict) {
+  for (const std::vector<double>& scales : {std::vector<double>{1.0}, {1.0, 1.01, 0.99, 1.0, 1.0, 1.01}}) {
+    const Comparison c = compare_runs(runs_of(scales, "b"), runs_of({3.0}, "c"), {});  // 3x slower
+    EXPECT_EQ(c.min_runs, 7u);
+    EXPECT_EQ(c.regressions, 0u) << scales.size();
+    EXPECT_EQ(c.blind, 9u);  // time, algbw, busbw of 3 cases
+    EXPECT_EQ(c.detect_nothing, 9u);
+    for (const ComparedRow& row : c.rows) {
+      if (row.direction == Direction::not_judged) continue;
+      EXPECT_TRUE(std::isinf(row.detectable_percent)) << row.label;
+      EXPECT_EQ(row.cure, Cure::runs);
+      EXPECT_EQ(row.cure_runs, 7u);
+      EXPECT_NE(row.reason.find("fewer than the 7 a 5% false-alarm rate needs"), std::string::npos) << row.reason;
+    }
+  }
+  // With the seventh run the same slowdown is judged, and caught.
+  const Comparison judged = compare_runs(runs_of({1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.995}, "b"), runs_of({3.0}, "c"), {});
+  EXPECT_EQ(judged.regressions, 9u);
+  EXPECT_EQ(judged.blind, 0u);
+  // A failed check is a regression from one baseline run.
+  std::vector<RecordedRun> failed = runs_of({1.0}, "c");
+  for (Record& r : failed.front().rows) {
+    if (r.metric == "wrong" && r.labels.bytes == 8) r.verdict = Verdict::fail;
+  }
+  EXPECT_EQ(compare_runs(runs_of({1.0}, "b"), failed, {}).regressions, 1u);
+}
+
+// With enough runs, each row's detectable change follows its noise: rows whose baseline runs agree
+// within +-1% (and iterations +-2%) detect the 5% tolerance and pass; rows with +-20% independent
+// noise cannot (about +60% at their false-alarm rate), so unchanged they are blind, never ok, and
+// more baseline runs would not help (a single current run's own noise is most of it): the cure is
+// interleaving. A slowdown beyond even that noise (3x) is still a regression.
+TEST(CompareRuns, ARowThatCannotSeeTheToleranceIsBlind) {
+  const Comparison quiet = compare_runs(runs_of({0.99, 1.0, 1.01, 1.0, 0.995, 1.005, 1.0, 0.998}, "b"), runs_of({1.0}, "c"), {});
+  EXPECT_EQ(quiet.blind, 0u);
+  EXPECT_EQ(quiet.unchanged, 9u);
+  EXPECT_EQ(quiet.detect_tolerance, 9u);
+  for (const ComparedRow& row : quiet.rows) {
+    if (row.direction != Direction::not_judged) {
+      EXPECT_LE(row.detectable_percent, 5) << row.label;
+    }
+  }
+
+  const std::vector<RecordedRun> noisy = family_runs(8, "b", 7, [](size_t) { return 1.0; });
+  const Comparison c = compare_runs(noisy, family_runs(1, "c", 11, [](size_t) { return 1.0; }), {});
+  EXPECT_EQ(c.regressions, 0u);
+  EXPECT_EQ(c.unchanged, 0u);
+  EXPECT_EQ(c.blind, 8u * 3);  // time, algbw, busbw at 8 sizes
+  EXPECT_EQ(c.detect_larger, 8u * 3);
+  for (const ComparedRow& row : c.rows) {
+    if (row.direction == Direction::not_judged) continue;
+    EXPECT_GT(row.detectable_percent, 25) << row.label;
+    EXPECT_EQ(row.cure, Cure::interleave) << row.label;
+    EXPECT_NE(row.reason.find("blind: sees only a worsening of +"), std::string::npos) << row.reason;
+  }
+  const Comparison slowed = compare_runs(noisy, family_runs(1, "c", 11, [](size_t) { return 3.0; }), {});
+  EXPECT_EQ(slowed.regressions, 5u * 3);  // the 5 sizes from 64 KiB up
+  EXPECT_EQ(slowed.blind, 3u * 3);
+}
+
+// Where the row's own spread is small against what more runs can fix: baseline runs within +-2.5%
+// and three current repetitions. With 7 baseline runs the row sees only a larger change; the cure
+// names the runs that would bring its detectable change to the tolerance, and with that many
+// (drawn alike) it is no longer blind.
+TEST(CompareRuns, TheCureNamesTheBaselineRunsThatWouldDo) {
+  const std::vector<double> spread{1.0, 1.025, 0.975, 1.01, 0.99, 1.02, 0.98};
+  const std::vector<RecordedRun> current = runs_of({1.0, 1.01, 0.99}, "c");
+  const Comparison c = compare_runs(runs_of(spread, "b"), current, {});
+  size_t cured_by_runs = 0, runs = 0;
+  for (const ComparedRow& row : c.rows) {
+    if (row.outcome != Outcome::blind) continue;
+    if (row.cure == Cure::runs) {
+      ++cured_by_runs;
+      runs = std::max(runs, row.cure_runs);
+      EXPECT_GT(row.cure_runs, 7u);
+      EXPECT_NE(row.reason.find("cure: " + std::to_string(row.cure_runs) + " baseline runs"), std::string::npos) << row.reason;
+    }
+  }
+  ASSERT_GT(cured_by_runs, 0u);
+  std::vector<double> more;
+  while (more.size() < runs) more.insert(more.end(), spread.begin(), spread.end());
+  more.resize(runs);
+  const Comparison cured = compare_runs(runs_of(more, "b"), current, {});
+  EXPECT_EQ(cured.blind, 0u);
 }
 
 // Repetitions of one run (--repeat) are runs: split_runs separates them by repetition, and the
@@ -878,7 +985,7 @@ TEST(CompareRuns, ReleasingWhatIsNotReadChangesNoVerdict) {
   }
   const std::vector<RecordedRun> current = family_runs(2, "c", 11, [](size_t) { return 1.25; });
   for (const bool use_samples : {false, true}) {
-    CompareSettings settings;
+    CompareSettings settings = from_runs(6);
     settings.use_samples = use_samples;
     const Comparison whole = compare_runs(baseline, current, settings);
     ASSERT_GT(whole.regressions, 0u);

@@ -113,6 +113,15 @@ NoisePrior pool_noise(const std::vector<RowNoise>& rows) {
   return prior;
 }
 
+size_t min_baseline_runs(double false_alarm) {
+  for (size_t k = 1; k < 100000; ++k) {
+    const double kd = static_cast<double>(k);
+    // K^K / (K+1)^(K+1), in logs.
+    if (kd * std::log(kd) - (kd + 1) * std::log(kd + 1) <= std::log(false_alarm)) return k;
+  }
+  return 100000;
+}
+
 NoiseJudgement judge_between_runs(const std::vector<double>& baseline, const std::vector<double>& current,
                                   bool worse_is_up, const RowNoise& row, const NoisePrior& prior, double alpha) {
   NoiseJudgement j;
@@ -132,6 +141,7 @@ NoiseJudgement judge_between_runs(const std::vector<double>& baseline, const std
   const double se = j.sd * std::sqrt(1.0 / static_cast<double>(lb.size()) + 1.0 / static_cast<double>(lc.size()));
   const double critical = student_t_quantile(1 - alpha, j.df);
   j.limit = std::expm1(critical * se);
+  j.detectable = std::expm1((critical + student_t_quantile(kDetectPower, j.df)) * se);
   if (se == 0) {
     j.t = towards_worse > 0 ? std::numeric_limits<double>::infinity() : 0;
     j.p = towards_worse > 0 ? 0 : 1;

@@ -47,8 +47,24 @@ struct NoiseJudgement {
   double t = 0;             // the change over its standard error, towards worse
   double p = 1;             // one-sided: P(T >= t) if nothing changed
   double limit = 0;         // the relative worsening the noise allows at `alpha` (0.12: +12%)
+  // The smallest worsening flagged in kDetectPower of runs at `alpha`: (t_{1-alpha} + t_{power})
+  // standard errors (the usual approximation of the noncentral t's power). What the row can see.
+  double detectable = 0;
   bool outside = false;     // p < alpha
 };
+
+// The power `detectable` is stated at: a change of that size is flagged in 9 runs of 10.
+inline constexpr double kDetectPower = 0.9;
+
+// The least number of baseline runs for a timing verdict at the false-alarm rate `false_alarm`
+// (0 < false_alarm < 1). A stack whose runs fall into discrete states (measured here: Open MPI's
+// collectives 2-5x apart from run to run, whole runs 30-200% slower while the machine is busy
+// elsewhere) fails the gate when the current run is in a state that none of the K baseline runs
+// showed: no spread of theirs holds it. For one such state of probability q that chance is
+// q (1 - q)^K, largest at q = 1 / (K + 1): K^K / (K + 1)^(K + 1), about 1 / (e (K + 1)). The least
+// K that keeps it at or below `false_alarm`: 7 for 5%, 4 for 10%, 37 for 1%. (Several unseen
+// states add up; continuous noise is the t test's to judge.)
+size_t min_baseline_runs(double false_alarm);
 
 // Judges the current runs' values against the baseline runs' (all > 0, finite; K >= 2 baseline
 // values). `worse_is_up`: larger values are worse (times). `alpha`: the one-sided false-alarm

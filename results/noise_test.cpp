@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -109,6 +110,64 @@ TEST(Noise, FalseAlarmRateIsAtMostTheStatedOne) {
   }
   EXPECT_LE(alarms, 250) << alarms;
   EXPECT_GE(alarms, 50) << alarms;  // and it is not blind: an exact test would give ~200
+}
+
+// `detectable` is the change flagged in 9 runs of 10. Eight baseline runs and one current of
+// log-normal noise (sd 5%), the prior pooled from 9 like rows as above, alpha 0.01: the median
+// of the reported detectable over 2000 unchanged judgements is the row's detectable change; a
+// current run worse by exactly that is flagged in a fraction of 4000 judgements that is
+// Binomial(4000, 0.9) if the approximation (t_{1-alpha} + t_{0.9} standard errors) is exact: sd
+// 0.005, so [0.85, 0.95] allows the approximations (median centres, the noncentral t taken as a
+// shifted t) 10 sd and still fails a detectable that is off by a fifth (power then ~0.78 or
+// ~0.97). Half the change is flagged far less often: the figure is no bound that everything meets.
+TEST(Noise, DetectableIsTheChangeFlaggedInNineRunsOfTen) {
+  std::mt19937_64 random(2468);
+  std::normal_distribution<double> noise(0, 0.05);
+  const auto judge = [&](double shift) {
+    std::vector<std::vector<double>> baselines(9);
+    std::vector<RowNoise> rows;
+    for (auto& b : baselines) {
+      for (int k = 0; k < 8; ++k) b.push_back(std::exp(noise(random)));
+      rows.push_back(row_noise(b, {}));
+    }
+    return judge_between_runs(baselines[0], {std::exp(noise(random) + std::log1p(shift))}, true, rows[0],
+                              pool_noise(rows), 0.01);
+  };
+  std::vector<double> reported;
+  for (int trial = 0; trial < 2000; ++trial) reported.push_back(judge(0).detectable);
+  const double detectable = median_of(reported);
+  // The formula's own value at the true sd: (t_0.99 + t_0.9) * 0.05 * sqrt(1/8 + 1), df about 27.
+  EXPECT_NEAR(detectable, std::expm1((2.47 + 1.31) * 0.05 * std::sqrt(1.0 / 8 + 1)), 0.02);
+  const auto power = [&](double shift) {
+    int flagged = 0;
+    for (int trial = 0; trial < 4000; ++trial) flagged += judge(shift).outside ? 1 : 0;
+    return flagged / 4000.0;
+  };
+  const double at_detectable = power(detectable);
+  EXPECT_GE(at_detectable, 0.85) << detectable;
+  EXPECT_LE(at_detectable, 0.95) << detectable;
+  EXPECT_LT(power(detectable / 2), 0.5);
+}
+
+// The least baseline runs: against an independent reference, the worst chance over q (a grid of
+// 100000 points) that the current run falls in a state of probability q that none of K runs
+// showed, q (1 - q)^K, must be at most the false-alarm rate at K and above it at K - 1.
+TEST(Noise, MinBaselineRunsKeepsAnUnseenStateUnderTheFalseAlarmRate) {
+  const auto worst = [](size_t k) {
+    double most = 0;
+    for (int i = 1; i < 100000; ++i) {
+      const double q = i / 100000.0;
+      most = std::max(most, q * std::pow(1 - q, static_cast<double>(k)));
+    }
+    return most;
+  };
+  for (const double rate : {0.2, 0.1, 0.05, 0.01}) {
+    const size_t k = min_baseline_runs(rate);
+    EXPECT_LE(worst(k), rate + 1e-9) << rate;
+    EXPECT_GT(worst(k - 1), rate) << rate;
+  }
+  EXPECT_EQ(min_baseline_runs(0.05), 7u);  // README's figure
+  EXPECT_EQ(min_baseline_runs(0.1), 4u);
 }
 
 }  // namespace
