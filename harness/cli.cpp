@@ -170,6 +170,25 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                       "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
+  AbOptions& abo = cmd.ab;
+  CLI::App* ab = app.add_subcommand(
+      "ab", "interleaved A/B: run two commands round by round (AB, BA, ...) and judge each row on the paired rounds");
+  ab->add_option("--a", abo.a_command, "shell command of side A; {csv} stands for the round's results file")->allow_extra_args(false);
+  ab->add_option("--b", abo.b_command, "shell command of side B; {csv} as for --a")->allow_extra_args(false);
+  ab->add_option("--rounds", abo.rounds, "rounds to run (one run of each side per round; 2 or more)")
+      ->check(CLI::Range(size_t{2}, size_t{10000}));
+  ab->add_option("--out", abo.out_dir, "folder of the rounds' files and logs; without --a/--b: judge the rounds it holds")
+      ->required();
+  ab->add_option("--tolerance", abo.tolerance_percent, "percent change either way that is `same`")
+      ->check(FiniteRange(0.0, 1e6))->capture_default_str();
+  ab->add_option("--false-alarm", abo.false_alarm_percent, "percent chance that identical stacks get a `different` row")
+      ->check(FiniteRange(1e-6, 50.0))->capture_default_str();
+  ab->add_option("--csv", abo.csv_path, "write the judgement as CSV");
+  ab->add_option("--junit", abo.junit_path, "write the judgement as JUnit XML (B worse: failure; unknown: skipped)");
+  ab->add_option("--report", abo.report_path, "write an HTML report: the first round's runs side by side, and the judgement");
+  ab->add_option("-T,--timeout", abo.timeout_seconds, "seconds to wait for the bytes of a rounds file that is a FIFO; 0: never")
+      ->check(FiniteRange(0.0, 1e9))->capture_default_str();
+
   ReportOptions& ro = cmd.report;
   CLI::App* report = app.add_subcommand("report", "one self-contained HTML report with plots from results CSVs");
   report->add_option("results", ro.inputs, "results CSVs (several stacks are drawn side by side)")->required();
@@ -207,11 +226,23 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
     cmd.kind = Command::Kind::compare;
     return cmd;
   }
+  if (app.got_subcommand("ab")) {
+    if (abo.a_command.empty() != abo.b_command.empty()) throw UsageError("ab: give both --a and --b, or neither (to judge --out)");
+    if (!abo.a_command.empty() && abo.rounds == 0) throw UsageError("ab: --rounds K (2 or more) is needed with --a and --b");
+    if (abo.a_command.empty() && abo.rounds > 0) throw UsageError("ab: --rounds needs --a and --b");
+    for (const std::string* command : {&abo.a_command, &abo.b_command}) {
+      if (!command->empty() && command->find("{csv}") == std::string::npos) {
+        throw UsageError("ab: each command must write its results to {csv} (e.g. 'mpirun -np 2 dtsuite run --csv {csv}')");
+      }
+    }
+    cmd.kind = Command::Kind::ab;
+    return cmd;
+  }
   if (app.got_subcommand("report")) {
     cmd.kind = Command::Kind::report;
     return cmd;
   }
-  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare or report)");
+  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare, ab or report)");
   cmd.kind = Command::Kind::run;
 
   try {

@@ -33,6 +33,17 @@ struct CompareOptions {
   double timeout_seconds = 300;  // -T: wait for a FIFO's or pipe's bytes at most this long; 0: no limit
 };
 
+// `dtsuite ab --a CMD --b CMD --rounds K --out DIR`: interleaved A/B (harness/ab_command.cpp).
+struct AbOptions {
+  std::string a_command, b_command;  // shell commands; `{csv}` stands for the round's results file
+  size_t rounds = 0;                 // 0 (no commands): judge the rounds already in `out_dir`
+  std::string out_dir;               // the rounds' files and logs
+  double tolerance_percent = 5;      // a change within this either way is `same`
+  double false_alarm_percent = 5;    // chance that identical stacks get a `different` row
+  std::string csv_path, junit_path, report_path;
+  double timeout_seconds = 300;      // -T, as compare's (reading the rounds' files)
+};
+
 // `dtsuite report A.csv [B.csv ...] -o report.html` (harness/report_command.cpp).
 struct ReportOptions {
   std::vector<std::string> inputs;
@@ -41,7 +52,7 @@ struct ReportOptions {
 };
 
 struct Command {
-  enum class Kind { run, list, compare, report, help, version } kind = Kind::help;
+  enum class Kind { run, list, compare, ab, report, help, version } kind = Kind::help;
   std::string help_text;  // for Kind::help
   RunOptions run;
   std::string csv_path;      // empty: out/dtsuite-<run id>.csv
@@ -54,6 +65,7 @@ struct Command {
   std::optional<Profile> profile;  // loaded from profile_path, its [run] defaults already applied
   std::vector<std::string> expect_paths;  // --expect: known deviations (results/expectations/*.toml)
   CompareOptions compare;
+  AbOptions ab;
   ReportOptions report;
   size_t chunk_bytes = 0;  // --chunk-bytes; 0 (auto): the ring's own rule
   int fault_rank = -1;

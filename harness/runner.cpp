@@ -791,6 +791,8 @@ int harness_main(int argc, char** argv) {
       return kExitPass;
     case Command::Kind::compare:
       return run_compare(cmd.compare);
+    case Command::Kind::ab:
+      return run_ab(cmd.ab);
     case Command::Kind::report:
       return run_report(cmd.report);
     case Command::Kind::run: break;

@@ -19,19 +19,7 @@ namespace {
 
 
 
-std::string join_key(const Record& r, std::string_view metric) {
-  const Labels& l = r.labels;
-  std::string key;
-  for (std::string_view part : {std::string_view(r.suite), std::string_view(r.case_id), metric, std::string_view(l.op),
-                                std::string_view(l.dtype), std::string_view(l.placement), std::string_view(l.strategy),
-                                std::string_view(l.config)}) {
-    key += part;
-    key += '\x1f';  // unit separator: appears in no field
-  }
-  key += std::to_string(l.bytes) + '\x1f' + std::to_string(l.world_size);
-  return key;
-}
-std::string join_key(const Record& r) { return join_key(r, r.metric); }
+
 
 std::string case_key(const Record& r) { return r.suite + '\x1f' + r.case_id; }
 

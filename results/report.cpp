@@ -699,6 +699,46 @@ void render_cross_stack(const ReportData& data, std::ostringstream& h) {
 
 }  // namespace
 
+namespace {
+
+// The A/B section: A and B, the rounds, the counts, and one row per judged row, `different`
+// first (B worse, then B better), then `unknown`, then `same`.
+void render_ab(const ReportData& data, std::ostringstream& h) {
+  const AbComparison& c = *data.ab;
+  h << "<h2 id=\"ab\">A/B: interleaved rounds</h2>\n<p>A: <code>" << escape_html(data.ab_a) << "</code><br>B: <code>"
+    << escape_html(data.ab_b) << "</code></p>\n<p>" << c.rounds << " rounds, A and B alternating (AB, BA, ...); each row "
+    << "judged on its paired rounds (ln(B/A) per round, paired t test, two-sided, at " << escape_html(format_number(c.row_alpha))
+    << " per measurement: " << c.measurements << " measurements share the false-alarm rate). <b>different</b>: " << c.different
+    << " (B worse: " << c.b_worse << "), <b>same</b>: " << c.same << ", <b>unknown</b>: " << c.unknown;
+  if (c.unknown > 0) h << " (about " << c.rounds_needed << " rounds would decide them)";
+  h << ".</p>\n";
+  std::vector<const AbRow*> rows;
+  for (const AbRow& row : c.rows) {
+    if (row.verdict != AbVerdict::not_judged) rows.push_back(&row);
+  }
+  const auto rank = [](const AbRow& row) {
+    if (row.verdict == AbVerdict::different) return row.b_worse ? 0 : 1;
+    return row.verdict == AbVerdict::unknown ? 2 : 3;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const AbRow* x, const AbRow* y) { return rank(*x) < rank(*y); });
+  h << "<table><tr><th>case</th><th>metric</th><th>A</th><th>B</th><th>B vs A</th><th>interval</th><th>verdict</th>"
+    << "<th>why</th></tr>\n";
+  const auto percent = [](double fraction) { return format_number(fraction * 100, "%+.3g") + "%"; };
+  for (const AbRow* row : rows) {
+    const std::string verdict = row->verdict == AbVerdict::different ? (row->b_worse ? "different, B worse" : "different, B better")
+                                                                      : std::string(name(row->verdict));
+    h << "<tr><td>" << escape_html(row->label) << "</td><td>" << escape_html(row->a.metric) << "</td><td class=\"n\">"
+      << escape_html(format_number(row->a.value)) << "</td><td class=\"n\">" << escape_html(format_number(row->b.value))
+      << "</td><td class=\"n\">" << escape_html(percent(row->change)) << "</td><td class=\"n\">"
+      << escape_html(percent(row->low) + " .. " + percent(row->high)) << "</td><td class=\""
+      << (row->verdict == AbVerdict::different && row->b_worse ? "fail" : row->verdict == AbVerdict::same ? "pass" : "skip")
+      << "\">" << escape_html(verdict) << "</td><td class=\"detail\">" << escape_html(row->reason) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+}
+
+}  // namespace
+
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render) {
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -769,6 +809,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
   }
 
   if (data.stacks.size() >= 2) render_cross_stack(data, h);
+  if (data.ab) render_ab(data, h);
 
   for (const ReportSection& section : data.sections) {
     h << "<h2 id=\"" << escape_html(section.id) << "\">" << escape_html(section.title) << "</h2>\n<p>"
@@ -791,8 +832,12 @@ std::string render_html(const ReportData& data, const std::function<std::string(
   return h.str();
 }
 
-void write_report(const std::vector<ResultsFile>& files, const std::string& output_path) {
-  const ReportData data = group_results(files);
+void write_report(const std::vector<ResultsFile>& files, const std::string& output_path, const AbComparison* ab,
+                  const std::string& a, const std::string& b) {
+  ReportData data = group_results(files);
+  data.ab = ab;
+  data.ab_a = a;
+  data.ab_b = b;
   int index = 0;
   const std::string html = render_html(data, [&](const Plot& plot) {
     return run_gnuplot(gnuplot_script(plot), "p" + std::to_string(index++));

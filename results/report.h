@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "results/ab.h"
 #include "results/record.h"
 
 namespace dts {
@@ -94,6 +95,9 @@ struct ReportData {
   // into `stacks`) that appear in any row, and its rows in the order the cases first appear.
   std::vector<int> cross_stacks;
   std::vector<CrossStackRow> cross_stack;
+  // `dtsuite ab --report`: the paired judgement of the rounds, and what A and B were.
+  const AbComparison* ab = nullptr;
+  std::string ab_a, ab_b;
 };
 
 // Groups records into plots: one section per section a registered suite declares
@@ -121,7 +125,10 @@ std::string run_gnuplot(const std::string& script, const std::string& id_prefix)
 // The page. `render` turns a plot into inline SVG (run_gnuplot in the command; a stub in tests).
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render);
 
-// Reads nothing and writes `output_path`: group, draw every plot with gnuplot, render.
-void write_report(const std::vector<ResultsFile>& files, const std::string& output_path);
+// Reads nothing and writes `output_path`: group, draw every plot with gnuplot, render. With
+// `ab` (and what A and B were), the page also has the A/B section: every judged row, `different`
+// first, with B's change against A and its interval.
+void write_report(const std::vector<ResultsFile>& files, const std::string& output_path,
+                  const AbComparison* ab = nullptr, const std::string& a = "", const std::string& b = "");
 
 }  // namespace dts

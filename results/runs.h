@@ -2,6 +2,7 @@
 // gate will not read let go of, each run given once, and the stack each run is of.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "results/record.h"
@@ -14,6 +15,12 @@ struct RecordedRun {
   std::string source;
   std::vector<Record> rows;
 };
+
+// The row key of a join between runs (compare's, ab's): suite, case, `metric` (a sibling row's:
+// "time" for a bandwidth), op, dtype, placement, strategy, config, bytes and world size. Not the
+// stack's labels: A/B joins the same case on two stacks.
+std::string join_key(const Record& r, std::string_view metric);
+inline std::string join_key(const Record& r) { return join_key(r, r.metric); }
 
 // A file's rows as runs, by (run_id, repetition) in order of first appearance; the rows are
 // moved, not copied, when the caller gives them up.

@@ -7,7 +7,9 @@
 # stacks by library; each run ends with exit 0 under the shipped expectation files
 # (results/expectations/: both stacks drop NaN in max on this machine's Debian versions, which is
 # xfail there, cited), so a deviation they do not name, or one they name that no longer shows,
-# fails. Prints the cases whose outcome differs between the two and the busbw of each at every size.
+# fails. Prints the cases whose outcome differs between the two and the busbw of each at every size,
+# then runs an interleaved A/B session of the two (`dtsuite ab`, AB_ROUNDS rounds, default 4) and
+# prints its counts; its table and report (ab.txt, ab.html) say which rows differ, with intervals.
 # Environment: OPENMPI_RUN and MPICH_RUN, the launchers (default mpirun / mpiexec.mpich).
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '4p' "$0" >&2; exit 2; }
@@ -88,4 +90,18 @@ for op in sorted({k[0] for k in bo}):
     print(f"  {op}: " + ", ".join(cells))
 sys.exit(1 if failed else 0)
 PY
-echo "side_by_side.sh: ok; runs, logs and report in $out"
+
+# Interleaved A/B, Open MPI (A) against MPICH (B): the same small plan in alternating rounds,
+# each row judged on its paired rounds (different, same, unknown), with a report of both. Exit 1
+# of `ab` (MPICH slower somewhere) is a finding, not a failure of this script.
+plan="run collectives --collective all_reduce,all_gather -d f32 -o sum -b 1K -e 1M -f 8 -c 0 -n 20 --csv {csv}"
+rc=0
+"$ompi" ab --a "${ompi_run[*]} $ompi $plan" --b "${mpich_run[*]} $mpich $plan" --rounds "${AB_ROUNDS:-4}" \
+  --out "$out/ab" --csv "$out/ab.csv" --report "$out/ab.html" >"$out/ab.txt" 2>&1 || rc=$?
+if [ "$rc" -gt 1 ] || ! grep -q "A/B: interleaved rounds" "$out/ab.html"; then
+  echo "side_by_side.sh: the A/B session ended with exit $rc:" >&2
+  tail -5 "$out/ab.txt" >&2
+  exit 1
+fi
+echo "A/B, Open MPI (A) vs MPICH (B), ${AB_ROUNDS:-4} rounds: $(grep '^# [0-9]* rows:' "$out/ab.txt" | cut -c3-)"
+echo "side_by_side.sh: ok; runs, logs and reports in $out"

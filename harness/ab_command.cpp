@@ -1,0 +1,286 @@
+// `dtsuite ab --a CMD --b CMD --rounds K --out DIR`: interleaved A/B. Runs the two commands round
+// by round, alternating their order (AB in odd rounds, BA in even ones, so that a drift within a
+// round falls on both), each writing its results CSV into DIR; then judges every row on the
+// paired rounds (results/ab.h) and prints the table, optionally as CSV, JUnit and an HTML report.
+// `dtsuite ab --out DIR` judges the rounds DIR already holds (a session cut short, or judged again
+// at another tolerance). Exit 0: no row of B is worse than A beyond the paired noise; 1: some is;
+// 2: bad input or a command that failed (one line; the finished rounds stay in DIR); 3: a rounds
+// file that never came (-T). Runs without MPI: each command is its own job (`mpirun ... dtsuite
+// run ...`), so A and B can be two builds, two MPI libraries, two environments.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "harness/commands.h"
+#include "harness/runner.h"
+#include "results/ab.h"
+#include "results/csv_reader.h"
+#include "results/csv_sink.h"
+#include "results/junit_sink.h"
+#include "results/output_paths.h"
+#include "results/report.h"
+
+extern char** environ;
+
+namespace dts {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string round_file(const std::string& dir, size_t round, char side, const char* extension) {
+  char name[64];
+  std::snprintf(name, sizeof name, "round-%03zu-%c.%s", round, side, extension);
+  return (fs::path(dir) / name).string();
+}
+
+// `text` as one word of sh: single-quoted, each quote closed, escaped and reopened.
+std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (const char ch : text) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+std::string with_csv(std::string command, const std::string& csv) {
+  const std::string quoted = shell_quote(csv);
+  for (size_t at = command.find("{csv}"); at != std::string::npos; at = command.find("{csv}", at + quoted.size())) {
+    command.replace(at, 5, quoted);
+  }
+  return command;
+}
+
+// Runs `command` with sh -c, its output and errors into `log`; returns its exit status (128 + N
+// for a signal N).
+int run_shell(const std::string& command, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::string sh = "sh", dash_c = "-c", text = command;
+  char* argv[] = {sh.data(), dash_c.data(), text.data(), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) throw Error(Error::Kind::io, "cannot start /bin/sh: " + std::string(std::strerror(spawned)));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? kExitSignalBase + WTERMSIG(status) : kExitUsage;
+}
+
+// The rounds in `dir` that have both sides' files: round number -> (A path, B path).
+std::map<size_t, std::pair<std::string, std::string>> rounds_in(const std::string& dir) {
+  std::map<size_t, std::pair<std::string, std::string>> found;
+  std::error_code error;
+  static const std::regex kName("round-([0-9]{3,})-([ab])\\.csv");
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, match, kName)) continue;
+    auto& pair = found[std::stoul(match[1].str())];
+    (match[2].str() == "a" ? pair.first : pair.second) = entry.path().string();
+  }
+  if (error) throw Error(Error::Kind::invalid_argument, "cannot list the folder '" + dir + "': " + error.message());
+  std::erase_if(found, [](const auto& item) { return item.second.first.empty() || item.second.second.empty(); });
+  return found;
+}
+
+std::string percent(double fraction) {
+  if (std::isnan(fraction)) return "";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%+.1f%%", fraction * 100);
+  return buffer;
+}
+
+std::string verdict_text(const AbRow& row) {
+  if (row.verdict != AbVerdict::different) return std::string(name(row.verdict));
+  return row.b_worse ? "B WORSE" : "B better";
+}
+
+void print_table(const AbComparison& c, const AbOptions& options, const std::string& a, const std::string& b) {
+  std::printf("# dtsuite ab: %zu rounds in %s, A and B alternating (AB, BA, ...)\n# A: %s\n# B: %s\n", c.rounds,
+              options.out_dir.c_str(), a.c_str(), b.c_str());
+  std::printf("# each row on its paired rounds: ln(B/A) per round, paired t, two-sided at %s per measurement (%g%% "
+              "shared by %zu measurements); different: beyond that and the %g%% tolerance; same: the interval within "
+              "the tolerance; unknown: neither\n",
+              format_number(c.row_alpha, "%.3g").c_str(), options.false_alarm_percent, c.measurements,
+              options.tolerance_percent);
+  size_t case_width = 4, metric_width = 6;
+  for (const AbRow& row : c.rows) {
+    case_width = std::max(case_width, row.label.size());
+    metric_width = std::max(metric_width, row.a.metric.size());
+  }
+  const int cw = static_cast<int>(case_width), mw = static_cast<int>(metric_width);
+  std::printf("#\n# %-*s  %-*s  %11s  %11s  %8s  %-19s  %-9s  %s\n", cw, "case", mw, "metric", "A", "B", "B vs A",
+              "interval", "verdict", "why");
+  for (const AbRow& row : c.rows) {
+    const std::string interval = std::isnan(row.low) ? "" : percent(row.low) + ".." + percent(row.high);
+    std::printf("  %-*s  %-*s  %11s  %11s  %8s  %-19s  %-9s  %s\n", cw, row.label.c_str(), mw, row.a.metric.c_str(),
+                format_number(row.a.value).c_str(), format_number(row.b.value).c_str(), percent(row.change).c_str(),
+                interval.c_str(), verdict_text(row).c_str(), row.reason.c_str());
+  }
+  std::printf("#\n# %zu rows: %zu different (B worse in %zu), %zu same, %zu unknown, %zu not judged; %zu only in A, %zu "
+              "only in B (not judged)\n",
+              c.rows.size(), c.different, c.b_worse, c.same, c.unknown, c.not_judged, c.only_a, c.only_b);
+  if (c.unknown > 0) {
+    std::vector<size_t> needed;
+    for (const AbRow& row : c.rows) {
+      if (row.verdict == AbVerdict::unknown) needed.push_back(row.rounds_needed);
+    }
+    std::sort(needed.begin(), needed.end());
+    std::printf("# unknown: %zu rows; about %zu rounds in all would decide half of them, %zu all (--rounds, in a new "
+                "--out folder)\n",
+                c.unknown, needed[(needed.size() - 1) / 2], needed.back());
+  }
+  std::printf("# verdict: %s\n", c.b_worse > 0 ? "B WORSE than A" : "B not worse than A beyond the paired noise");
+  std::fflush(stdout);
+}
+
+void write_csv(const AbComparison& c, const std::string& path) {
+  std::ostringstream out;
+  out << "suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,a,b,change_percent,low_percent,"
+         "high_percent,p_value,rounds,verdict,b_worse,rounds_needed,reason\n";
+  const auto number = [](double v) { return std::isnan(v) ? std::string() : format_number(v, "%.6g"); };
+  for (const AbRow& row : c.rows) {
+    const Record& r = row.a;
+    const Labels& l = r.labels;
+    out << csv_escape(r.suite) << ',' << csv_escape(r.case_id) << ',' << csv_escape(l.op) << ',' << csv_escape(l.dtype)
+        << ',' << (l.bytes >= 0 ? std::to_string(l.bytes) : "") << ',' << csv_escape(l.placement) << ','
+        << csv_escape(l.strategy) << ',' << csv_escape(l.config) << ',' << l.world_size << ',' << csv_escape(r.metric)
+        << ',' << csv_escape(r.unit) << ',' << number(row.a.value) << ',' << number(row.b.value) << ','
+        << number(row.change * 100) << ',' << number(row.low * 100) << ',' << number(row.high * 100) << ','
+        << number(row.p_value) << ',' << row.rounds << ',' << name(row.verdict) << ',' << (row.b_worse ? 1 : 0) << ','
+        << (row.rounds_needed > 0 ? std::to_string(row.rounds_needed) : "") << ',' << csv_escape(row.reason) << '\n';
+  }
+  replace_file_atomically({"--csv", path}, out.str());
+}
+
+// One testcase per row (suite "ab.<suite>"): failed when B is worse beyond the noise, skipped when
+// unknown (not shown either way), passed otherwise.
+void write_junit(const AbComparison& c, const std::string& path) {
+  JunitSink sink(path);
+  for (const AbRow& row : c.rows) {
+    Record r = row.a;
+    r.samples.clear();
+    r.suite = "ab." + r.suite;
+    r.case_id = row.label + " " + r.metric;
+    r.value = row.change;
+    r.threshold = std::nan("");
+    r.verdict = row.b_worse ? Verdict::fail : row.verdict == AbVerdict::unknown ? Verdict::skip : Verdict::pass;
+    r.detail = verdict_text(row) + (row.reason.empty() ? "" : ": " + row.reason);
+    r.labels.placement.clear();
+    sink.write(r);
+  }
+  sink.close();
+}
+
+}  // namespace
+
+int run_ab(const AbOptions& options) {
+  try {
+    const std::string& dir = options.out_dir;
+    const bool running = !options.a_command.empty();
+    std::vector<NamedPath> outputs{{"--csv", options.csv_path}, {"--junit", options.junit_path}, {"--report", options.report_path}};
+    std::error_code error;
+    if (running) {
+      fs::create_directories(dir, error);
+      if (error || !fs::is_directory(dir)) {
+        throw Error(Error::Kind::invalid_argument, "--out " + dir + ": cannot make the folder" +
+                                                       (error ? " (" + error.message() + ")" : std::string()));
+      }
+      // A session never writes over another's rounds.
+      if (!rounds_in(dir).empty() || fs::exists(fs::path(dir) / "commands.txt")) {
+        throw Error(Error::Kind::invalid_argument, "--out " + dir + " already holds a session's rounds: judge them with "
+                                                   "`dtsuite ab --out " + dir + "`, or give an empty folder");
+      }
+    } else if (!fs::is_directory(dir, error)) {
+      throw Error(Error::Kind::invalid_argument, "--out " + dir + " is not a folder of rounds");
+    }
+    std::vector<NamedPath> inputs;
+    for (const auto& [round, files] : rounds_in(dir)) {
+      inputs.push_back({"a rounds file", files.first});
+      inputs.push_back({"a rounds file", files.second});
+    }
+    check_outputs(inputs, outputs);
+
+    std::string a = options.a_command, b = options.b_command;
+    const fs::path commands_file = fs::path(dir) / "commands.txt";
+    if (running) {
+      replace_file_atomically({"--out", commands_file.string()}, "A: " + a + "\nB: " + b + "\n");
+      for (size_t round = 1; round <= options.rounds; ++round) {
+        const char order[2] = {round % 2 == 1 ? 'a' : 'b', round % 2 == 1 ? 'b' : 'a'};
+        for (const char side : order) {
+          const std::string csv = round_file(dir, round, side, "csv"), log = round_file(dir, round, side, "log");
+          const auto start = std::chrono::steady_clock::now();
+          const int status = run_shell(with_csv(side == 'a' ? a : b, csv), log);
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          std::printf("# round %zu/%zu: %c exit %d in %.1f s\n", round, options.rounds, side == 'a' ? 'A' : 'B', status, seconds);
+          std::fflush(stdout);
+          // 0 and 1 (checks failed) measured; anything else did not, or not wholly.
+          if ((status != kExitPass && status != kExitFail) || !fs::is_regular_file(csv, error)) {
+            throw Error(Error::Kind::invalid_argument,
+                        "round " + std::to_string(round) + ": " + (side == 'a' ? "A" : "B") + " exited " +
+                            std::to_string(status) + (fs::is_regular_file(csv, error) ? "" : " without writing its CSV") +
+                            " (its output: " + log + "); the " + std::to_string(round - 1) +
+                            " finished rounds stay there: `dtsuite ab --out " + dir + "` judges them");
+          }
+        }
+      }
+    } else if (fs::is_regular_file(commands_file, error)) {
+      std::ifstream in(commands_file);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("A: ", 0) == 0) a = line.substr(3);
+        if (line.rfind("B: ", 0) == 0) b = line.substr(3);
+      }
+    }
+
+    const CsvReadOptions reading = csv_read_options(options.timeout_seconds);
+    std::vector<AbRound> rounds;
+    std::vector<ResultsFile> first_round;
+    for (const auto& [round, files] : rounds_in(dir)) {
+      AbRound r{read_results_csv(files.first, reading), read_results_csv(files.second, reading)};
+      if (first_round.empty()) {
+        first_round.push_back({files.first, r.a});
+        first_round.push_back({files.second, r.b});
+      }
+      for (std::vector<Record>* side : {&r.a, &r.b}) {
+        for (Record& rec : *side) rec.samples.clear();  // the judgement reads values only
+      }
+      rounds.push_back(std::move(r));
+    }
+    if (a.empty()) a = "(not recorded)";
+    if (b.empty()) b = "(not recorded)";
+    AbSettings settings;
+    settings.tolerance = options.tolerance_percent / 100;
+    settings.false_alarm = options.false_alarm_percent / 100;
+    const AbComparison comparison = compare_ab(rounds, settings);
+    print_table(comparison, options, a, b);
+    if (!options.csv_path.empty()) write_csv(comparison, options.csv_path);
+    if (!options.junit_path.empty()) write_junit(comparison, options.junit_path);
+    if (!options.report_path.empty()) write_report(first_round, options.report_path, &comparison, a, b);
+    return comparison.b_worse > 0 ? kExitFail : kExitPass;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "dtsuite: error: %s\n", e.what());
+    return exit_code_of(e);
+  }
+}
+
+}  // namespace dts

@@ -1,0 +1,140 @@
+// End-to-end tests of `dtsuite ab`: two commands run round by round (real runs under the launcher,
+// and commands that copy prepared files), judged on the paired rounds; the folder judged again;
+// a session never written over; a failing command stops with one line and keeps the rounds.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/testing/e2e.h"
+
+namespace {
+
+using namespace dts::e2e;
+
+const std::string kPlan = "run collectives --collective all_gather -d f32 -b 64K -e 256K -f 4 -c 0 -n 5";
+
+std::string launcher() { return std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " + DTS_BINARY + " "; }
+
+// Lines of `text` that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> found;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
+  }
+  return found;
+}
+
+// A 2 ms delay on one rank (the faulty backend) against the plain stack: every timed row of B is
+// different and worse, the rounds alternate AB, BA, AB, BA, and the outputs agree (4 rounds: with
+// 3, a small message's 5x machine state in one of A's runs leaves the interval at 2 degrees of
+// freedom wide enough to hold no change, measured here); judged again from
+// the folder, the same verdict; a new session into that folder is refused and changes nothing.
+TEST(Ab, ADelayedStackIsDifferentAndWorseAndTheFolderIsKept) {
+  const fs::path dir = scratch_dir() / "delay";
+  const fs::path csv = scratch_dir() / "delay.csv", xml = scratch_dir() / "delay.xml", html = scratch_dir() / "delay.html";
+  const std::string a = launcher() + kPlan + " --csv {csv}";
+  const std::string b = launcher() + kPlan + " --backend 'faulty(delay(2),mpi)' --csv {csv}";
+  const RunResult r = run_dtsuite(0, "ab --a \"" + a + "\" --b \"" + b + "\" --rounds 4 --out " + dir.string() + " --csv " +
+                                         csv.string() + " --junit " + xml.string() + " --report " + html.string());
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out.substr(0, 3000);
+  const std::vector<std::string> order = lines_starting(r.out, "# round ");
+  ASSERT_EQ(order.size(), 8u) << r.out.substr(0, 2000);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const char side = (i / 2) % 2 == 0 ? (i % 2 == 0 ? 'A' : 'B') : (i % 2 == 0 ? 'B' : 'A');
+    EXPECT_NE(order[i].find(std::string(": ") + side + " exit 0"), std::string::npos) << order[i];
+  }
+  // Every time row (the sizes of the sweep, 2 placements) is different, B worse.
+  size_t times = 0;
+  for (const std::string& line : lines_starting(r.out, "  all_gather")) {
+    if (line.find(" time ") == std::string::npos) continue;
+    ++times;
+    EXPECT_NE(line.find("B WORSE"), std::string::npos) << line;
+  }
+  EXPECT_GE(times, 6u);  // 64 KiB, 256 KiB and what the sweep adds, in and out of place
+  EXPECT_NE(r.out.find("# verdict: B WORSE than A"), std::string::npos);
+  const std::string table = read_file(csv);
+  EXPECT_EQ(table.rfind("suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,a,b,change_percent", 0), 0u);
+  EXPECT_NE(table.find(",time,seconds,"), std::string::npos);
+  const std::string junit = read_file(xml);
+  EXPECT_NE(junit.find("<failure"), std::string::npos);
+  const std::string page = read_file(html);
+  EXPECT_NE(page.find("A/B: interleaved rounds"), std::string::npos);
+  EXPECT_NE(page.find("different, B worse"), std::string::npos);
+
+  const RunResult again = run_dtsuite(0, "ab --out " + dir.string());
+  EXPECT_EQ(again.exit_code, 1) << again.err;
+  EXPECT_NE(again.out.find("# B: " + b), std::string::npos) << again.out.substr(0, 800);  // from commands.txt
+
+  const std::string before = read_file(dir / "round-001-a.csv");
+  const RunResult refused = run_dtsuite(0, "ab --a \"" + a + "\" --b \"" + a + "\" --rounds 2 --out " + dir.string());
+  EXPECT_EQ(refused.exit_code, 2);
+  const std::vector<std::string> ours = our_lines(refused.err);
+  ASSERT_EQ(ours.size(), 1u) << refused.err;
+  EXPECT_NE(ours[0].find("already holds a session's rounds"), std::string::npos) << ours[0];
+  EXPECT_EQ(read_file(dir / "round-001-a.csv"), before);
+}
+
+// Two commands that write the same file every round: each row's ratio is 1 in every round, no
+// spread, so every timed row is `same` and the exit code 0.
+TEST(Ab, IdenticalFilesAreTheSame) {
+  const fs::path source = scratch_dir() / "one_run.csv";
+  ASSERT_EQ(run_dtsuite(2, kPlan + " --csv " + source.string()).exit_code, 0);
+  const fs::path dir = scratch_dir() / "copies";
+  const std::string copy = "cp " + source.string() + " {csv}";
+  const RunResult r = run_dtsuite(0, "ab --a '" + copy + "' --b '" + copy + "' --rounds 2 --out " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  for (const std::string& line : lines_starting(r.out, "  all_gather")) {
+    if (line.find(" time ") != std::string::npos) {
+      EXPECT_NE(line.find(" same "), std::string::npos) << line;
+    }
+  }
+  EXPECT_NE(r.out.find(" 0 different (B worse in 0)"), std::string::npos);
+}
+
+// A command that fails (exit 7), or exits 0 without writing its CSV, stops the session with one
+// line that names the round, the side and its log; the rounds before stay and can be judged.
+TEST(Ab, AFailingCommandStopsWithOneLineAndKeepsTheRounds) {
+  const fs::path source = scratch_dir() / "for_failures.csv";
+  ASSERT_EQ(run_dtsuite(2, kPlan + " --csv " + source.string()).exit_code, 0);
+  const std::string copy = "cp " + source.string() + " {csv}";
+  const fs::path dir = scratch_dir() / "failing";
+  // B fails in round 3 (the third time it runs): a counter file in the scratch folder.
+  const fs::path counter = scratch_dir() / "b_runs";
+  const std::string b = "echo x >> " + counter.string() + "; [ $(wc -l < " + counter.string() + ") -lt 3 ] && " + copy +
+                        " || { echo broken; exit 7; } # {csv}";
+  const RunResult r = run_dtsuite(0, "ab --a '" + copy + "' --b '" + b + "' --rounds 4 --out " + dir.string());
+  EXPECT_EQ(r.exit_code, 2);
+  std::vector<std::string> ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("round 3: B exited 7"), std::string::npos) << ours[0];
+  EXPECT_NE(ours[0].find("round-003-b.log"), std::string::npos) << ours[0];
+  EXPECT_NE(ours[0].find("the 2 finished rounds stay there"), std::string::npos) << ours[0];
+  EXPECT_NE(read_file(dir / "round-003-b.log").find("broken"), std::string::npos);
+  const RunResult judged = run_dtsuite(0, "ab --out " + dir.string());
+  EXPECT_EQ(judged.exit_code, 0) << judged.err;
+  EXPECT_NE(judged.out.find("# dtsuite ab: 2 rounds"), std::string::npos) << judged.out.substr(0, 400);
+
+  const RunResult silent = run_dtsuite(0, "ab --a '" + copy + "' --b 'true {csv}' --rounds 2 --out " +
+                                               (scratch_dir() / "silent").string());
+  EXPECT_EQ(silent.exit_code, 2);
+  ours = our_lines(silent.err);
+  ASSERT_EQ(ours.size(), 1u) << silent.err;
+  EXPECT_NE(ours[0].find("round 1: B exited 0 without writing its CSV"), std::string::npos) << ours[0];
+}
+
+// Bad flags: one line, exit 2, nothing run.
+TEST(Ab, BadFlagsAreOneLineAndExitTwo) {
+  const std::string out = (scratch_dir() / "never").string();
+  for (const std::string& flags : {"ab --a 'true {csv}' --rounds 2 --out " + out, "ab --a 'true' --b 'true {csv}' --rounds 2 --out " + out,
+                                   "ab --a 'true {csv}' --b 'true {csv}' --rounds 1 --out " + out,
+                                   "ab --a 'true {csv}' --b 'true {csv}' --out " + out, "ab --out " + out}) {
+    const RunResult r = run_dtsuite(0, flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.out;
+    EXPECT_EQ(our_lines(r.err).size(), 1u) << flags << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
