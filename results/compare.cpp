@@ -439,6 +439,13 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
       add(std::move(row));
       continue;
     }
+    if (b.value == 0 && c.value == 0) {
+      // Nothing moved (a bandwidth of 0 bytes): no relative change, no noise to know.
+      row.outcome = Outcome::unchanged;
+      row.reason = "0 in both runs";
+      add(std::move(row));
+      continue;
+    }
     if (varies(b) && min_runs > 1) {
       refuse_timing(row);
       add(std::move(row));

@@ -772,6 +772,16 @@ TEST(CompareRuns, FewerBaselineRunsThanTheRateNeedsGiveNoTimingVerdict) {
   const Comparison judged = compare_runs(runs_of({1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.995}, "b"), runs_of({3.0}, "c"), {});
   EXPECT_EQ(judged.regressions, 9u);
   EXPECT_EQ(judged.blind, 0u);
+  // A row of 0 in both runs (a bandwidth of 0 bytes) moved nowhere: unchanged, not blind.
+  std::vector<RecordedRun> zero_base = runs_of({1.0}, "b"), zero_now = runs_of({3.0}, "c");
+  for (std::vector<RecordedRun>* side : {&zero_base, &zero_now}) {
+    for (Record& r : side->front().rows) {
+      if (r.metric == "algbw" && r.labels.bytes == 8) r.value = 0;
+    }
+  }
+  const Comparison zero = compare_runs(zero_base, zero_now, {});
+  EXPECT_EQ(zero.blind, 8u);
+  EXPECT_EQ(zero.unchanged, 1u);
   // A failed check is a regression from one baseline run.
   std::vector<RecordedRun> failed = runs_of({1.0}, "c");
   for (Record& r : failed.front().rows) {
