@@ -79,7 +79,8 @@ int run_shell(const std::string& command, const std::string& log) {
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) throw Error(Error::Kind::io, "cannot start /bin/sh: " + std::string(std::strerror(spawned)));
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw Error(Error::Kind::io, "cannot wait for /bin/sh: " + std::string(std::strerror(errno)));
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? kExitSignalBase + WTERMSIG(status) : kExitUsage;
@@ -139,6 +140,11 @@ void print_table(const AbComparison& c, const AbOptions& options, const std::str
   std::printf("#\n# %zu rows: %zu different (B worse in %zu), %zu same, %zu unknown, %zu not judged; %zu only in A, %zu "
               "only in B (not judged)\n",
               c.rows.size(), c.different, c.b_worse, c.same, c.unknown, c.not_judged, c.only_a, c.only_b);
+  if (c.failed_a + c.failed_b > 0) {
+    std::printf("# failed checks: %zu rows in A, %zu in B, not timed (JUnit: skipped); each run's own CSV and exit code "
+                "report them (the rounds' files in %s)\n",
+                c.failed_a, c.failed_b, options.out_dir.c_str());
+  }
   if (c.unknown > 0) {
     std::vector<size_t> needed;
     for (const AbRow& row : c.rows) {
@@ -183,7 +189,9 @@ void write_junit(const AbComparison& c, const std::string& path) {
     r.case_id = row.label + " " + r.metric;
     r.value = row.change;
     r.threshold = std::nan("");
-    r.verdict = row.b_worse ? Verdict::fail : row.verdict == AbVerdict::unknown ? Verdict::skip : Verdict::pass;
+    r.verdict = row.b_worse                                               ? Verdict::fail
+                : row.verdict == AbVerdict::unknown || row.failed_side != 0 ? Verdict::skip
+                                                                            : Verdict::pass;
     r.detail = verdict_text(row) + (row.reason.empty() ? "" : ": " + row.reason);
     r.labels.placement.clear();
     sink.write(r);
@@ -205,13 +213,24 @@ int run_ab(const AbOptions& options) {
         throw Error(Error::Kind::invalid_argument, "--out " + dir + ": cannot make the folder" +
                                                        (error ? " (" + error.message() + ")" : std::string()));
       }
-      // A session never writes over another's rounds.
-      if (!rounds_in(dir).empty() || fs::exists(fs::path(dir) / "commands.txt")) {
-        throw Error(Error::Kind::invalid_argument, "--out " + dir + " already holds a session's rounds: judge them with "
+      // A session never writes over another's files: it starts in an empty folder.
+      if (!fs::is_empty(dir, error)) {
+        throw Error(Error::Kind::invalid_argument, "--out " + dir + " is not empty (a session's rounds?): judge them with "
                                                    "`dtsuite ab --out " + dir + "`, or give an empty folder");
       }
     } else if (!fs::is_directory(dir, error)) {
       throw Error(Error::Kind::invalid_argument, "--out " + dir + " is not a folder of rounds");
+    }
+    // The folder holds the session's inputs (rounds, logs, commands.txt): no output goes there.
+    const fs::path folder = fs::weakly_canonical(fs::absolute(dir), error);
+    for (const NamedPath& output : outputs) {
+      if (output.path.empty()) continue;
+      const fs::path parent = fs::weakly_canonical(fs::absolute(output.path), error).parent_path();
+      const auto [end, unused] = std::mismatch(folder.begin(), folder.end(), parent.begin(), parent.end());
+      if (end == folder.end()) {
+        throw Error(Error::Kind::invalid_argument, output.flag + " " + output.path + " is inside --out " + dir +
+                                                       ", the session's own files: write it elsewhere");
+      }
     }
     std::vector<NamedPath> inputs;
     for (const auto& [round, files] : rounds_in(dir)) {
@@ -223,11 +242,22 @@ int run_ab(const AbOptions& options) {
     std::string a = options.a_command, b = options.b_command;
     const fs::path commands_file = fs::path(dir) / "commands.txt";
     if (running) {
-      replace_file_atomically({"--out", commands_file.string()}, "A: " + a + "\nB: " + b + "\n");
+      {
+        // O_EXCL: of two sessions started into one folder at once, the second stops here.
+        const int fd = ::open(commands_file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0) throw Error(Error::Kind::invalid_argument, "--out " + dir + ": cannot create commands.txt (" +
+                                                                   std::strerror(errno) + "): another session there?");
+        const std::string text = "A: " + a + "\nB: " + b + "\n";
+        const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        ::close(fd);
+        if (!written) throw Error(Error::Kind::io, "cannot write " + commands_file.string());
+      }
       for (size_t round = 1; round <= options.rounds; ++round) {
         const char order[2] = {round % 2 == 1 ? 'a' : 'b', round % 2 == 1 ? 'b' : 'a'};
         for (const char side : order) {
-          const std::string csv = round_file(dir, round, side, "csv"), log = round_file(dir, round, side, "log");
+          // Absolute: a command that changes folder still writes where the session reads.
+          const std::string csv = fs::absolute(round_file(dir, round, side, "csv")).string();
+          const std::string log = round_file(dir, round, side, "log");
           const auto start = std::chrono::steady_clock::now();
           const int status = run_shell(with_csv(side == 'a' ? a : b, csv), log);
           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -244,10 +274,15 @@ int run_ab(const AbOptions& options) {
         }
       }
     } else if (fs::is_regular_file(commands_file, error)) {
+      // What A and B were, for the table: its first 64 KiB, shown as printable text.
       std::ifstream in(commands_file);
-      for (std::string line; std::getline(in, line);) {
-        if (line.rfind("A: ", 0) == 0) a = line.substr(3);
-        if (line.rfind("B: ", 0) == 0) b = line.substr(3);
+      std::string text(64 * 1024, '\0');
+      in.read(text.data(), static_cast<std::streamsize>(text.size()));
+      text.resize(static_cast<size_t>(in.gcount()));
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("A: ", 0) == 0) a = printable(line.substr(3));
+        if (line.rfind("B: ", 0) == 0) b = printable(line.substr(3));
       }
     }
 

@@ -45,14 +45,19 @@ TEST(Ab, ADelayedStackIsDifferentAndWorseAndTheFolderIsKept) {
     const char side = (i / 2) % 2 == 0 ? (i % 2 == 0 ? 'A' : 'B') : (i % 2 == 0 ? 'B' : 'A');
     EXPECT_NE(order[i].find(std::string(": ") + side + " exit 0"), std::string::npos) << order[i];
   }
-  // Every time row (the sizes of the sweep, 2 placements) is different, B worse.
-  size_t times = 0;
+  // The time rows (the sizes of the sweep, 2 placements): none B better or the same; most B
+  // worse (a 1000x change needs few rounds, but one machine state of 5x in a round of A widens a
+  // small message's interval at 3 degrees of freedom; measured here: all 10 in 4 sessions).
+  size_t times = 0, worse = 0;
   for (const std::string& line : lines_starting(r.out, "  all_gather")) {
     if (line.find(" time ") == std::string::npos) continue;
     ++times;
-    EXPECT_NE(line.find("B WORSE"), std::string::npos) << line;
+    worse += line.find("B WORSE") != std::string::npos;
+    EXPECT_EQ(line.find("B better"), std::string::npos) << line;
+    EXPECT_EQ(line.find(" same "), std::string::npos) << line;
   }
   EXPECT_GE(times, 6u);  // 64 KiB, 256 KiB and what the sweep adds, in and out of place
+  EXPECT_GE(worse * 10, times * 8) << worse << " of " << times;
   EXPECT_NE(r.out.find("# verdict: B WORSE than A"), std::string::npos);
   const std::string table = read_file(csv);
   EXPECT_EQ(table.rfind("suite,case,op,dtype,bytes,placement,strategy,config,world_size,metric,unit,a,b,change_percent", 0), 0u);
@@ -72,8 +77,17 @@ TEST(Ab, ADelayedStackIsDifferentAndWorseAndTheFolderIsKept) {
   EXPECT_EQ(refused.exit_code, 2);
   const std::vector<std::string> ours = our_lines(refused.err);
   ASSERT_EQ(ours.size(), 1u) << refused.err;
-  EXPECT_NE(ours[0].find("already holds a session's rounds"), std::string::npos) << ours[0];
+  EXPECT_NE(ours[0].find("is not empty"), std::string::npos) << ours[0];
   EXPECT_EQ(read_file(dir / "round-001-a.csv"), before);
+  // Judging again, an output inside the folder (over a round's file, or commands.txt) is refused.
+  for (const std::string target : {"round-001-a.csv", "commands.txt"}) {
+    const std::string kept = read_file(dir / target);
+    const RunResult over = run_dtsuite(0, "ab --out " + dir.string() + " --report " + (dir / target).string());
+    EXPECT_EQ(over.exit_code, 2) << target;
+    ASSERT_EQ(our_lines(over.err).size(), 1u) << over.err;
+    EXPECT_NE(our_lines(over.err)[0].find("is inside --out"), std::string::npos) << over.err;
+    EXPECT_EQ(read_file(dir / target), kept) << target;
+  }
 }
 
 // Two commands that write the same file every round: each row's ratio is 1 in every round, no

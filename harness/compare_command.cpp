@@ -138,10 +138,12 @@ void print_power(const Comparison& c, const CompareSettings& settings) {
     std::sort(larger.begin(), larger.end());
     larger_text = " (median " + change_text(larger[larger.size() / 2]) + ", largest " + change_text(larger.back()) + ")";
   }
+  const std::string nothing_text =
+      c.min_runs > 1 ? " (fewer than " + std::to_string(c.min_runs) + " baseline runs)" : std::string();
   std::printf("# power (a change flagged in 9 runs of 10): %zu rows can detect the %g%% tolerance, %zu only a larger "
-              "change%s, %zu nothing (fewer than %zu baseline runs)\n",
+              "change%s, %zu nothing%s\n",
               c.detect_tolerance, settings.tolerance * 100, c.detect_larger, larger_text.c_str(), c.detect_nothing,
-              c.min_runs);
+              nothing_text.c_str());
   if (c.blind > 0) {
     std::string cures;
     const auto add = [&](size_t rows, const std::string& text) {

@@ -176,6 +176,8 @@ AbComparison compare_ab(const std::vector<AbRound>& rounds, const AbSettings& se
       result.rows.push_back(std::move(row));
     };
     if (v.failed_round > 0) {
+      row.failed_side = v.failed_side;
+      ++(v.failed_side == 'A' ? result.failed_a : result.failed_b);
       row.reason = std::string("a failed check in ") + v.failed_side + " (round " + std::to_string(v.failed_round) +
                    "): correctness is the runs' own verdicts";
       finish(AbVerdict::not_judged);

@@ -44,6 +44,7 @@ struct AbRow {
   double low = std::numeric_limits<double>::quiet_NaN(), high = std::numeric_limits<double>::quiet_NaN();
   double p_value = std::numeric_limits<double>::quiet_NaN();
   bool b_worse = false;    // different, in the worse direction of the metric (B slower, lower bandwidth)
+  char failed_side = 0;    // 'A' or 'B': a check of the row failed in that side (first round it did); not timed
   size_t rounds_needed = 0;  // unknown: about how many rounds in all would decide it (0: not estimable)
   std::string reason;
 };
@@ -53,6 +54,7 @@ struct AbComparison {
   size_t rounds = 0;
   size_t same = 0, different = 0, b_worse = 0, unknown = 0, not_judged = 0;
   size_t only_a = 0, only_b = 0;  // rows one side lacks in its first round (other cases, other names)
+  size_t failed_a = 0, failed_b = 0;  // rows not timed because a check failed in A, in B
   size_t measurements = 0;        // rows judged, less the bandwidths of judged times
   double row_alpha = 0;           // each measurement's two-sided false-alarm rate
   size_t rounds_needed = 0;       // the most any unknown row needs

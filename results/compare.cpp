@@ -109,6 +109,7 @@ void refuse_repeated_rows(const std::vector<Record>& rows, const std::string& wh
 struct RunValues {
   std::vector<double> baseline, current;  // the row's value in each run that has it
   std::vector<double> floors;             // each baseline run's own noise in its median (log variance)
+  std::set<std::string> baseline_ids;     // the baseline runs (run ids) that have the row
   const Record* failed_current = nullptr; // a current run in which the row failed, if any
 };
 
@@ -177,8 +178,8 @@ bool varies(const Record& r) { return direction_of(r) != Direction::not_judged &
 // What would bring a row's detectable change down to the tolerance, from its between-run noise:
 // `factor` is (t_{1-alpha} + t_{power}) in standard deviations of the log, `sd` the moderated
 // spread, `floor_share` the part of its variance that the runs' own iterations account for.
-void choose_cure(ComparedRow& row, double tolerance, double factor, double sd, double floor_share) {
-  const double needed = std::log1p(tolerance);
+// `needed`: the tolerance in log units, towards worse.
+void choose_cure(ComparedRow& row, double needed, double factor, double sd, double floor_share) {
   const double r = static_cast<double>(std::max<size_t>(row.current_runs, 1));
   for (size_t k = row.baseline_runs + 1; k <= 1000; ++k) {
     if (factor * sd * std::sqrt(1 / static_cast<double>(k) + 1 / r) <= needed) {
@@ -201,8 +202,7 @@ std::string cure_text(const ComparedRow& row) {
 }
 
 Comparison compare_core(const std::vector<Record>& baseline, const std::vector<Record>& current,
-                        const CompareSettings& settings, const BetweenRuns* between, size_t min_runs,
-                        size_t independent_runs) {
+                        const CompareSettings& settings, const BetweenRuns* between, size_t min_runs) {
 
   std::set<std::string> current_cases, baseline_cases, baseline_failed_cases;
   for (const Record& r : current) current_cases.insert(case_key(r));
@@ -306,15 +306,15 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
   // Below the least number of baseline runs, a value that varies from run to run gets no verdict
   // of its own (min_baseline_runs: a state no baseline run showed would fail an unchanged stack
   // more often than the false-alarm rate).
-  // Runs are counted by run id: the passes of one `--repeat` run share its machine state.
-  const auto refuse_timing = [&](ComparedRow& row) {
+  // Runs are counted by run id, per row: the passes of one `--repeat` run share its machine state.
+  const auto refuse_timing = [&](ComparedRow& row, size_t runs) {
     row.outcome = Outcome::unchanged;  // add() makes it blind
     row.detectable_percent = std::numeric_limits<double>::infinity();
     row.cure = Cure::runs;
     row.cure_runs = min_runs;
-    row.reason = "no timing verdict from " + std::to_string(independent_runs) + " baseline run" +
-                 (independent_runs == 1 ? "" : "s") + ", fewer than the " + std::to_string(min_runs) + " a " +
-                 percent(settings.false_alarm) + " false-alarm rate needs";
+    row.reason = "no timing verdict from " + std::to_string(runs) + " baseline run" + (runs == 1 ? "" : "s") +
+                 " with this row, fewer than the " + std::to_string(min_runs) + " a " + percent(settings.false_alarm) +
+                 " false-alarm rate needs";
   };
 
   for (size_t i = 0; i < baseline.size(); ++i) {
@@ -388,17 +388,23 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
           judge_between_runs(values->baseline, values->current, worse_is_up, noise, prior, between->row_alpha);
       row.allowed_percent = towards_worse.limit * 100;
       const std::string runs = std::to_string(row.baseline_runs) + " baseline run" + (row.baseline_runs > 1 ? "s" : "");
-      if (independent_runs < min_runs) {
-        refuse_timing(row);
+      if (varies(b) && values->baseline_ids.size() < min_runs) {
+        refuse_timing(row, values->baseline_ids.size());
         add(std::move(row));
         continue;
       }
-      row.detectable_percent = towards_worse.detectable * 100;
-      if (towards_worse.detectable > settings.tolerance) {
+      // On the tolerance's scale: a time's rise, a bandwidth's drop (the log change x towards
+      // worse is a rise of e^x - 1, a drop of 1 - e^-x).
+      const double detectable_log = std::log1p(towards_worse.detectable);
+      row.detectable_percent = (worse_is_up ? std::expm1(detectable_log) : -std::expm1(-detectable_log)) * 100;
+      const double tolerance_log = worse_is_up ? std::log1p(settings.tolerance)
+                                   : settings.tolerance < 1 ? -std::log1p(-settings.tolerance)
+                                                            : std::numeric_limits<double>::infinity();
+      if (detectable_log > tolerance_log) {
         const double se_factor = std::sqrt(1 / static_cast<double>(row.baseline_runs) + 1 / static_cast<double>(row.current_runs));
         const double sd = towards_worse.sd;
-        const double factor = sd > 0 ? std::log1p(towards_worse.detectable) / (sd * se_factor) : 0;
-        choose_cure(row, settings.tolerance, factor, sd, sd > 0 ? noise.floor / (sd * sd) : 0);
+        const double factor = sd > 0 ? detectable_log / (sd * se_factor) : 0;
+        choose_cure(row, tolerance_log, factor, sd, sd > 0 ? noise.floor / (sd * sd) : 0);
       }
       if (std::fabs(worse_by) <= settings.tolerance) {
         row.outcome = Outcome::unchanged;
@@ -447,7 +453,7 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
       continue;
     }
     if (varies(b) && min_runs > 1) {
-      refuse_timing(row);
+      refuse_timing(row, values ? std::max<size_t>(values->baseline_ids.size(), 1) : 1);
       add(std::move(row));
       continue;
     }
@@ -584,6 +590,7 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
       RunValues& v = between.by_key[join_key(r)];
       v.baseline.push_back(r.value);
       v.floors.push_back(median_log_variance(r.stats.p05, r.stats.p95, static_cast<long>(r.stats.n)));
+      v.baseline_ids.insert(r.run_id);
     }
   }
   for (const RecordedRun& run : currents) {
@@ -745,10 +752,8 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
   }
 
   const size_t min_runs = settings.min_runs > 0 ? settings.min_runs : min_baseline_runs(settings.false_alarm);
-  std::set<std::string> run_ids;
-  for (const RecordedRun& run : baselines) run_ids.insert(run.rows.empty() ? std::string() : run.rows.front().run_id);
-  Comparison result = compare_core(reference_baseline, reference_current, settings, judged.empty() ? nullptr : &between,
-                                   min_runs, run_ids.size());
+  Comparison result =
+      compare_core(reference_baseline, reference_current, settings, judged.empty() ? nullptr : &between, min_runs);
   result.baseline_runs = baselines.size();
   result.current_runs = currents.size();
   result.noise_judged = judged.size();

@@ -46,8 +46,8 @@ struct CompareSettings {
   // shared over the rows judged against the between-run noise (each row at false_alarm / rows,
   // Bonferroni). 0.05: one unchanged run in 20 flags a row.
   double false_alarm = 0.05;
-  // Timing verdicts need this many baseline runs, counted by run id (the passes of one --repeat
-  // run share its machine state) (0: min_baseline_runs(false_alarm), 7 at 5%);
+  // Timing verdicts need this many baseline runs with the row, counted by run id (the passes of
+  // one --repeat run share its machine state) (0: min_baseline_runs(false_alarm), 7 at 5%);
   // with fewer, rows whose values vary from run to run are `blind` unless a verdict or the
   // structure changed. 1 restores the within-run rules (p05/p95, --samples) for one baseline run,
   // which do not see how runs differ.
@@ -73,7 +73,8 @@ struct ComparedRow {
   // `allowed_percent` the worsening the noise allows at the row's false-alarm rate.
   size_t baseline_runs = 0, current_runs = 0;
   double allowed_percent = std::numeric_limits<double>::quiet_NaN();
-  // The smallest worsening, in percent, this row would be flagged for in 9 runs of 10 at its
+  // The smallest worsening, in percent (a time's rise, a bandwidth's drop: the tolerance's
+  // scale), this row would be flagged for in 9 runs of 10 at its
   // false-alarm rate (its noise model and the run counts); +inf: none (too few baseline runs);
   // NaN: not judged by numbers. Above the tolerance, the row is `blind` unless it moved beyond it.
   double detectable_percent = std::numeric_limits<double>::quiet_NaN();

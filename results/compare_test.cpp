@@ -782,6 +782,22 @@ TEST(CompareRuns, FewerBaselineRunsThanTheRateNeedsGiveNoTimingVerdict) {
   const Comparison zero = compare_runs(zero_base, zero_now, {});
   EXPECT_EQ(zero.blind, 8u);
   EXPECT_EQ(zero.unchanged, 1u);
+  // Memory (a byte count the layout fixes) is judged from 3 baseline runs as from 7: +50% fails.
+  std::vector<RecordedRun> memory_base, memory_now;
+  for (size_t k = 0; k < 4; ++k) {
+    Record m;
+    m.run_id = (k < 3 ? "mb" : "mc") + std::to_string(k);
+    m.suite = "equivalence";
+    m.case_id = "zero2/f32/dp4";
+    m.labels = stack_labels();
+    m.metric = "memory_optimizer";
+    m.unit = "bytes";
+    m.value = k < 3 ? 1000 : 1500;
+    (k < 3 ? memory_base : memory_now).push_back({"file", {m}});
+  }
+  const Comparison memory = compare_runs(memory_base, memory_now, {});
+  EXPECT_EQ(memory.regressions, 1u);
+  EXPECT_EQ(memory.blind, 0u);
   // A failed check is a regression from one baseline run.
   std::vector<RecordedRun> failed = runs_of({1.0}, "c");
   for (Record& r : failed.front().rows) {

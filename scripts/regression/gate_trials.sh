@@ -57,6 +57,7 @@ done
 [ -f "$shim" ] || { echo "gate_trials.sh: --shim must name libdts_slow_collective.so (the dts_slow_collective target)" >&2; exit 2; }
 [ -z "$old" ] || [ -x "$old" ] || { echo "gate_trials.sh: --old $old is not an executable" >&2; exit 2; }
 [[ $ab =~ ^[0-9]+$ ]] && [ "$ab" -ne 1 ] || { echo "gate_trials.sh: --ab takes the rounds of a session (2 or more)" >&2; exit 2; }
+! $only_ab || [ "$ab" -gt 0 ] || { echo "gate_trials.sh: --only-ab needs --ab ROUNDS" >&2; exit 2; }
 [[ $detectable =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "gate_trials.sh: --detectable takes a percentage" >&2; exit 2; }
 for v in "$trials" "$np" "$baselines" "$repeat"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "gate_trials.sh: '$v' is not a positive integer" >&2; exit 2; }
@@ -193,7 +194,8 @@ for k in $(seq 1 "$trials"); do
   printf '  %-5s | %-30s | %-30s | %-22s | %-42s | %-42s | %-30s\n' "$k" "${line[@]}"
 done
 echo "# (each cell: the gate's exit code, the collectives it flagged, and rows D/C/K of $slowed_collective from $slow_bytes B up:"
-echo "#  D with detectable <= $detectable%, C of them flagged, K of the others ok, neither flagged nor blind)"
+echo "#  D with detectable <= $detectable%, C of them flagged, K of the others ok, neither flagged nor blind;"
+echo "#  with D = 0, \"every row flagged\" below holds because no row could see the slowdown)"
 for kind in gate single old; do
   [ "$kind" = old ] && [ -z "$old" ] && continue
   echo "# $kind: unchanged runs failed ${fails[$kind]:-0} of $trials; slowed runs caught (only $slowed_collective flagged)" \
@@ -233,8 +235,10 @@ PY
   echo "# A/B: $trials sessions of $ab rounds with B slowed, $trials with A and B the same (alternating)"
   ab_fails=0 ab_found=0
   for k in $(seq 1 "$trials"); do
-    read -r urc uworse udiff <<< "$(session ab-u$k)"
-    read -r src sworse sdiff <<< "$(session ab-s$k slowed)"
+    unchanged_result=$(session "ab-u$k") || exit 1
+    slowed_result=$(session "ab-s$k" slowed) || exit 1
+    read -r urc uworse udiff <<< "$unchanged_result"
+    read -r src sworse sdiff <<< "$slowed_result"
     [ "$udiff" -gt 0 ] && ab_fails=$((ab_fails + 1))
     [ "$src" = 1 ] && [ "$sworse" = "$slowed_collective" ] && ab_found=$((ab_found + 1))
     printf '  %-5s | unchanged: exit %s, %s rows different | slowed: exit %s, B worse in %s, %s rows different\n' \

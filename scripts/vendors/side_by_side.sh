@@ -94,10 +94,13 @@ PY
 # Interleaved A/B, Open MPI (A) against MPICH (B): the same small plan in alternating rounds,
 # each row judged on its paired rounds (different, same, unknown), with a report of both. Exit 1
 # of `ab` (MPICH slower somewhere) is a finding, not a failure of this script.
-plan="run collectives --collective all_reduce,all_gather -d f32 -o sum -b 1K -e 1M -f 8 -c 0 -n 20 --csv {csv}"
+plan=(run collectives --collective all_reduce,all_gather -d f32 -o sum -b 1K -e 1M -f 8 -c 0 -n 20)
+side_a="$(printf '%q ' "${ompi_run[@]}" "$ompi" "${plan[@]}")--csv {csv}"
+side_b="$(printf '%q ' "${mpich_run[@]}" "$mpich" "${plan[@]}")--csv {csv}"
+rounds_dir=$(mktemp -d "$out/ab-rounds-XXXXXX")  # a new, empty folder: ab never writes over a session
 rc=0
-"$ompi" ab --a "${ompi_run[*]} $ompi $plan" --b "${mpich_run[*]} $mpich $plan" --rounds "${AB_ROUNDS:-4}" \
-  --out "$out/ab" --csv "$out/ab.csv" --report "$out/ab.html" >"$out/ab.txt" 2>&1 || rc=$?
+"$ompi" ab --a "$side_a" --b "$side_b" --rounds "${AB_ROUNDS:-4}" \
+  --out "$rounds_dir" --csv "$out/ab.csv" --report "$out/ab.html" >"$out/ab.txt" 2>&1 || rc=$?
 if [ "$rc" -gt 1 ] || ! grep -q "A/B: interleaved rounds" "$out/ab.html"; then
   echo "side_by_side.sh: the A/B session ended with exit $rc:" >&2
   tail -5 "$out/ab.txt" >&2
