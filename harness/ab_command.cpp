@@ -20,9 +20,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -90,13 +90,17 @@ int run_shell(const std::string& command, const std::string& log) {
 std::map<size_t, std::pair<std::string, std::string>> rounds_in(const std::string& dir) {
   std::map<size_t, std::pair<std::string, std::string>> found;
   std::error_code error;
-  static const std::regex kName("round-([0-9]{3,})-([ab])\\.csv");
   for (const auto& entry : fs::directory_iterator(dir, error)) {
-    std::smatch match;
+    // round-NNN-a.csv or round-NNN-b.csv, NNN three digits or more.
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, match, kName)) continue;
-    auto& pair = found[std::stoul(match[1].str())];
-    (match[2].str() == "a" ? pair.first : pair.second) = entry.path().string();
+    const std::string_view prefix = "round-";
+    if (name.size() < prefix.size() + 3 + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t digits_end = name.find_first_not_of("0123456789", prefix.size());
+    if (digits_end == std::string::npos || digits_end - prefix.size() < 3 || digits_end - prefix.size() > 9) continue;
+    const std::string tail = name.substr(digits_end);
+    if (tail != "-a.csv" && tail != "-b.csv") continue;
+    auto& pair = found[std::stoul(name.substr(prefix.size(), digits_end - prefix.size()))];
+    (tail[1] == 'a' ? pair.first : pair.second) = entry.path().string();
   }
   if (error) throw Error(Error::Kind::invalid_argument, "cannot list the folder '" + dir + "': " + error.message());
   std::erase_if(found, [](const auto& item) { return item.second.first.empty() || item.second.second.empty(); });
