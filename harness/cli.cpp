@@ -166,6 +166,9 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
       ->allow_extra_args(false);
   compare->add_option("--csv", co.csv_path, "write the comparison as CSV");
   compare->add_option("--junit", co.junit_path, "write the comparison as JUnit XML");
+  compare->add_option("--report", co.report_path,
+                      "write the current run's HTML report with the gate's verdicts (regressed, blind, ...) and "
+                      "each row's detectable change");
   compare->add_option("-T,--timeout", co.timeout_seconds,
                       "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();

@@ -30,6 +30,7 @@ struct CompareOptions {
   std::vector<std::string> expect_paths;  // --expect: known deviations (results/expectations/*.toml)
   std::string csv_path;          // optional: the comparison table as CSV
   std::string junit_path;        // optional: one testcase per compared row
+  std::string report_path;       // optional: the current run's HTML report with the gate's section
   double timeout_seconds = 300;  // -T: wait for a FIFO's or pipe's bytes at most this long; 0: no limit
 };
 

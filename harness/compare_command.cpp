@@ -19,6 +19,7 @@
 #include "results/csv_sink.h"
 #include "results/expectations.h"
 #include "results/junit_sink.h"
+#include "results/report.h"
 #include "results/output_paths.h"
 
 namespace dts {
@@ -284,7 +285,7 @@ int run_compare(const CompareOptions& options) {
     for (const std::string& path : baseline_paths) inputs.push_back({"the baseline", path});
     for (const std::string& path : options.expect_paths) inputs.push_back({"--expect", path});
     inputs.push_back({"the current run", current_path});
-    check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}});
+    check_outputs(inputs, {{"--csv", options.csv_path}, {"--junit", options.junit_path}, {"--report", options.report_path}});
     CompareSettings settings;
     settings.tolerance = options.tolerance_percent / 100;
     settings.use_samples = options.samples;
@@ -338,6 +339,11 @@ int run_compare(const CompareOptions& options) {
     print_table(comparison, baseline_paths, current_path, baselines, currents, settings);
     if (!options.csv_path.empty()) write_csv(comparison, options.csv_path);
     if (!options.junit_path.empty()) write_junit(comparison, options.junit_path);
+    if (!options.report_path.empty()) {
+      // The current run's own rows (read again: the gate kept only what it judges), and the gate.
+      std::vector<ResultsFile> current{{current_path, read_results_csv(current_path, reading)}};
+      write_report(current, options.report_path, nullptr, "", "", &comparison);
+    }
     const bool stale = current_judge && print_expectations(*current_judge);
     return comparison.regressions > 0 || stale ? kExitFail : kExitPass;
   } catch (const std::exception& e) {

@@ -289,7 +289,8 @@ TEST(Equivalence, DatatypeFlagSelectsThePrecisions) {
 
 TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
   // Over ring(mpi) every byte passes the leaf backend's point-to-point counter, so bytes_sent is
-  // measured and judged against 2 Psi (N-1)/N (ddp, zero1, zero2) or 3 Psi (N-1)/N (zero3).
+  // measured and judged against 2 Psi (N-1)/N (ddp, zero1, zero2) or 3 Psi (N-1)/N (zero3), and
+  // each parameter-server role's own count.
   const fs::path csv = scratch_dir() / "equivalence_bytes.csv";
   const RunResult r = run_dtsuite(3, "run equivalence --backend 'ring(mpi)' " + kSmallTraining + " --csv " + csv.string());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -300,8 +301,11 @@ TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
     ++judged;
   }
   // Layouts on 1..3 ranks: ddp, zero1-3 at dp 1..3 (12), tp at 1..3, gpipe and 1f1b at pp 1..3 (9;
-  // hybrid has none below 4 ranks), each in 3 precisions x 2 optimizers.
-  EXPECT_EQ(judged, (12 + 9) * 3 * 2);
+  // hybrid has none below 4 ranks); ps-sync, ps-async and ps-ssp at every split into S servers and
+  // 3 - S or 2 - S workers (3 each), ps-backup with its 2 workers on 3 ranks (1); each in 3
+  // precisions x 2 optimizers. A parameter server's measured traffic is judged by role: a
+  // worker's gradient to its servers, a server's W replies.
+  EXPECT_EQ(judged, (12 + 9 + 3 * 3 + 1) * 3 * 2);
 }
 
 // A dropped rank breaks the gradient (max_abs_error past its bound); a flipped low bit hides

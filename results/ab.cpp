@@ -33,12 +33,6 @@ namespace {
 
 constexpr size_t kMaxRoundsNeeded = 10000;
 
-std::string signed_percent(double fraction) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, std::fabs(fraction) < 10 ? "%+.3g%%" : "%+.0f%%", fraction * 100);
-  return buffer;
-}
-
 // One row's values over the rounds: NaN where a round lacks it; the first round with a failed
 // check on either side.
 struct RoundValues {

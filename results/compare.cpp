@@ -164,12 +164,6 @@ std::string size_text(int64_t bytes) {
   return std::to_string(bytes) + " " + kUnits[unit];
 }
 
-std::string percent_change(double fraction) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, std::fabs(fraction) < 10 ? "%+.3g%%" : "%+.0f%%", fraction * 100);
-  return buffer;
-}
-
 // Rows whose values vary from run to run and need a noise model to be judged: every judged
 // metric but memory, which the strategies compute from their layouts (a byte count, the same in
 // every run of one plan).
@@ -279,7 +273,7 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
       row.outcome = Outcome::blind;
       row.reason = (std::isinf(row.detectable_percent) ? std::string("blind: ")
                                                         : "blind: sees only a worsening of " +
-                                                              percent_change(row.detectable_percent / 100) + " or more (tolerance " +
+                                                              signed_percent(row.detectable_percent / 100) + " or more (tolerance " +
                                                               percent(settings.tolerance) + "): ") +
                    row.reason + "; cure: " + cure_text(row);
     }
@@ -421,17 +415,17 @@ Comparison compare_core(const std::vector<Record>& baseline, const std::vector<R
       const auto family = between->family.find(key);
       if (judged.outside) {
         row.outcome = worse_by > 0 ? Outcome::regressed : Outcome::improved;
-        row.reason = percent_change(worse_by > 0 ? judged.change : -judged.change) + " " + (worse_by > 0 ? "worse" : "better") +
-                     ", beyond the " + percent_change(judged.limit) + " the between-run noise allows (" + noise_text +
+        row.reason = signed_percent(worse_by > 0 ? judged.change : -judged.change) + " " + (worse_by > 0 ? "worse" : "better") +
+                     ", beyond the " + signed_percent(judged.limit) + " the between-run noise allows (" + noise_text +
                      "; p " + format_number(judged.p) + " < " + format_number(between->row_alpha) + ")";
       } else if (worse_by > 0 && family != between->family.end()) {
         // Inside its own noise, but one of a set of its family's rows that moved together.
         row.outcome = Outcome::regressed;
         row.p_value = family->second.p;
-        row.reason = percent_change(judged.change) + " worse, with its family: " + family->second.reason;
+        row.reason = signed_percent(judged.change) + " worse, with its family: " + family->second.reason;
       } else {
         row.outcome = Outcome::unchanged;
-        row.reason = "inside the between-run noise: up to " + percent_change(judged.limit) + " (" + noise_text + "; p " +
+        row.reason = "inside the between-run noise: up to " + signed_percent(judged.limit) + " (" + noise_text + "; p " +
                      format_number(judged.p) + ")";
       }
       add(std::move(row));
@@ -737,7 +731,7 @@ Comparison compare_runs(const std::vector<RecordedRun>& baselines, const std::ve
       if (!part->empty()) what += " " + *part;
     }
     const std::string reason = what + " " + set.sizes + " (" + std::to_string(set.keys.size()) + " rows): " +
-                               percent_change(j.change) + " worse together, beyond the " + percent_change(j.limit) +
+                               signed_percent(j.change) + " worse together, beyond the " + signed_percent(j.limit) +
                                " the between-run noise of their mean allows (sd " + percent(j.sd) + " over " +
                                std::to_string(b.size()) + " baseline runs; p " + format_number(j.p) + " < " +
                                format_number(family_alpha) + ")";

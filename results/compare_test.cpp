@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "results/testing/records.h"
 
 namespace dts {
 namespace {
@@ -73,13 +74,7 @@ std::vector<Record> collectives_case(const std::string& id, int64_t bytes, doubl
   rows.push_back(bandwidth("algbw", 1));
   Record busbw = bandwidth("busbw", 1.5 * busbw_scale);  // 2(n-1)/n = 1.5 at n = 4
   rows.push_back(busbw);
-  Record wrong = base;
-  wrong.metric = "wrong";
-  wrong.unit = "elements";
-  wrong.value = 0;
-  wrong.verdict = Verdict::pass;
-  wrong.threshold = 0;
-  rows.push_back(wrong);
+  rows.push_back(testing::passing_wrong_row(base));
   Record ulp = base;
   ulp.metric = "max_ulp";
   ulp.unit = "ulp";

@@ -1,6 +1,7 @@
 // Record helpers: verdict names and order statistics.
 #include "results/record.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include <algorithm>
@@ -138,6 +139,10 @@ std::string format_number(double value, const char* format) {
   char text[64];
   std::snprintf(text, sizeof(text), format, value);
   return text;
+}
+
+std::string signed_percent(double fraction) {
+  return format_number(fraction * 100, std::fabs(fraction) < 10 ? "%+.3g%%" : "%+.0f%%");
 }
 
 }  // namespace dts

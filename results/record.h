@@ -80,6 +80,10 @@ std::string printable(std::string_view text, bool keep_line_breaks = false);
 // missed a bound, no more ("1.5e+09"); "%g" for settings as a user wrote them ("0.02").
 std::string format_number(double value, const char* format = "%.4g");
 
+// A relative change, given as a fraction, in percent with its sign: 3 significant digits below
+// +-1000% ("+5.26%", "-0.1%"), whole percents above ("+2450%").
+std::string signed_percent(double fraction);
+
 // The size of the job a record comes from. A row's world_size, nodes and ranks_per_node are the
 // ranks that took part in its case (results/SCHEMA.md); a case that ran on a sub-world carries the
 // job's size in config as `job=N`. Without it (a whole-job row, or a file written before rows

@@ -737,6 +737,53 @@ void render_ab(const ReportData& data, std::ostringstream& h) {
   h << "</table>\n";
 }
 
+// The gate section (compare --report): the counts and the power, then every row judged by
+// numbers, worst first: regressed and missing, blind, improved, unchanged.
+void render_gate(const Comparison& c, std::ostringstream& h) {
+  h << "<h2 id=\"gate\">Regression gate</h2>\n<p>Against " << c.baseline_runs << " baseline run"
+    << (c.baseline_runs == 1 ? "" : "s") << ": <b>regressed</b> " << c.regressions << ", <b>improved</b> "
+    << c.improvements << ", <b>unchanged</b> " << c.unchanged << ", <b>blind</b> " << c.blind
+    << " (could not have seen a change of the tolerance: never a pass), not judged " << c.not_judged
+    << ".</p>\n<p>Power (a change flagged in 9 runs of 10): " << c.detect_tolerance << " rows can detect the tolerance, "
+    << c.detect_larger << " only a larger change, " << c.detect_nothing << " nothing (fewer than " << c.min_runs
+    << " baseline runs).</p>\n";
+  const auto rank = [](Outcome o) {
+    switch (o) {
+      case Outcome::regressed:
+      case Outcome::missing: return 0;
+      case Outcome::blind: return 1;
+      case Outcome::improved: return 2;
+      case Outcome::unchanged: return 3;
+      case Outcome::not_judged: return 4;
+    }
+    return 4;
+  };
+  std::vector<const ComparedRow*> rows;
+  for (const ComparedRow& row : c.rows) {
+    if (row.outcome != Outcome::not_judged) rows.push_back(&row);
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](const ComparedRow* x, const ComparedRow* y) { return rank(x->outcome) < rank(y->outcome); });
+  h << "<table><tr><th>case</th><th>metric</th><th>baseline</th><th>current</th><th>change</th>"
+    << "<th>detectable</th><th>verdict</th><th>why</th></tr>\n";
+  const auto percent = [](double value) {
+    if (std::isnan(value)) return std::string();
+    if (std::isinf(value)) return std::string("none");
+    return format_number(value, "%+.3g") + "%";
+  };
+  for (const ComparedRow* row : rows) {
+    const Record& shown = row->current.metric.empty() ? row->baseline : row->current;
+    const char* css = rank(row->outcome) == 0 ? "fail" : row->outcome == Outcome::blind ? "skip" : "pass";
+    h << "<tr><td>" << escape_html(row->label) << "</td><td>" << escape_html(shown.metric) << "</td><td class=\"n\">"
+      << escape_html(format_number(row->baseline.value)) << "</td><td class=\"n\">"
+      << (row->current.metric.empty() ? "" : escape_html(format_number(row->current.value))) << "</td><td class=\"n\">"
+      << escape_html(percent(row->change_percent)) << "</td><td class=\"n\">" << escape_html(percent(row->detectable_percent))
+      << "</td><td class=\"" << css << "\">" << escape_html(std::string(name(row->outcome))) << "</td><td class=\"detail\">"
+      << escape_html(row->reason) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+}
+
 }  // namespace
 
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render) {
@@ -810,6 +857,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
 
   if (data.stacks.size() >= 2) render_cross_stack(data, h);
   if (data.ab) render_ab(data, h);
+  if (data.gate) render_gate(*data.gate, h);
 
   for (const ReportSection& section : data.sections) {
     h << "<h2 id=\"" << escape_html(section.id) << "\">" << escape_html(section.title) << "</h2>\n<p>"
@@ -833,8 +881,9 @@ std::string render_html(const ReportData& data, const std::function<std::string(
 }
 
 void write_report(const std::vector<ResultsFile>& files, const std::string& output_path, const AbComparison* ab,
-                  const std::string& a, const std::string& b) {
+                  const std::string& a, const std::string& b, const Comparison* gate) {
   ReportData data = group_results(files);
+  data.gate = gate;
   data.ab = ab;
   data.ab_a = a;
   data.ab_b = b;

@@ -12,6 +12,8 @@
 
 namespace dts {
 
+struct Comparison;  // results/compare.h
+
 // One results CSV, already read (results/csv_reader.h).
 struct ResultsFile {
   std::string path;
@@ -98,6 +100,8 @@ struct ReportData {
   // `dtsuite ab --report`: the paired judgement of the rounds, and what A and B were.
   const AbComparison* ab = nullptr;
   std::string ab_a, ab_b;
+  // `dtsuite compare --report`: the gate's verdict of every row against the baseline runs.
+  const Comparison* gate = nullptr;
 };
 
 // Groups records into plots: one section per section a registered suite declares
@@ -127,8 +131,11 @@ std::string render_html(const ReportData& data, const std::function<std::string(
 
 // Reads nothing and writes `output_path`: group, draw every plot with gnuplot, render. With
 // `ab` (and what A and B were), the page also has the A/B section: every judged row, `different`
-// first, with B's change against A and its interval.
+// first, with B's change against A and its interval. With `gate`, the gate section: its counts,
+// its power, and every row judged by numbers (regressed and missing first, then blind, improved,
+// unchanged) with its change and the change it could have detected.
 void write_report(const std::vector<ResultsFile>& files, const std::string& output_path,
-                  const AbComparison* ab = nullptr, const std::string& a = "", const std::string& b = "");
+                  const AbComparison* ab = nullptr, const std::string& a = "", const std::string& b = "",
+                  const Comparison* gate = nullptr);
 
 }  // namespace dts

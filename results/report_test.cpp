@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "results/catalog.h"
+#include "results/compare.h"
 
 namespace dts {
 namespace {
@@ -535,6 +536,54 @@ TEST(Html, EveryTextFromTheCsvIsEscaped) {
   size_t figures = 0;
   for (size_t at = html.find("<figure"); at != std::string::npos; at = html.find("<figure", at + 1)) ++figures;
   EXPECT_EQ(figures, 1u);
+}
+
+TEST(Html, TheGateSectionListsEveryJudgedRowWorstFirstWithItsDetectableChange) {
+  Comparison gate;
+  gate.baseline_runs = 10;
+  gate.regressions = 1;
+  gate.blind = 1;
+  gate.unchanged = 1;
+  gate.detect_larger = 3;
+  gate.min_runs = 7;
+  const auto row = [](const std::string& label, Outcome outcome, double change, double detectable, const std::string& why) {
+    ComparedRow r;
+    r.label = label;
+    r.baseline = collective("mpi", "time", "all_gather", "f32", 65536, 1e-5);
+    r.current = r.baseline;
+    r.current.value = r.baseline.value * (1 + change / 100);
+    r.outcome = outcome;
+    r.change_percent = change;
+    r.detectable_percent = detectable;
+    r.reason = why;
+    return r;
+  };
+  gate.rows = {row("all_reduce/f32/sum/4", Outcome::unchanged, 1, 3, "inside the noise"),
+               row("all_gather/f32/65536", Outcome::blind, 20, 230, "blind: sees only +230% <or more>"),
+               row("all_gather/f32/1048576", Outcome::regressed, 40, 12, "+40% worse"),
+               row("all_reduce/f32/sum/8", Outcome::not_judged, NAN, NAN, "no direction")};
+  ReportData data = group_results({});
+  data.gate = &gate;
+  const std::string html = render_html(data, [](const Plot&) { return std::string(); });
+  const size_t section = html.find("<h2 id=\"gate\">Regression gate</h2>");
+  ASSERT_NE(section, std::string::npos);
+  EXPECT_NE(html.find("<b>blind</b> 1 (could not have seen a change of the tolerance: never a pass)"), std::string::npos);
+  EXPECT_NE(html.find("3 only a larger change, 0 nothing (fewer than 7 baseline runs)"), std::string::npos);
+  // Worst first: regressed, then blind, then unchanged; a row not judged is not listed.
+  const size_t regressed = html.find("all_gather/f32/1048576", section), blind = html.find("all_gather/f32/65536", section),
+               unchanged = html.find("all_reduce/f32/sum/4<", section);
+  ASSERT_NE(regressed, std::string::npos);
+  ASSERT_NE(blind, std::string::npos);
+  ASSERT_NE(unchanged, std::string::npos);
+  EXPECT_LT(regressed, blind);
+  EXPECT_LT(blind, unchanged);
+  EXPECT_EQ(html.find("all_reduce/f32/sum/8", section), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n\">+230%</td><td class=\"skip\">blind</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"fail\">REGRESSED</td>"), std::string::npos);
+  EXPECT_NE(html.find("+230% &lt;or more&gt;"), std::string::npos);  // reasons are escaped
+  // Without a gate, no section.
+  data.gate = nullptr;
+  EXPECT_EQ(render_html(data, [](const Plot&) { return std::string(); }).find("id=\"gate\""), std::string::npos);
 }
 
 TEST(Gnuplot, ScriptCarriesTheDataInlineAndQuotesLabels) {

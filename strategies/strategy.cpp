@@ -33,7 +33,10 @@ std::string_view name(PipelineSchedule schedule) {
 std::string ParallelConfig::describe() const {
   return "dp=" + std::to_string(dp) + ";tp=" + std::to_string(tp) + ";pp=" + std::to_string(pp) +
          ";zero=" + std::to_string(zero) + ";mb=" + std::to_string(microbatches) +
-         ";schedule=" + std::string(name(schedule));
+         ";schedule=" + std::string(name(schedule)) +
+         (servers > 0 ? ";servers=" + std::to_string(servers) + ";staleness=" + std::to_string(staleness) +
+                            ";backup=" + std::to_string(backup)
+                      : "");
 }
 
 ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& config) {
@@ -45,6 +48,8 @@ ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& co
   }
   ProcessGroups groups;
   groups.world = &world;
+  // Parameter servers talk point to point over the whole layout: no groups to split.
+  if (config.servers > 0) return groups;
   const int rank = world.rank(), dp = config.dp, tp = config.tp;
   groups.tp_index = rank % tp;
   groups.dp_index = (rank / tp) % dp;
@@ -105,6 +110,10 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   }
   if (config.zero != traits.zero && !(traits.zero1_option && config.zero == 1)) throw refuse("ZeRO stage");
   if (config.microbatches < 1) throw refuse("micro-batches must be >= 1");
+  if (traits.servers != (config.servers > 0)) throw refuse(traits.servers ? "no servers" : "servers it does not have");
+  if ((config.staleness > 0 && !traits.staleness) || (config.backup > 0 && !traits.backup)) {
+    throw refuse("a staleness or backup key it does not take");
+  }
   if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
   const Registered& entry = strategy_registry().find(std::string(name))->second;
   if (groups.world->memory() != Memory::host) {

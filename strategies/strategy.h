@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,8 +59,12 @@ struct ParallelConfig {
   // DDP gradient buckets; 0 (the default): a quarter of the gradient, between 1 and 25 MiB
   // (PyTorch's 25 MiB for every model of 100 MiB of gradients or more; ddp_strategy.cpp says why).
   size_t bucket_bytes = 0;
-  int world() const { return dp * tp * pp; }
-  // "dp=2;tp=2;pp=1;zero=0;mb=4;schedule=1f1b": the CSV config keys of the layout.
+  // Parameter servers (strategies/ps/): `servers` ranks hold the parameters and dp is the count
+  // of workers; staleness: ps-ssp's bound s; backup: ps-backup's b. 0 for every other strategy.
+  int servers = 0, staleness = 0, backup = 0;
+  int world() const { return dp * tp * pp + servers; }
+  // "dp=2;tp=2;pp=1;zero=0;mb=4;schedule=1f1b": the CSV config keys of the layout; a parameter
+  // server's add ";servers=1;staleness=0;backup=0".
   std::string describe() const;
 };
 
@@ -90,6 +95,20 @@ struct ReplicaDigest {
   uint64_t digest = 0;
 };
 
+// What a strategy whose result depends on the order its messages arrive in (a parameter server
+// serving whichever worker is ready) proves by replaying its own log in one process (audit()).
+// Filled on rank 0 of the layout; `ran` is false elsewhere.
+struct ReplayAudit {
+  bool ran = false;
+  std::string problem;           // "" when the replay reached the strategy's parameters bit for bit
+  int64_t mismatched = 0;        // parameters whose bits differ from the replay's
+  double max_abs_difference = 0;
+  int64_t updates = 0, applied = 0, dropped = 0;  // updates; gradients they used, and dropped
+  std::vector<double> staleness;           // per applied gradient: updates between its version and its use
+  std::vector<double> dropped_per_update;  // gradients computed on each version and dropped (ps-backup)
+  std::vector<double> lead;                // steps a worker was ahead of the slowest when let go (ps-ssp)
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -109,6 +128,13 @@ class Strategy {
   // over that many micro-batches (rows split by even_split, gradients summed in micro-batch
   // order): nothing is summed in another order, so the result must match bit for bit.
   virtual int same_order_microbatches() const { return 0; }
+  // True when the final parameters depend on the order messages arrived in (asynchronous updates):
+  // such a strategy is judged by its replay audit, and neither by the single-process reference
+  // nor by a second run giving the same bits.
+  virtual bool order_dependent() const { return false; }
+  // Collective over the layout: the strategy's own log replayed in one process against its
+  // parameters (std::nullopt: it keeps none).
+  virtual std::optional<ReplayAudit> audit() { return std::nullopt; }
   // The learning rate the next step() uses: a schedule (the convergence suite's warm-up) changes
   // it between steps, as PyTorch's schedulers set a param group's lr. Default: Error{unsupported}
   // naming the strategy, so a suite that needs it reports SKIP.
@@ -145,6 +171,8 @@ struct StrategyTraits {
   bool zero1_option = false;                // may add ZeRO-1 across dp (hybrid)
   PipelineSchedule schedule = PipelineSchedule::none;
   int min_parallel_dimensions = 0;          // hybrid: at least two of dp, tp, pp above 1
+  bool servers = false;                     // parameter servers: the servers key, S + W ranks
+  bool staleness = false, backup = false;   // ps-ssp's staleness key, ps-backup's backup key
 };
 
 using StrategyFactory =

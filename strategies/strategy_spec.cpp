@@ -20,6 +20,8 @@ Error bad_list(std::string_view text, const std::string& why) {
 }
 
 bool takes(const StrategyTraits& traits, const std::string& key) {
+  // A parameter server's workers are the ranks its servers leave: servers, not dp, sets them.
+  if (traits.servers) return key == "servers" || (key == "staleness" && traits.staleness) || (key == "backup" && traits.backup);
   if (key == "dp") return traits.dp;
   if (key == "tp") return traits.tp;
   if (key == "pp") return traits.pp;
@@ -32,7 +34,7 @@ bool takes(const StrategyTraits& traits, const std::string& key) {
 
 std::vector<std::string> spec_keys(const StrategyTraits& traits) {
   std::vector<std::string> keys;
-  for (const char* key : {"dp", "tp", "pp", "zero", "mb", "schedule"}) {
+  for (const char* key : {"dp", "tp", "pp", "zero", "mb", "schedule", "servers", "staleness", "backup"}) {
     if (takes(traits, key)) keys.emplace_back(key);
   }
   return keys;
@@ -71,8 +73,10 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     if (equals == std::string_view::npos || equals == 0) throw bad_spec(text, "expected key=value, got " + quoted_input(item));
     const std::string key(item.substr(0, equals));
     const std::string_view value = item.substr(equals + 1);
-    if (key != "dp" && key != "tp" && key != "pp" && key != "zero" && key != "mb" && key != "schedule") {
-      throw bad_spec(text, "unknown key " + quoted_input(key) + " (keys: dp, tp, pp, zero, mb, schedule)");
+    if (key != "dp" && key != "tp" && key != "pp" && key != "zero" && key != "mb" && key != "schedule" &&
+        key != "servers" && key != "staleness" && key != "backup") {
+      throw bad_spec(text, "unknown key " + quoted_input(key) +
+                               " (keys: dp, tp, pp, zero, mb, schedule, servers, staleness, backup)");
     }
     if (!takes(traits, key)) throw bad_spec(text, spec.name + " does not take '" + key + "'");
     if (spec.pinned.count(key) || (key == "schedule" && spec.schedule)) throw bad_spec(text, "'" + key + "' given twice");
@@ -84,7 +88,7 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     }
     int number = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
-    const int least = key == "zero" ? 0 : 1;
+    const int least = key == "zero" || key == "staleness" ? 0 : 1;
     if (value.empty() || error != std::errc{} || end != value.data() + value.size() || number < least ||
         number > (1 << 20)) {
       throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not " + quoted_input(value));
@@ -143,6 +147,43 @@ std::vector<ParallelConfig> enumerate_layouts(const StrategySpec& spec, int worl
     if (why && reasons.emplace(kind, sentence).second) why->push_back(sentence);
   };
   std::vector<ParallelConfig> layouts;
+  if (traits.servers) {
+    // S servers and W = world - S workers: every S from 1 to world - 1 unless pinned.
+    std::vector<int> servers;
+    if (auto it = spec.pinned.find("servers"); it != spec.pinned.end()) {
+      servers = {it->second};
+    } else {
+      for (int s = 1; s < world; ++s) servers.push_back(s);
+    }
+    for (int s : servers) {
+      const int workers = world - s;
+      if (workers < 1) {
+        left_out("servers", std::to_string(s) + " servers leave no worker on " + std::to_string(world) +
+                                " ranks (servers must be fewer than the ranks)");
+        continue;
+      }
+      const auto pinned_or = [&](const char* key, int fallback) {
+        auto it = spec.pinned.find(key);
+        return it != spec.pinned.end() ? it->second : fallback;
+      };
+      ParallelConfig config;
+      config.dp = workers;
+      config.servers = s;
+      config.staleness = traits.staleness ? pinned_or("staleness", kDefaultStaleness) : 0;
+      config.backup = traits.backup ? pinned_or("backup", kDefaultBackup) : 0;
+      if (config.backup >= workers) {
+        left_out("backup", "backup=" + std::to_string(config.backup) + " needs more workers than that; " +
+                               std::to_string(s) + " servers leave " + std::to_string(workers) + " on " +
+                               std::to_string(world) + " ranks");
+        continue;
+      }
+      layouts.push_back(config);
+    }
+    if (why && layouts.empty() && why->empty()) {
+      why->push_back("a parameter server needs at least 2 ranks (a server and a worker)");
+    }
+    return layouts;
+  }
   for (int dp : candidates(traits.dp, spec, "dp", world)) {
     for (int tp : candidates(traits.tp, spec, "tp", world)) {
       for (int pp : candidates(traits.pp, spec, "pp", world)) {
@@ -215,6 +256,11 @@ std::string why_no_layout(const StrategySpec& spec, int world, const LayoutDefau
 
 std::string layout_id(const StrategySpec& spec, const ParallelConfig& c) {
   const StrategyTraits& traits = strategy_traits(spec.name);
+  if (traits.servers) {
+    return "s" + std::to_string(c.servers) + "-w" + std::to_string(c.dp) +
+           (traits.staleness ? "-st" + std::to_string(c.staleness) : "") +
+           (traits.backup ? "-b" + std::to_string(c.backup) : "");
+  }
   const int dims = traits.dp + traits.tp + traits.pp;
   std::string id;
   if (dims > 1) {

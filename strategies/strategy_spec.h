@@ -12,14 +12,18 @@
 
 namespace dts {
 
+// What a parameter server's spec leaves open takes: ps-ssp's bound s, ps-backup's b.
+inline constexpr int kDefaultStaleness = 1, kDefaultBackup = 1;
+
 struct StrategySpec {
   std::string name;                   // a registered strategy
-  std::map<std::string, int> pinned;  // dp, tp, pp, zero, mb
+  std::map<std::string, int> pinned;  // dp, tp, pp, zero, mb; servers, staleness, backup
   std::optional<PipelineSchedule> schedule;  // schedule=gpipe|1f1b (hybrid)
   std::string text;                   // as written
 };
 
-// The keys a strategy's spec takes ("dp", "tp", "pp", "zero", "mb", "schedule"), in that order.
+// The keys a strategy's spec takes ("dp", "tp", "pp", "zero", "mb", "schedule", "servers",
+// "staleness", "backup"), in that order.
 std::vector<std::string> spec_keys(const StrategyTraits& traits);
 
 // One spec. Error{invalid_argument} with one line naming the problem: an unknown strategy (listing
@@ -48,7 +52,7 @@ std::vector<ParallelConfig> layouts_of(const StrategySpec& spec, int world, cons
 std::string why_no_layout(const StrategySpec& spec, int world, const LayoutDefaults& defaults);
 
 // The part of a case id that names the layout: "dp3" (ddp, zero), "tp3", "pp2-mb4",
-// "dp2-tp2-pp1-zero1".
+// "dp2-tp2-pp1-zero1"; parameter servers "s1-w3", "s1-w3-st1" (ps-ssp), "s1-w3-b1" (ps-backup).
 std::string layout_id(const StrategySpec& spec, const ParallelConfig& config);
 
 }  // namespace dts

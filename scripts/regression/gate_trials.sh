@@ -4,7 +4,8 @@
 #
 #   scripts/regression/gate_trials.sh --binary BUILD/harness/dtsuite --shim BUILD/scripts/libdts_slow_collective.so
 #       [--old OLD_DTSUITE] [--trials 10] [--np 2] [--baselines 10] [--repeat 1] [--ab ROUNDS]
-#       [--only-ab] [--detectable 25] [--slow MPI_Allgather:1.25:65536] [--out DIR] [-- run flags]
+#       [--only-ab] [--confirm ROUNDS] [--detectable 25] [--slow MPI_Allgather:1.25:65536] [--out DIR]
+#       [-- run flags]
 #
 # Runs the plan (default: all_reduce, all_gather, reduce_scatter, f32 sum, 4 B to 64 MiB in
 # factors of 4, no checks) TRIALS + BASELINES times unchanged and TRIALS times with one collective
@@ -23,6 +24,11 @@
 # slowed, and TRIALS with A and B the same stack: a slowed session finds the slowdown when some row
 # of B is worse and every such row is of the slowed collective; an unchanged one fails when it
 # calls any row different. --only-ab runs the A/B sessions alone.
+# With --confirm ROUNDS, README's two-step protocol: after each gate trial that fails, or that
+# names interleaved A/B runs as the cure of a blind row, an A/B session of ROUNDS rounds (A the
+# unchanged stack, B the trial's: unchanged or slowed) decides; the protocol fails the trial when
+# that session finds B worse (exit 1), and catches the slowdown when B is worse in the slowed
+# collective only.
 # Prints one line per trial and the rates; the runs and every comparison stay in DIR.
 # MPIRUN is the launcher (default mpirun), MPIRUN_FLAGS its flags (default: Open MPI on a small
 # machine: oversubscribe, unbound, yield when idle; none for MPICH's Hydra, e.g.
@@ -30,11 +36,11 @@
 set -euo pipefail
 
 usage() {
-  sed -n '5,7p' "$0" >&2
+  sed -n '5,8p' "$0" >&2
   exit 2
 }
 
-binary="" shim="" old="" trials=10 np=2 baselines=10 repeat=1 ab=0 only_ab=false detectable=25 slow="MPI_Allgather:1.25:65536" out=""
+binary="" shim="" old="" trials=10 np=2 baselines=10 repeat=1 ab=0 confirm=0 only_ab=false detectable=25 slow="MPI_Allgather:1.25:65536" out=""
 while [ $# -gt 0 ]; do
   case $1 in
     --binary) binary=$2; shift 2 ;;
@@ -46,6 +52,7 @@ while [ $# -gt 0 ]; do
     --repeat) repeat=$2; shift 2 ;;
     --ab) ab=$2; shift 2 ;;
     --only-ab) only_ab=true; shift ;;
+    --confirm) confirm=$2; shift 2 ;;
     --detectable) detectable=$2; shift 2 ;;
     --slow) slow=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -57,6 +64,7 @@ done
 [ -f "$shim" ] || { echo "gate_trials.sh: --shim must name libdts_slow_collective.so (the dts_slow_collective target)" >&2; exit 2; }
 [ -z "$old" ] || [ -x "$old" ] || { echo "gate_trials.sh: --old $old is not an executable" >&2; exit 2; }
 [[ $ab =~ ^[0-9]+$ ]] && [ "$ab" -ne 1 ] || { echo "gate_trials.sh: --ab takes the rounds of a session (2 or more)" >&2; exit 2; }
+[[ $confirm =~ ^[0-9]+$ ]] && [ "$confirm" -ne 1 ] || { echo "gate_trials.sh: --confirm takes the rounds of a session (2 or more)" >&2; exit 2; }
 ! $only_ab || [ "$ab" -gt 0 ] || { echo "gate_trials.sh: --only-ab needs --ab ROUNDS" >&2; exit 2; }
 [[ $detectable =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "gate_trials.sh: --detectable takes a percentage" >&2; exit 2; }
 for v in "$trials" "$np" "$baselines" "$repeat"; do
@@ -96,6 +104,33 @@ one_run() {  # one_run FILE [slowed]
   fi
   "$mpirun" -np "$np" "${launcher_flags[@]}" "${env[@]}" "$binary" run "${plan[@]}" --repeat "$repeat" \
     --csv "$1" >"$1.log" 2>&1 || { echo "gate_trials.sh: the run for $1 failed (see $1.log)" >&2; exit 1; }
+}
+
+# Interleaved A/B sessions of `dtsuite ab`: the sides' commands, one session.
+side() {  # side [slowed]: the command of one side, {csv} where the round's file goes
+  local env=()
+  if [ "${1:-}" = slowed ]; then
+    if $hydra; then env=(-genv LD_PRELOAD "$(realpath "$shim")" -genv DTS_SLOW_COLLECTIVE "$slow")
+    else env=(-x "LD_PRELOAD=$(realpath "$shim")" -x "DTS_SLOW_COLLECTIVE=$slow"); fi
+  fi
+  printf '%q ' "$mpirun" -np "$np" "${launcher_flags[@]}" "${env[@]}" "$binary" run "${plan[@]}" --repeat "$repeat"
+  printf -- '--csv {csv}'
+}
+session() {  # session ROUNDS NAME [slowed]: "<exit> <collectives of B's worse rows> <different rows>"
+  local rounds=$1 name=$2 rc=0
+  "$binary" ab --a "$(side)" --b "$(side "${3:-}")" --rounds "$rounds" --out "$out/$name" --csv "$out/$name.csv" \
+    >"$out/$name.txt" 2>&1 || rc=$?
+  [ "$rc" -le 1 ] || { echo "gate_trials.sh: the A/B session $name failed (see $out/$name.txt)" >&2; exit 1; }
+  python3 - "$out/$name.csv" "$rc" <<'PY'
+import csv, sys
+worse, different = set(), 0
+for row in csv.DictReader(open(sys.argv[1])):
+    if row["verdict"] == "different":
+        different += 1
+        if row["b_worse"] == "1":
+            worse.add(row["case"].split("/")[0])
+print(sys.argv[2], ",".join(sorted(worse)) or "-", different)
+PY
 }
 
 echo "# $(uname -n), $(nproc) cores, $np ranks; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -163,7 +198,7 @@ fi
 
 printf '# %-5s | %-30s | %-30s | %-22s | %-42s | %-42s | %-30s\n' trial "unchanged: gate" "unchanged: 1 baseline" \
   "unchanged: old" "slowed: gate" "slowed: 1 baseline" "slowed: old"
-declare -A fails=() caught=() all_rows=() none_ok=()
+declare -A fails=() caught=() all_rows=() none_ok=() gate_rc=()
 for k in $(seq 1 "$trials"); do
   bases=()
   for b in $(seq "$k" $((k + baselines - 1))); do bases+=("$out/U$b.csv"); done
@@ -180,6 +215,7 @@ for k in $(seq 1 "$trials"); do
         old) result=$(judge "$tag$k.old" "$old" "${last%.csv}.v3.csv" "${run%.csv}.v3.csv") ;;
       esac
       read -r rc flagged _ rows <<< "$result"
+      [ "$kind" = gate ] && gate_rc[$tag$k]=$rc
       if [ "$which" = unchanged ]; then
         [ "$rc" = 1 ] && fails[$kind]=$(( ${fails[$kind]:-0} + 1 ))
       else
@@ -203,40 +239,46 @@ for kind in gate single old; do
     "no other row of it ok in ${none_ok[$kind]:-0} of $trials"
 done
 
+# README's protocol, step two: an A/B session decides a trial whose gate failed or named
+# interleaving as a blind row's cure; the others keep the gate's verdict.
+if [ "$confirm" -gt 0 ]; then
+  echo "# confirm: an A/B session of $confirm rounds (A unchanged, B the trial's stack) after each gate trial that" \
+    "failed or named interleaved A/B runs as a cure"
+  confirm_fails=0 confirm_caught=0 confirm_sessions=0
+  for k in $(seq 1 "$trials"); do
+    cells=()
+    for which in unchanged slowed; do
+      if [ "$which" = unchanged ]; then tag=u side_b=""; else tag=s side_b=slowed; fi
+      rc=${gate_rc[$tag$k]}
+      if [ "$rc" = 1 ] || grep -q 'cure: interleaved A/B' "$out/$tag$k.gate.compare.csv"; then
+        confirm_sessions=$((confirm_sessions + 1))
+        result=$(session "$confirm" "confirm-$tag$k" $side_b) || exit 1
+        read -r rc worse _ <<< "$result"
+        cells+=("gate ${gate_rc[$tag$k]}, A/B exit $rc, B worse in $worse")
+      else
+        worse=-
+        cells+=("gate $rc, no A/B needed")
+      fi
+      if [ "$which" = unchanged ]; then
+        [ "$rc" = 1 ] && confirm_fails=$((confirm_fails + 1))
+      else
+        [ "$rc" = 1 ] && [ "$worse" = "$slowed_collective" ] && confirm_caught=$((confirm_caught + 1))
+      fi
+    done
+    printf '  %-5s | unchanged: %-40s | slowed: %-40s\n' "$k" "${cells[@]}"
+  done
+  echo "# gate then A/B: unchanged runs failed $confirm_fails of $trials; slowed runs caught (only $slowed_collective" \
+    "worse) $confirm_caught of $trials; $confirm_sessions A/B sessions of $((2 * trials)) trials"
+fi
 fi
 
 # Interleaved A/B sessions: TRIALS with B slowed, TRIALS with A and B the same, alternating.
 if [ "$ab" -gt 0 ]; then
-  side() {  # side [slowed]: the command of one side, {csv} where the round's file goes
-    local env=()
-    if [ "${1:-}" = slowed ]; then
-      if $hydra; then env=(-genv LD_PRELOAD "$(realpath "$shim")" -genv DTS_SLOW_COLLECTIVE "$slow")
-      else env=(-x "LD_PRELOAD=$(realpath "$shim")" -x "DTS_SLOW_COLLECTIVE=$slow"); fi
-    fi
-    printf '%q ' "$mpirun" -np "$np" "${launcher_flags[@]}" "${env[@]}" "$binary" run "${plan[@]}" --repeat "$repeat"
-    printf -- '--csv {csv}'
-  }
-  session() {  # session NAME [slowed]: "<exit> <collectives of B's worse rows> <different rows>"
-    local name=$1 rc=0
-    "$binary" ab --a "$(side)" --b "$(side "${2:-}")" --rounds "$ab" --out "$out/$name" --csv "$out/$name.csv" \
-      >"$out/$name.txt" 2>&1 || rc=$?
-    [ "$rc" -le 1 ] || { echo "gate_trials.sh: the A/B session $name failed (see $out/$name.txt)" >&2; exit 1; }
-    python3 - "$out/$name.csv" "$rc" <<'PY'
-import csv, sys
-worse, different = set(), 0
-for row in csv.DictReader(open(sys.argv[1])):
-    if row["verdict"] == "different":
-        different += 1
-        if row["b_worse"] == "1":
-            worse.add(row["case"].split("/")[0])
-print(sys.argv[2], ",".join(sorted(worse)) or "-", different)
-PY
-  }
   echo "# A/B: $trials sessions of $ab rounds with B slowed, $trials with A and B the same (alternating)"
   ab_fails=0 ab_found=0
   for k in $(seq 1 "$trials"); do
-    unchanged_result=$(session "ab-u$k") || exit 1
-    slowed_result=$(session "ab-s$k" slowed) || exit 1
+    unchanged_result=$(session "$ab" "ab-u$k") || exit 1
+    slowed_result=$(session "$ab" "ab-s$k" slowed) || exit 1
     read -r urc uworse udiff <<< "$unchanged_result"
     read -r src sworse sdiff <<< "$slowed_result"
     [ "$udiff" -gt 0 ] && ab_fails=$((ab_fails + 1))

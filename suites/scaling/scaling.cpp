@@ -130,7 +130,8 @@ std::vector<ParallelConfig> scaling_candidates(const StrategySpec& spec, int n, 
   if (microbatches < 1) throw invalid("scaling_layout: microbatches must be >= 1, not " + std::to_string(microbatches));
   const StrategyTraits& traits = strategy_traits(spec.name);
   const LayoutDefaults defaults{1, microbatches, model.layers, model.width};
-  if (n > 1) return layouts_of(spec, n, defaults);
+  // A parameter server has no one-rank form (a server and a worker at least): no T(1).
+  if (n > 1 || traits.servers) return layouts_of(spec, n, defaults);
   // The reference T(1): the same work per step (micro-batches, schedule) on one rank. A pinned
   // dp/tp/pp describes the layout at its own size, not this one; ZeRO-1 across one rank is plain.
   ParallelConfig one;

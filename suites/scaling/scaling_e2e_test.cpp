@@ -32,8 +32,27 @@ TEST(Scaling, EverySubWorldOfOneJobInBothModes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // (target, mode) -> world sizes with an efficiency row
   std::map<std::pair<std::string, std::string>, std::set<int>> efficiency;
-  int hybrid_skips = 0;
+  int hybrid_skips = 0, server_skips = 0;
+  std::map<std::pair<std::string, std::string>, std::set<int>> throughput;  // (strategy, mode) -> sizes
   for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric == "throughput") throughput[{row.labels.strategy, config(row, "mode")}].insert(row.labels.world_size);
+    if (row.verdict == dts::Verdict::skip && row.labels.strategy.rfind("ps-", 0) == 0) {
+      // A parameter server has no one-rank form: no T(1), said once per mode; ps-backup's b = 1
+      // needs two workers, which 2 ranks do not have.
+      if (row.labels.world_size == 2) {
+        EXPECT_EQ(row.labels.strategy, "ps-backup");
+        EXPECT_NE(row.detail.find("backup=1 needs more workers than that; 1 servers leave 1 on 2 ranks"),
+                  std::string::npos)
+            << row.detail;
+      } else {
+        EXPECT_EQ(row.labels.world_size, 1) << row.detail;
+        EXPECT_NE(row.detail.find("a parameter server needs at least 2 ranks (a server and a worker); no reference T(1)"),
+                  std::string::npos)
+            << row.detail;
+      }
+      ++server_skips;
+      continue;
+    }
     if (row.verdict == dts::Verdict::skip) {
       // A size with no layout is said, not left out silently.
       EXPECT_EQ(row.labels.strategy, "hybrid") << row.detail;
@@ -78,6 +97,16 @@ TEST(Scaling, EverySubWorldOfOneJobInBothModes) {
   }
   EXPECT_EQ(efficiency[std::make_pair(std::string("hybrid"), std::string("weak"))], (std::set<int>{1}));
   EXPECT_EQ(hybrid_skips, 4);  // n = 2 and 3, in both modes
+  // Parameter servers: timed from 2 ranks (step time and throughput against W), no efficiency.
+  EXPECT_EQ(server_skips, (4 + 1) * 2);  // n = 1 of ps-sync, ps-async, ps-ssp, ps-backup, n = 2 of ps-backup; both modes
+  for (const char* strategy : {"ps-sync", "ps-async", "ps-ssp", "ps-backup"}) {
+    for (const char* mode : {"weak", "strong"}) {
+      const auto key = std::make_pair(std::string(strategy), std::string(mode));
+      EXPECT_EQ(efficiency.count(key), 0u) << strategy;
+      // ps-backup needs 2 workers: 3 ranks only.
+      EXPECT_EQ(throughput[key], (std::string(strategy) == "ps-backup" ? std::set<int>{3} : std::set<int>{2, 3})) << strategy;
+    }
+  }
   EXPECT_EQ(efficiency[std::make_pair(std::string("all_reduce"), std::string("weak"))], (std::set<int>{2, 3}));
   EXPECT_EQ(efficiency.count(std::make_pair(std::string("all_reduce"), std::string("strong"))), 0u);
 }
