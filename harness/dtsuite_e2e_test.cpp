@@ -302,10 +302,11 @@ TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
   }
   // Layouts on 1..3 ranks: ddp, zero1-3 at dp 1..3 (12), tp at 1..3, gpipe and 1f1b at pp 1..3 (9;
   // hybrid has none below 4 ranks); ps-sync, ps-async and ps-ssp at every split into S servers and
-  // 3 - S or 2 - S workers (3 each), ps-backup with its 2 workers on 3 ranks (1); each in 3
-  // precisions x 2 optimizers. A parameter server's measured traffic is judged by role: a
-  // worker's gradient to its servers, a server's W replies.
-  EXPECT_EQ(judged, (12 + 9 + 3 * 3 + 1) * 3 * 2);
+  // 3 - S or 2 - S workers (3 each), ps-backup with its 2 workers on 3 ranks (1), gossip on 1..3
+  // ranks (3); each in 3 precisions x 2 optimizers. A parameter server's measured traffic is
+  // judged by role: a worker's gradient to its servers, a server's W replies; a gossip rank's by
+  // its neighbours (one below 3 ranks, two from 3).
+  EXPECT_EQ(judged, (12 + 9 + 3 * 3 + 1 + 3) * 3 * 2);
 }
 
 // A dropped rank breaks the gradient (max_abs_error past its bound); a flipped low bit hides

@@ -152,6 +152,39 @@ TEST(ModelParallel, BadStrategiesAreUsageErrors) {
   }
 }
 
+// --straggler: a bad value is one line, exit 2; a strategy that cannot slow its compute SKIPs
+// with the reason instead of running unslowed under the straggler's name; the layouts that have
+// the straggler's rank say so in their config, the others do not.
+TEST(Straggler, BadValuesAreUsageErrorsAndTheConfigNamesIt) {
+  for (const std::string bad : {"1", "a:2", "-1:2", "1:0.5", "1:nan", "1:2x", "1:1001", ":2"}) {
+    const RunResult r = run_dtsuite(0, "run equivalence --strategy ddp --straggler '" + bad + "' " + kSmallTraining +
+                                           " --csv " + (scratch_dir() / "straggler_bad.csv").string());
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(our_lines(r.err).size(), 1u) << bad << ": " << r.err;
+  }
+  const auto records = run_equivalence("--strategy ddp,tp --optimizer sgd --straggler 1:3", 0, "straggler", 2);
+  int slowed = 0, unslowed = 0, skipped = 0;
+  for (const dts::Record& r : records) {
+    EXPECT_NE(r.verdict, dts::Verdict::fail) << r.case_id << " " << r.metric << " " << r.detail;
+    if (r.labels.strategy == "tp") {
+      if (r.labels.config.find("straggler=1:3") != std::string::npos) {
+        // tp at 2 ranks has the straggler: it must skip, naming why.
+        EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id << " " << r.detail;
+        EXPECT_NE(r.detail.find("does not slow its compute for --straggler"), std::string::npos) << r.detail;
+        ++skipped;
+      }
+      continue;
+    }
+    if (r.metric != "compute_time") continue;
+    const bool has = r.labels.config.find(";straggler=1:3") != std::string::npos;
+    EXPECT_EQ(has, r.case_id.find("dp2") != std::string::npos) << r.case_id << " " << r.labels.config;
+    (has ? slowed : unslowed) += 1;
+  }
+  EXPECT_EQ(slowed, 3);    // ddp dp2 in f32, f64, bf16
+  EXPECT_EQ(unslowed, 3);  // ddp dp1: no rank 1, no straggler
+  EXPECT_EQ(skipped, 3);   // tp tp2, one check row per precision
+}
+
 // Strategies on the device: ddp and zero1-3 with --backend nccl keep every tensor in GPU memory
 // (strategies/device/) and must match the CPU reference within its bound widened by the device's
 // reordered sums (tolerance.h, device_kernel_terms); their f64 and bf16 cases SKIP (f32 only).

@@ -723,14 +723,13 @@ void render_ab(const ReportData& data, std::ostringstream& h) {
   std::stable_sort(rows.begin(), rows.end(), [&](const AbRow* x, const AbRow* y) { return rank(*x) < rank(*y); });
   h << "<table><tr><th>case</th><th>metric</th><th>A</th><th>B</th><th>B vs A</th><th>interval</th><th>verdict</th>"
     << "<th>why</th></tr>\n";
-  const auto percent = [](double fraction) { return format_number(fraction * 100, "%+.3g") + "%"; };
   for (const AbRow* row : rows) {
     const std::string verdict = row->verdict == AbVerdict::different ? (row->b_worse ? "different, B worse" : "different, B better")
                                                                       : std::string(name(row->verdict));
     h << "<tr><td>" << escape_html(row->label) << "</td><td>" << escape_html(row->a.metric) << "</td><td class=\"n\">"
       << escape_html(format_number(row->a.value)) << "</td><td class=\"n\">" << escape_html(format_number(row->b.value))
-      << "</td><td class=\"n\">" << escape_html(percent(row->change)) << "</td><td class=\"n\">"
-      << escape_html(percent(row->low) + " .. " + percent(row->high)) << "</td><td class=\""
+      << "</td><td class=\"n\">" << escape_html(signed_percent(row->change)) << "</td><td class=\"n\">"
+      << escape_html(signed_percent(row->low) + " .. " + signed_percent(row->high)) << "</td><td class=\""
       << (row->verdict == AbVerdict::different && row->b_worse ? "fail" : row->verdict == AbVerdict::same ? "pass" : "skip")
       << "\">" << escape_html(verdict) << "</td><td class=\"detail\">" << escape_html(row->reason) << "</td></tr>\n";
   }
@@ -766,10 +765,10 @@ void render_gate(const Comparison& c, std::ostringstream& h) {
                    [&](const ComparedRow* x, const ComparedRow* y) { return rank(x->outcome) < rank(y->outcome); });
   h << "<table><tr><th>case</th><th>metric</th><th>baseline</th><th>current</th><th>change</th>"
     << "<th>detectable</th><th>verdict</th><th>why</th></tr>\n";
-  const auto percent = [](double value) {
+  const auto percent = [](double value) {  // a row's percent column: blank when not judged, none when blind for good
     if (std::isnan(value)) return std::string();
     if (std::isinf(value)) return std::string("none");
-    return format_number(value, "%+.3g") + "%";
+    return signed_percent(value / 100);
   };
   for (const ComparedRow* row : rows) {
     const Record& shown = row->current.metric.empty() ? row->baseline : row->current;

@@ -2,6 +2,7 @@
 // splits, and the same-order one-process run.
 #include "strategies/strategy.h"
 
+#include <cstdio>
 #include <map>
 
 #include "core/buffer.h"
@@ -31,12 +32,15 @@ std::string_view name(PipelineSchedule schedule) {
 }
 
 std::string ParallelConfig::describe() const {
+  char factor[32];
+  std::snprintf(factor, sizeof factor, "%g", straggler_factor);
   return "dp=" + std::to_string(dp) + ";tp=" + std::to_string(tp) + ";pp=" + std::to_string(pp) +
          ";zero=" + std::to_string(zero) + ";mb=" + std::to_string(microbatches) +
          ";schedule=" + std::string(name(schedule)) +
          (servers > 0 ? ";servers=" + std::to_string(servers) + ";staleness=" + std::to_string(staleness) +
                             ";backup=" + std::to_string(backup)
-                      : "");
+                      : "") +
+         (has_straggler() ? ";straggler=" + std::to_string(straggler_rank) + ":" + factor : "");
 }
 
 ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& config) {
@@ -115,6 +119,13 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
     throw refuse("a staleness or backup key it does not take");
   }
   if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
+  if (config.has_straggler() && !traits.straggler) {
+    std::string slowed;
+    for (const auto& [n, entry] : strategy_registry()) {
+      if (entry.traits.straggler) slowed += (slowed.empty() ? "" : ", ") + n;
+    }
+    throw Error(Error::Kind::unsupported, std::string(name) + " does not slow its compute for --straggler (these do: " + slowed + ")");
+  }
   const Registered& entry = strategy_registry().find(std::string(name))->second;
   if (groups.world->memory() != Memory::host) {
     if (!entry.device_factory) {

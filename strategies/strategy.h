@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -62,9 +63,16 @@ struct ParallelConfig {
   // Parameter servers (strategies/ps/): `servers` ranks hold the parameters and dp is the count
   // of workers; staleness: ps-ssp's bound s; backup: ps-backup's b. 0 for every other strategy.
   int servers = 0, staleness = 0, backup = 0;
+  // A compute straggler (--straggler RANK:FACTOR): rank `straggler_rank` of the layout makes each
+  // of its compute phases last `straggler_factor` times as long (straggle()); -1: none.
+  int straggler_rank = -1;
+  double straggler_factor = 1;
   int world() const { return dp * tp * pp + servers; }
+  // Whether one of this layout's ranks is the straggler (a layout smaller than the straggler's
+  // rank has none).
+  bool has_straggler() const { return straggler_rank >= 0 && straggler_rank < world() && straggler_factor > 1; }
   // "dp=2;tp=2;pp=1;zero=0;mb=4;schedule=1f1b": the CSV config keys of the layout; a parameter
-  // server's add ";servers=1;staleness=0;backup=0".
+  // server's add ";servers=1;staleness=0;backup=0", a layout with a straggler ";straggler=3:4".
   std::string describe() const;
 };
 
@@ -100,6 +108,7 @@ struct ReplicaDigest {
 // Filled on rank 0 of the layout; `ran` is false elsewhere.
 struct ReplayAudit {
   bool ran = false;
+  std::string replayed;          // what was replayed, in words ("12 updates (...) from the servers' logs")
   std::string problem;           // "" when the replay reached the strategy's parameters bit for bit
   int64_t mismatched = 0;        // parameters whose bits differ from the replay's
   double max_abs_difference = 0;
@@ -107,6 +116,7 @@ struct ReplayAudit {
   std::vector<double> staleness;           // per applied gradient: updates between its version and its use
   std::vector<double> dropped_per_update;  // gradients computed on each version and dropped (ps-backup)
   std::vector<double> lead;                // steps a worker was ahead of the slowest when let go (ps-ssp)
+  std::vector<double> spread;              // gossip: per step, the largest spread of a parameter across ranks
 };
 
 class Strategy {
@@ -132,6 +142,10 @@ class Strategy {
   // such a strategy is judged by its replay audit, and neither by the single-process reference
   // nor by a second run giving the same bits.
   virtual bool order_dependent() const { return false; }
+  // False when the strategy trains another model than one process does by design (gossip: each
+  // rank its own, mixed with its neighbours'): then its audit, not the single-process reference,
+  // says whether the stack computed it right.
+  virtual bool same_model_as_one_process() const { return !order_dependent(); }
   // Collective over the layout: the strategy's own log replayed in one process against its
   // parameters (std::nullopt: it keeps none).
   virtual std::optional<ReplayAudit> audit() { return std::nullopt; }
@@ -173,7 +187,17 @@ struct StrategyTraits {
   int min_parallel_dimensions = 0;          // hybrid: at least two of dp, tp, pp above 1
   bool servers = false;                     // parameter servers: the servers key, S + W ranks
   bool staleness = false, backup = false;   // ps-ssp's staleness key, ps-backup's backup key
+  bool straggler = false;                   // slows its compute for --straggler (compute_seconds)
 };
+
+// Traits of a data-parallel strategy (dp only) that slows its compute for --straggler.
+inline StrategyTraits data_parallel_traits(std::string summary) {
+  StrategyTraits traits;
+  traits.summary = std::move(summary);
+  traits.dp = true;
+  traits.straggler = true;
+  return traits;
+}
 
 using StrategyFactory =
     std::function<std::unique_ptr<Strategy>(const ModelSpec&, const ParallelConfig&, ProcessGroups&, Precision)>;
@@ -218,6 +242,32 @@ constexpr DType dtype_of() {
 // Seconds since `start` on the steady clock (step reports).
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The straggler's extra time: on rank `rank` of the layout when it is config's straggler, waits
+// (factor - 1) x `compute_seconds` (the phase it just computed) and returns the seconds waited
+// (0 elsewhere), which the caller books as compute: a slower processor, not a slower link. The
+// wait sleeps until 1 ms before its end and yields the processor for the rest: a plain sleep
+// overshoots by the timer's slack (measured: 100-460 us a phase, so factor 3 on phases of 50-200
+// us came out as 5), which would make the straggler slower than asked.
+inline double straggle(const ParallelConfig& config, int rank, double compute_seconds) {
+  if (!config.has_straggler() || rank != config.straggler_rank || !(compute_seconds > 0)) return 0;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto wait = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>((config.straggler_factor - 1) * compute_seconds));
+  const auto end = start + wait;
+  constexpr auto margin = std::chrono::milliseconds(1);
+  if (wait > margin) std::this_thread::sleep_until(end - margin);
+  while (clock::now() < end) std::this_thread::yield();
+  return seconds_since(start);
+}
+
+// The seconds of a compute phase that began at `start`, the straggler's extra time included
+// (straggle()): what every strategy books as compute_time.
+inline double compute_seconds(const ParallelConfig& config, int rank, std::chrono::steady_clock::time_point start) {
+  const double computed = seconds_since(start);
+  return computed + straggle(config, rank, computed);
 }
 
 // Runs a blocking collective and books it in `report`: all of its time is communication and all

@@ -12,6 +12,7 @@
 #include "comm/testing/fake_communicator.h"
 #include "core/error.h"
 #include "dts/config.h"
+#include "strategies/strategy.h"
 #include "strategies/strategy_spec.h"
 
 namespace dts {
@@ -269,3 +270,28 @@ TEST(DeviceStrategies, TheDeviceClassesRefuseAllButF32) {
 
 }  // namespace
 }  // namespace dts
+
+// --straggler: the straggler's rank waits at least (factor - 1) x the phase it computed (the wait
+// ends at a deadline, so this holds however loaded the machine: only the upper side is noisy);
+// every other rank, a factor of 1, and a layout too small to hold that rank wait nothing; the
+// config names the straggler only where the layout has it.
+TEST(Straggler, WaitsItsShareOnlyOnItsRankAndTheConfigSaysSo) {
+  dts::ParallelConfig config;
+  config.dp = 2;
+  config.straggler_rank = 1;
+  config.straggler_factor = 3;
+  EXPECT_TRUE(config.has_straggler());
+  EXPECT_GE(dts::straggle(config, 1, 0.002), 0.004);  // (3 - 1) x 2 ms
+  EXPECT_GE(dts::straggle(config, 1, 2e-5), 4e-5);     // a phase of microseconds: no timer slack short of it
+  EXPECT_EQ(dts::straggle(config, 0, 0.002), 0.0);
+  EXPECT_EQ(config.describe(), "dp=2;tp=1;pp=1;zero=0;mb=1;schedule=none;straggler=1:3");
+  dts::ParallelConfig one = config;
+  one.dp = 1;  // rank 1 is not in a layout of one rank
+  EXPECT_FALSE(one.has_straggler());
+  EXPECT_EQ(dts::straggle(one, 1, 0.002), 0.0);
+  EXPECT_EQ(one.describe(), "dp=1;tp=1;pp=1;zero=0;mb=1;schedule=none");
+  dts::ParallelConfig unit = config;
+  unit.straggler_factor = 1;
+  EXPECT_FALSE(unit.has_straggler());
+  EXPECT_EQ(dts::straggle(unit, 1, 0.002), 0.0);
+}

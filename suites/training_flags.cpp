@@ -3,6 +3,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <tuple>
+
 #include "core/dtype.h"
 #include "core/error.h"
 #include "strategies/strategy_spec.h"
@@ -38,9 +43,44 @@ void TrainingFlags::declare(CLI::App& g) {
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
   g.add_option("--optimizer", optimizer_text_, "optimizers the equivalence suite trains with, comma-separated: sgd,adamw")
       ->check(NameList({"sgd", "adamw"}))->capture_default_str();
+  g.add_option("--straggler", straggler_text_,
+               "RANK:FACTOR: rank RANK of every layout computes FACTOR (1 to 1000) times as long, waiting after each "
+               "of its compute phases (ddp, zero1-3, ps-*, gossip; the others SKIP): a slow processor, not a slow link; "
+               "a layout without that rank has no straggler");
 }
 
+namespace {
+
+// "2:1.5" -> {2, 1.5}. Error{invalid_argument} naming what is wrong.
+std::pair<int, double> parse_straggler(const std::string& text) {
+  const size_t colon = text.find(':');
+  const auto bad = [&](const std::string& why) {
+    return Error(Error::Kind::invalid_argument, "--straggler " + quoted_input(text) + ": " + why + " (RANK:FACTOR, e.g. 1:2)");
+  };
+  if (colon == std::string::npos) throw bad("expected RANK:FACTOR");
+  int rank = -1;
+  const std::string rank_text = text.substr(0, colon), factor_text = text.substr(colon + 1);
+  const auto [end, error] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
+  if (rank_text.empty() || error != std::errc{} || end != rank_text.data() + rank_text.size() || rank < 0) {
+    throw bad("RANK must be an integer >= 0");
+  }
+  char* stop = nullptr;
+  const double factor = std::strtod(factor_text.c_str(), &stop);
+  if (factor_text.empty() || stop != factor_text.c_str() + factor_text.size() || !std::isfinite(factor) || factor < 1 ||
+      factor > 1000) {
+    throw bad("FACTOR must be a number from 1 to 1000");
+  }
+  return {rank, factor};
+}
+
+}  // namespace
+
 void TrainingFlags::finish(const RunOptions&) {
+  straggler_rank = -1;
+  straggler_factor = 1;
+  if (!straggler_text_.empty()) {
+    std::tie(straggler_rank, straggler_factor) = parse_straggler(straggler_text_);
+  }
   strategies.clear();
   if (strategies_text_ != "all") {
     // Parsed here, before MPI starts, so an unknown strategy or a bad layout is a usage error.

@@ -23,6 +23,9 @@ class TrainingFlags final : public FlagGroup {
   int microbatches = 4;   // --microbatches: pipeline micro-batches per step (gpipe, 1f1b, hybrid)
   // --optimizer: what the equivalence suite trains with, in the order given (sgd, adamw or both).
   std::vector<OptimizerKind> optimizers{OptimizerKind::sgd, OptimizerKind::adamw};
+  // --straggler RANK:FACTOR: that rank of every layout computes FACTOR times slower (-1: none).
+  int straggler_rank = -1;
+  double straggler_factor = 1;
 
   void declare(CLI::App& group) override;
   void finish(const RunOptions& common) override;
@@ -32,6 +35,7 @@ class TrainingFlags final : public FlagGroup {
  private:
   std::string strategies_text_ = "all";
   std::string optimizer_text_ = "sgd,adamw";
+  std::string straggler_text_;
 };
 
 }  // namespace dts

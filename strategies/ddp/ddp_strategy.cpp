@@ -137,7 +137,7 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
     if (!last && k > 0) {
       for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
     }
-    report.compute_time += seconds_since(compute_start);
+    report.compute_time += compute_seconds(config_, rank, compute_start);
     activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
     loss_sum += loss * static_cast<double>(local_rows);
   }
@@ -194,7 +194,7 @@ MemoryReport DdpStrategy<T>::memory() const {
 template class DdpStrategy<float>;
 template class DdpStrategy<double>;
 
-DTS_REGISTER_STRATEGY("ddp", (StrategyTraits{"data parallel, bucketed all_reduce overlapping backward", true}),
+DTS_REGISTER_STRATEGY("ddp", data_parallel_traits("data parallel, bucketed all_reduce overlapping backward"),
                       [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
                          Precision precision) -> std::unique_ptr<Strategy> {
                         Communicator& comm = *groups.dp;

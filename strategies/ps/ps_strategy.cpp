@@ -40,7 +40,8 @@ std::string_view name(PsMode mode) {
 
 namespace {
 
-// A header whose step and batch rows are both this: the worker has pushed its last gradient.
+// The finish marker's step and batch rows, for a reader of the wire: the server itself finds the
+// marker by counting (finish()), never by its content.
 constexpr int64_t kFinished = -1;
 
 int64_t header_words(int servers) { return 4 + servers; }
@@ -673,7 +674,7 @@ StepReport PsStrategy<T>::worker_step(const Batch& batch) {
   const Batch local = slice_batch(batch, first, rows);
   const double loss = mlp_->forward_backward(params_.data(), grads_.data(), local, loss_scale(mode_, rows, batch.size));
   activations_peak_ = std::max(activations_peak_, mlp_->activation_bytes());
-  report.compute_time = seconds_since(start);
+  report.compute_time = compute_seconds(config_, rank_, start);
 
   const auto comm_start = std::chrono::steady_clock::now();
   std::vector<int64_t> header{worker_steps_, batch.first, batch.size, std::bit_cast<int64_t>(loss)};
@@ -867,6 +868,8 @@ std::optional<ReplayAudit> PsStrategy<T>::audit() {
   audit.dropped = replayed.dropped;
   audit.staleness = replayed.staleness;
   audit.dropped_per_update = replayed.dropped_per_update;
+  audit.replayed = std::to_string(audit.updates) + " updates (" + std::to_string(audit.applied) + " gradients applied, " +
+                   std::to_string(audit.dropped) + " dropped) replayed in one process from the servers' logs";
   if (!replayed.problem.empty()) return audit;
   for (size_t i = 0; i < final_parameters.size(); ++i) {
     const double a = final_parameters[i], b = replayed.parameters[i];
@@ -894,9 +897,7 @@ std::unique_ptr<Strategy> make_ps(PsMode mode, const ModelSpec& spec, const Para
 }
 
 StrategyTraits ps_traits(std::string summary, bool staleness, bool backup) {
-  StrategyTraits traits;
-  traits.summary = std::move(summary);
-  traits.dp = true;  // the workers
+  StrategyTraits traits = data_parallel_traits(std::move(summary));  // dp: the workers
   traits.servers = true;
   traits.staleness = staleness;
   traits.backup = backup;

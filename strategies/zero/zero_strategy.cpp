@@ -164,16 +164,16 @@ StepReport ZeroStrategy<T>::step(const Batch& batch) {
         std::vector<T> full = gather_parameters(report);
         const auto compute_start = std::chrono::steady_clock::now();
         loss = mlp_.loss(full.data(), local);
-        report.compute_time += seconds_since(compute_start);
+        report.compute_time += compute_seconds(config_, comm_.rank(), compute_start);
       }  // freed here: between forward and backward the rank holds only its shard
       std::vector<T> full = gather_parameters(report);
       const auto compute_start = std::chrono::steady_clock::now();
       mlp_.forward_backward(full.data(), target, local, scale);
-      report.compute_time += seconds_since(compute_start);
+      report.compute_time += compute_seconds(config_, comm_.rank(), compute_start);
     } else {
       const auto compute_start = std::chrono::steady_clock::now();
       loss = mlp_.forward_backward(params_.data(), target, local, scale);
-      report.compute_time += seconds_since(compute_start);
+      report.compute_time += compute_seconds(config_, comm_.rank(), compute_start);
     }
     if (k > 0) {
       for (size_t e = 0; e < full_grads.size(); ++e) full_grads[e] += micro_grads[e];
@@ -244,7 +244,7 @@ StrategyFactory zero_factory(ZeroStage stage) {
 }
 
 StrategyTraits zero_traits(const char* summary, int stage) {
-  StrategyTraits traits{summary, true};
+  StrategyTraits traits = data_parallel_traits(summary);
   traits.zero = stage;
   return traits;
 }

@@ -150,6 +150,10 @@ class ScalingSuite final : public Suite {
       std::optional<ParallelConfig> layout;
       if (!collective) {
         layout = scaling_layout(parse_strategy_spec(c.target), n, model, m.batch, t.microbatches);
+        if (layout) {
+          layout->straggler_rank = t.straggler_rank;
+          layout->straggler_factor = t.straggler_factor;
+        }
         if (!layout) {  // no layout of n ranks (a pipeline deeper than the model): said in a skip row
           m.why_none = why_no_scaling_layout(parse_strategy_spec(c.target), n, model, m.batch, t.microbatches);
           measured.push_back(m);
