@@ -67,6 +67,9 @@ struct OpObserver {
   std::atomic<int> inside{0};
   std::atomic<int64_t> entered{0};
   std::atomic<int64_t> bytes_sent{0};
+  // Point-to-point bytes received: mpi counts what each completed receive's status says arrived;
+  // nccl (no status) the posted count, which its send must match.
+  std::atomic<int64_t> bytes_received{0};
   std::atomic<int64_t> opaque_collectives{0};
   std::atomic<int> current{0};         // ObservedOp of the call in progress (none: outside any)
   std::atomic<int> last_completed{0};  // ObservedOp of the last call that returned

@@ -294,12 +294,13 @@ TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
   const fs::path csv = scratch_dir() / "equivalence_bytes.csv";
   const RunResult r = run_dtsuite(3, "run equivalence --backend 'ring(mpi)' " + kSmallTraining + " --csv " + csv.string());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  int judged = 0;
+  int judged = 0, received = 0;
   for (const Row& row : read_csv(csv)) {
-    if (row.at("metric") != "bytes_sent") continue;
-    EXPECT_EQ(row.at("verdict"), "pass") << row.at("case") << " " << row.at("detail");
-    ++judged;
+    if (row.at("metric") != "bytes_sent" && row.at("metric") != "bytes_received") continue;
+    EXPECT_EQ(row.at("verdict"), "pass") << row.at("case") << " " << row.at("metric") << " " << row.at("detail");
+    ++(row.at("metric") == "bytes_sent" ? judged : received);
   }
+  EXPECT_EQ(received, judged);  // what arrives, judged wherever what is sent is
   // Layouts on 1..3 ranks: ddp, zero1-3 at dp 1..3 (12), tp at 1..3, gpipe and 1f1b at pp 1..3 (9;
   // hybrid has none below 4 ranks); ps-sync, ps-async and ps-ssp at every split into S servers and
   // 3 - S or 2 - S workers (3 each), ps-backup with its 2 workers on 3 ranks (1), gossip on 1..3

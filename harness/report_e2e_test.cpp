@@ -78,19 +78,22 @@ TEST_F(Report, LoadsInChromiumWithoutConsoleMessages) {
 TEST_F(Report, HasOneSvgPlotPerPlotTheResultsCallFor) {
   // What the CSVs call for, counted from the rows themselves: per collective with busbw rows, a
   // bandwidth plot; per collective with time rows at 1 B..64 KiB, a latency plot; per dtype of
-  // equivalence with a non-zero max_abs_error (0 cannot be drawn on a log axis), one plot. The
-  // runs have no scaling or convergence rows, so those sections show a note instead.
-  std::set<std::string> busbw_ops, latency_ops, equivalence_dtypes;
+  // equivalence with a non-zero max_abs_error (0 cannot be drawn on a log axis), one plot; per
+  // dtype with rank_load rows, the load plot (linear axis). The runs have no scaling or
+  // convergence rows, so those sections show a note instead.
+  std::set<std::string> busbw_ops, latency_ops, equivalence_dtypes, load_dtypes;
   for (const fs::path& csv : csvs_) {
     for (const dts::Record& r : dts::read_results_csv(csv.string())) {
       if (r.verdict == dts::Verdict::skip || r.labels.placement == "in_place") continue;
       if (r.metric == "busbw" && r.labels.bytes > 0) busbw_ops.insert(r.labels.op);
       if (r.metric == "time" && r.labels.bytes > 0 && r.labels.bytes <= 65536) latency_ops.insert(r.labels.op);
       if (r.metric == "max_abs_error" && r.value > 0) equivalence_dtypes.insert(r.labels.dtype);
+      if (r.metric == "rank_load") load_dtypes.insert(r.labels.dtype);
     }
   }
   EXPECT_EQ(busbw_ops.size(), 7u);  // every collective ran
-  const size_t expected = busbw_ops.size() + latency_ops.size() + equivalence_dtypes.size();
+  EXPECT_EQ(load_dtypes.size(), 3u);  // f32, f64, bf16
+  const size_t expected = busbw_ops.size() + latency_ops.size() + equivalence_dtypes.size() + load_dtypes.size();
   EXPECT_EQ(count(dom_.out, "<svg"), expected);
   EXPECT_EQ(count(dom_.out, "<figure class=\"plot\""), expected);
   EXPECT_NE(dom_.out.find("No scaling_efficiency rows"), std::string::npos);

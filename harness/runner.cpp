@@ -216,7 +216,9 @@ class HarnessContext final : public RunContext {
   const RunOptions& options() const override { return options_; }
   Memory memory() const override { return memory_; }
   const Topology& topology() const override { return stack_.topology; }
-  Traffic traffic() const override { return {observer_->bytes_sent.load(), observer_->opaque_collectives.load()}; }
+  Traffic traffic() const override {
+    return {observer_->bytes_sent.load(), observer_->opaque_collectives.load(), observer_->bytes_received.load()};
+  }
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
     return dts::time_iterations(control_, tested_, warmup, iters, iteration);
   }

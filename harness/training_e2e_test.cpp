@@ -185,6 +185,32 @@ TEST(Straggler, BadValuesAreUsageErrorsAndTheConfigNamesIt) {
   EXPECT_EQ(skipped, 3);   // tp tp2, one check row per precision
 }
 
+// Load per rank (rank_load: the busiest rank's bytes sent + received per step), measured at the
+// stack's point-to-point calls over plain mpi: one server's load is W times its load with one
+// worker (it receives and answers every worker's gradient of its range: W x (range + header) in,
+// W x (range + 8) out), while a gossip rank exchanges with its two ring neighbours whatever N,
+// so its load at 4 ranks equals its load at 3. Every bytes_received row passes its theory.
+TEST(RankLoad, AServerGrowsWithItsWorkersAndGossipDoesNot) {
+  const auto records = run_equivalence("--strategy 'ps-sync(servers=1),gossip' -d f32 --optimizer sgd", 0, "load", 4);
+  std::map<std::string, double> load;  // case id -> rank_load
+  int received = 0;
+  for (const dts::Record& r : records) {
+    EXPECT_NE(r.verdict, dts::Verdict::fail) << r.case_id << " " << r.metric << " " << r.detail;
+    if (r.metric == "rank_load") load[r.case_id] = r.value;
+    if (r.metric == "bytes_received") {
+      EXPECT_EQ(r.verdict, dts::Verdict::pass) << r.case_id << " " << r.detail;
+      ++received;
+    }
+  }
+  EXPECT_EQ(received, 3 + 4);  // ps-sync s1-w1..w3, gossip dp1..4
+  const double one = load["ps-sync/f32/sgd/s1-w1"];
+  ASSERT_GT(one, 0);
+  EXPECT_EQ(load["ps-sync/f32/sgd/s1-w2"], 2 * one);
+  EXPECT_EQ(load["ps-sync/f32/sgd/s1-w3"], 3 * one);
+  ASSERT_GT(load["gossip/f32/sgd/dp3"], 0);
+  EXPECT_EQ(load["gossip/f32/sgd/dp4"], load["gossip/f32/sgd/dp3"]);
+}
+
 // Strategies on the device: ddp and zero1-3 with --backend nccl keep every tensor in GPU memory
 // (strategies/device/) and must match the CPU reference within its bound widened by the device's
 // reordered sums (tolerance.h, device_kernel_terms); their f64 and bf16 cases SKIP (f32 only).

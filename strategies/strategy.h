@@ -91,9 +91,17 @@ struct ProcessGroups {
 // for collectives, exact for point-to-point), and the slack the theory leaves (uneven ring
 // segments, padding), each with the formula that gave it.
 struct TrafficTheory {
+  TrafficTheory() = default;
+  TrafficTheory(std::string group_name, double sent, double sent_slack, std::string sent_formula)
+      : group(std::move(group_name)), bytes(sent), slack(sent_slack), formula(std::move(sent_formula)) {}
   std::string group;  // "dp", "tp", "pp"
   double bytes = 0, slack = 0;
   std::string formula;
+  // Bytes this rank receives per step through the group, where it differs from what it sends (a
+  // parameter server's roles); unset: the same as `bytes` (ring collectives, a pipeline stage's
+  // activations and gradients, gossip's exchange with its neighbours are symmetric).
+  std::optional<double> received;
+  std::string received_formula;
 };
 
 // Digest of state that a set of ranks must hold bit for bit alike: every rank of the case that
@@ -146,6 +154,12 @@ class Strategy {
   // rank its own, mixed with its neighbours'): then its audit, not the single-process reference,
   // says whether the stack computed it right.
   virtual bool same_model_as_one_process() const { return !order_dependent(); }
+  // True when no rank can begin step k + 1 before every rank has finished step k (a collective,
+  // or a server waiting for every worker, holds them together): lining the ranks up before each
+  // timed step then costs nothing they would not wait anyway. False where a rank may run ahead of
+  // a slow one (asynchronous servers, gossip's neighbours): the scaling suite then times the
+  // ranks free-running, from one common start.
+  virtual bool lockstep() const { return true; }
   // Collective over the layout: the strategy's own log replayed in one process against its
   // parameters (std::nullopt: it keeps none).
   virtual std::optional<ReplayAudit> audit() { return std::nullopt; }

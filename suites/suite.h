@@ -113,7 +113,7 @@ class RunContext {
   // This rank's traffic through the stack under test so far (OpObserver counters): bytes handed
   // to point-to-point sends, and library collectives whose wire volume is opaque.
   struct Traffic {
-    int64_t bytes_sent = 0, opaque_collectives = 0;
+    int64_t bytes_sent = 0, opaque_collectives = 0, bytes_received = 0;
   };
   virtual Traffic traffic() const = 0;
   // Who took part in a case that ran on a sub-world (a communicator split from comm()): the

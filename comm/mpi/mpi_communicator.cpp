@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -23,6 +24,14 @@ namespace {
 
 void count_sent(OpObserver* observer, size_t count, DType dtype) {
   if (observer) observer->bytes_sent.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
+}
+// The bytes a completed receive's status says arrived, in `dtype`'s elements.
+void count_received(OpObserver* observer, const MPI_Status& status, MPI_Datatype type, DType dtype) {
+  if (!observer) return;
+  int elements = 0;
+  if (MPI_Get_count(&status, type, &elements) != MPI_SUCCESS || elements == MPI_UNDEFINED) return;
+  observer->bytes_received.fetch_add(static_cast<int64_t>(elements) * static_cast<int64_t>(size_of(dtype)),
+                                     std::memory_order_relaxed);
 }
 void count_opaque(OpObserver* observer) {
   if (observer) observer->opaque_collectives.fetch_add(1, std::memory_order_relaxed);
@@ -164,9 +173,11 @@ char* byte_offset(void* p, size_t elements, DType dtype) { return static_cast<ch
 
 class MpiWork final : public Work {
  public:
-  // `finish` runs once after completion (avg's divide).
-  MpiWork(MPI_Request request, OpObserver* observer, std::function<void()> finish = {})
-      : request_(request), observer_(observer), finish_(std::move(finish)) {}
+  // `finish` runs once after completion (avg's divide); `received`: a receive of that dtype,
+  // whose arrived bytes are counted at completion.
+  MpiWork(MPI_Request request, OpObserver* observer, std::function<void()> finish = {},
+          std::optional<std::pair<MPI_Datatype, DType>> received = std::nullopt)
+      : request_(request), observer_(observer), finish_(std::move(finish)), received_(received) {}
   ~MpiWork() override {
     if (request_ != MPI_REQUEST_NULL) {
       // Abandoning a request in flight would leave MPI writing into freed memory; complete it.
@@ -176,16 +187,18 @@ class MpiWork final : public Work {
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
     int done = 0;
-    DTS_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
-    if (done) complete();
+    MPI_Status status;
+    DTS_MPI_CHECK(MPI_Test(&request_, &done, &status));
+    if (done) complete(status);
     return done != 0;
   }
   void wait(std::chrono::duration<double> timeout) override {
     if (request_ == MPI_REQUEST_NULL) return;
     const ObservedCall observed(observer_, ObservedOp::wait);
     if (timeout.count() <= 0) {
-      DTS_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
-      complete();
+      MPI_Status status;
+      DTS_MPI_CHECK(MPI_Wait(&request_, &status));
+      complete(status);
       return;
     }
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -198,13 +211,15 @@ class MpiWork final : public Work {
   }
 
  private:
-  void complete() {
+  void complete(const MPI_Status& status) {
     request_ = MPI_REQUEST_NULL;
+    if (received_) count_received(observer_, status, received_->first, received_->second);
     if (finish_) std::exchange(finish_, nullptr)();
   }
   MPI_Request request_;
   OpObserver* observer_;
   std::function<void()> finish_;
+  std::optional<std::pair<MPI_Datatype, DType>> received_;
 };
 
 }  // namespace
@@ -338,19 +353,23 @@ void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) 
 
 void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::recv);
-  DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), type_of(dtype), peer, 0, comm_, MPI_STATUS_IGNORE));
+  MPI_Status status;
+  DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), type_of(dtype), peer, 0, comm_, &status));
+  count_received(observer_.get(), status, type_of(dtype), dtype);
 }
 
 void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
   const ObservedCall observed(observer_.get(), ObservedOp::send_recv);
   count_sent(observer_.get(), count, dtype);
   const int n = checked_count(count, "send_recv");
+  MPI_Status status;
   if (in == out) {
-    DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, type_of(dtype), send_peer, 1, recv_peer, 1, comm_, MPI_STATUS_IGNORE));
+    DTS_MPI_CHECK(MPI_Sendrecv_replace(out, n, type_of(dtype), send_peer, 1, recv_peer, 1, comm_, &status));
   } else {
     DTS_MPI_CHECK(MPI_Sendrecv(in, n, type_of(dtype), send_peer, 1, out, n, type_of(dtype), recv_peer, 1, comm_,
-                               MPI_STATUS_IGNORE));
+                               &status));
   }
+  count_received(observer_.get(), status, type_of(dtype), dtype);
 }
 
 std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
@@ -365,7 +384,7 @@ std::unique_ptr<Work> MpiCommunicator::irecv(void* out, size_t count, DType dtyp
   const ObservedCall observed(observer_.get(), ObservedOp::irecv);
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Irecv(out, checked_count(count, "irecv"), type_of(dtype), peer, 0, comm_, &request));
-  return std::make_unique<MpiWork>(request, observer_.get());
+  return std::make_unique<MpiWork>(request, observer_.get(), std::function<void()>{}, std::pair{type_of(dtype), dtype});
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_reduce_async(const void* in, void* out, size_t count, DType dtype,

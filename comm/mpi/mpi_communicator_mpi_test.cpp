@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -371,6 +372,38 @@ TEST_F(MpiBackendTest, Fp8IsRefusedByEveryOperation) {
     }
   }
   comm_->barrier();  // every rank got here: no operation was entered
+}
+
+// bytes_received counts what arrived (the status of each completed receive), not what was posted:
+// a peer that sends fewer elements than the receive allows shows as fewer bytes, which is what lets
+// the equivalence suite's bytes_received rows catch a short message. Sent bytes count the send.
+TEST_F(MpiBackendTest, ReceivedBytesAreWhatArrived) {
+  CommOptions options = test_options();
+  options.observer = std::make_shared<OpObserver>();
+  auto comm = make_communicator("mpi", options);
+  if (n_ < 2) {
+    EXPECT_EQ(options.observer->bytes_received.load(), 0);
+    return;
+  }
+  std::vector<float> out(7, 1.0f), in(10, 0.0f);
+  if (rank_ == 0) {
+    comm->send(out.data(), 7, DType::f32, 1);           // into a receive posted for 10
+    comm->isend(out.data(), 3, DType::f32, 1)->wait();  // into an irecv posted for 10
+  } else if (rank_ == 1) {
+    comm->recv(in.data(), 10, DType::f32, 0);
+    EXPECT_EQ(options.observer->bytes_received.load(), 7 * 4);
+    comm->irecv(in.data(), 10, DType::f32, 0)->wait();
+    EXPECT_EQ(options.observer->bytes_received.load(), (7 + 3) * 4);
+  }
+  const int64_t before = options.observer->bytes_received.load();
+  // send_recv around the ring: every rank receives one message of 5 f64.
+  std::vector<double> a(5, 2.0), b(5, 0.0);
+  comm->send_recv(a.data(), (rank_ + 1) % n_, b.data(), (rank_ + n_ - 1) % n_, 5, DType::f64);
+  EXPECT_EQ(options.observer->bytes_received.load() - before, 5 * 8);
+  if (rank_ > 1) {
+    EXPECT_EQ(before, 0);
+  }
+  comm->barrier();
 }
 
 }  // namespace

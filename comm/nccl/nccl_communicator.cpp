@@ -24,6 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+void count_received(OpObserver* observer, size_t count, DType dtype) {
+  if (observer) observer->bytes_received.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
+}
 void count_sent(OpObserver* observer, size_t count, DType dtype) {
   if (observer) observer->bytes_sent.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
 }
@@ -610,6 +613,7 @@ void NcclCommunicator::send(const void* in, size_t count, DType dtype, int peer)
 void NcclCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::recv);
+  count_received(observer(), count, dtype);
   if (count == 0) return;
   post(false, out, count, type, peer);
   ordered_stream();
@@ -620,6 +624,7 @@ void NcclCommunicator::send_recv(const void* in, int send_peer, void* out, int r
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::send_recv);
   count_sent(observer(), count, dtype);
+  count_received(observer(), count, dtype);
   if (count == 0) return;
   const ncclComm_t comm = live();
   cudaStream_t stream = ordered_stream();
@@ -644,6 +649,7 @@ std::unique_ptr<Work> NcclCommunicator::isend(const void* in, size_t count, DTyp
 std::unique_ptr<Work> NcclCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::irecv);
+  count_received(observer(), count, dtype);
   if (count == 0) return std::make_unique<CompletedWork>();
   return std::make_unique<EventWork>(*this, post(false, out, count, type, peer));
 }

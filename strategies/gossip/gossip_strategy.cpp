@@ -149,9 +149,11 @@ StepReport GossipStrategy<T>::step(const Batch& batch) {
   optimizer_step(config_.train, params_.data(), grads_.data(), state1_.data(), state2_.empty() ? nullptr : state2_.data(),
                  static_cast<int64_t>(params_.size()), steps_);
   report.compute_time += seconds_since(optimizer_start);
-  // The step's loss as ddp reports it: every rank's rows, each on its own model, over the batch
-  // (one all_reduce of an f64; at one rank the same rounding as one process).
-  report.loss = global_mean_loss(comm_, local_loss * static_cast<double>(rows), batch.size);
+  // This rank's loss on its rows and its own model, with no global reduction (a per-step
+  // all_reduce would synchronize every rank, which gossip exists to avoid: a straggler would hold
+  // them all). Rounded as one process rounds its loss (sum over rows, then / rows), so one rank
+  // equals one process bit for bit.
+  report.loss = local_loss * static_cast<double>(rows) / static_cast<double>(rows);
   report.step_time = seconds_since(start);
   return report;
 }

@@ -793,16 +793,23 @@ template <class T>
 std::vector<TrafficTheory> PsStrategy<T>::expected_traffic() const {
   const auto e = static_cast<double>(sizeof(T));
   const double header = static_cast<double>(header_words(servers_) * 8);
+  const std::string size = std::to_string(sizeof(T));
   if (!is_server()) {
-    return {{"ps", static_cast<double>(psi_) * e + servers_ * header, 0,
-             "Psi*" + std::to_string(sizeof(T)) + " + S*(4+S)*8 (Psi=" + std::to_string(psi_) +
-                 ", S=" + std::to_string(servers_) + "): the gradient to its servers"}};
+    TrafficTheory t{"ps", static_cast<double>(psi_) * e + servers_ * header, 0,
+                    "Psi*" + size + " + S*(4+S)*8 (Psi=" + std::to_string(psi_) + ", S=" + std::to_string(servers_) +
+                        "): the gradient to its servers"};
+    t.received = static_cast<double>(psi_) * e + servers_ * 8.0;
+    t.received_formula = "Psi*" + size + " + S*8: a reply of each server's range";
+    return {t};
   }
   // A reply per push, every push of a step served within it.
   const double reply = 8 + static_cast<double>(count_) * e;
-  return {{"ps", workers_ * reply, 0,
-           "W*(8 + n_j*" + std::to_string(sizeof(T)) + ") (W=" + std::to_string(workers_) +
-               ", n_j=" + std::to_string(count_) + "): its range to every worker; grows with W"}};
+  TrafficTheory t{"ps", workers_ * reply, 0,
+                  "W*(8 + n_j*" + size + ") (W=" + std::to_string(workers_) + ", n_j=" + std::to_string(count_) +
+                      "): its range to every worker; grows with W"};
+  t.received = workers_ * (static_cast<double>(count_) * e + header);
+  t.received_formula = "W*(n_j*" + size + " + (4+S)*8): every worker's gradient of its range; grows with W";
+  return {t};
 }
 
 template <class T>

@@ -118,6 +118,7 @@ class PsStrategy final : public Strategy {
   int same_order_microbatches() const override { return workers_ == 1 ? 1 : 0; }
   // async, ssp and backup apply what arrives first; with one worker nothing can arrive out of turn.
   bool order_dependent() const override { return mode_ != PsMode::sync && workers_ > 1; }
+  bool lockstep() const override { return !order_dependent(); }
   void set_learning_rate(double lr) override;
 
   // Collective over the layout, point to point only: the servers' logs and ranges go to rank 0,

@@ -88,6 +88,7 @@ Stats stats_of(const std::vector<StepReport>& reports, double StepReport::*field
 // What one rank saw of the step traffic, gathered to rank 0 over the control communicator.
 struct TrafficSeen {
   double measured = 0, theory = 0, slack = 0, opaque = 0, modelled = 0;
+  double received = 0, received_theory = 0;  // the same per step at the stack's receives
 };
 
 // Bytes per step per rank, measured where the stack's traffic is visible (an algorithm over
@@ -96,30 +97,59 @@ struct TrafficSeen {
 // group, with the slack it derives) plus the step's one-element loss all_reduce (at most 2 x 8
 // bytes). Where the library's collectives are opaque, the strategy's ring-model figure is
 // reported instead, as info. The row carries rank 0's numbers; a failure names the worst rank.
+// `received`: the bytes_received row (what arrived at the stack's receives) instead of bytes_sent.
 template <class Emit>
-void emit_bytes_sent(const std::vector<TrafficSeen>& ranks, int world, const std::string& formula, const Emit& emit) {
+void emit_traffic(const std::vector<TrafficSeen>& ranks, int world, const std::string& formula, bool received,
+                  const Emit& emit) {
+  const char* metric = received ? "bytes_received" : "bytes_sent";
+  const auto measured = [&](const TrafficSeen& t) { return received ? t.received : t.measured; };
+  const auto theory = [&](const TrafficSeen& t) { return received ? t.received_theory : t.theory; };
   bool opaque = false;
   int worst = 0;
   double worst_excess = -INFINITY;
   for (int r = 0; r < world; ++r) {
     const TrafficSeen& t = ranks[static_cast<size_t>(r)];
     opaque = opaque || t.opaque > 0;
-    const double excess = std::fabs(t.measured - t.theory) - t.slack;
+    const double excess = std::fabs(measured(t) - theory(t)) - t.slack;
     if (excess > worst_excess) worst_excess = excess, worst = r;
   }
   const TrafficSeen& mine = ranks[0];
   if (opaque) {
-    emit("bytes_sent", "bytes", mine.modelled, Verdict::info, mine.theory,
-         "ring model per step (the stack's collectives are opaque to dtsuite; run over ring(...) to measure); "
-         "theory " + formula);
+    emit(metric, "bytes", received ? mine.received_theory : mine.modelled, Verdict::info, theory(mine),
+         std::string(received ? "theory" : "ring model") +
+             " per step (the stack's collectives are opaque to dtsuite; run over ring(...) to measure); theory " + formula);
     return;
   }
   const TrafficSeen& w = ranks[static_cast<size_t>(worst)];
-  char detail[400];
+  char detail[600];
   std::snprintf(detail, sizeof(detail),
-                "measured at the stack's sends; rank 0 theory %.0f +- %.0f (%s); worst rank %d: %.0f vs %.0f +- %.0f",
-                mine.theory, mine.slack, formula.c_str(), worst, w.measured, w.theory, w.slack);
-  emit("bytes_sent", "bytes", mine.measured, worst_excess <= 0 ? Verdict::pass : Verdict::fail, mine.theory, detail);
+                "measured at the stack's %s; rank 0 theory %.0f +- %.0f (%s); worst rank %d: %.0f vs %.0f +- %.0f",
+                received ? "receives" : "sends", theory(mine), mine.slack, formula.c_str(), worst, measured(w),
+                theory(w), w.slack);
+  emit(metric, "bytes", measured(mine), worst_excess <= 0 ? Verdict::pass : Verdict::fail, theory(mine), detail);
+}
+
+// The load of each rank of the layout, bytes sent plus received per step (measured; the theory's
+// where the stack's collectives are opaque): the row's value is the busiest rank's, its stats
+// over the ranks. A central server's grows with the workers W; a ring's or gossip's does not.
+template <class Emit>
+void emit_rank_load(const std::vector<TrafficSeen>& ranks, int world, const std::string& roles, const Emit& emit) {
+  bool opaque = false;
+  for (int r = 0; r < world; ++r) opaque = opaque || ranks[static_cast<size_t>(r)].opaque > 0;
+  std::vector<double> loads;
+  int busiest = 0;
+  std::string each;
+  for (int r = 0; r < world; ++r) {
+    const TrafficSeen& t = ranks[static_cast<size_t>(r)];
+    loads.push_back(opaque ? t.theory + t.received_theory : t.measured + t.received);
+    if (loads.back() > loads[static_cast<size_t>(busiest)]) busiest = r;
+    if (r < 16) each += (each.empty() ? "" : ", ") + format_number(loads.back(), "%.0f");
+  }
+  if (world > 16) each += ", ...";
+  const std::string detail = std::string(opaque ? "theory (collectives opaque)" : "measured") +
+                             ", bytes sent + received per step; busiest rank " + std::to_string(busiest) + " of " +
+                             std::to_string(world) + roles + "; by rank: " + each;
+  emit("rank_load", "bytes", loads[static_cast<size_t>(busiest)], Verdict::info, NAN, detail, compute_stats(loads));
 }
 
 // The control communicator's view of a per-rank record: every rank of the job contributes `mine`
@@ -319,7 +349,8 @@ class EquivalenceSuite final : public Suite {
         }
         const RunContext::Traffic after = ctx.traffic();
         if (keep) {
-          traffic = {after.bytes_sent - before.bytes_sent, after.opaque_collectives - before.opaque_collectives};
+          traffic = {after.bytes_sent - before.bytes_sent, after.opaque_collectives - before.opaque_collectives,
+                     after.bytes_received - before.bytes_received};
           memory = strategy->memory();
           digests = strategy->replica_digests();
           theory = strategy->expected_traffic();
@@ -356,17 +387,24 @@ class EquivalenceSuite final : public Suite {
     control.all_reduce(&irreproducible, &any_irreproducible, 1, DType::i32, ReduceOp::max);
 
     // Per rank: traffic against the strategy's theory, and pipeline figures.
-    double theory_bytes = 0, theory_slack = 16;  // 16: the loss all_reduce of one f64
-    std::string formula;
+    double theory_bytes = 0, theory_received = 0, theory_slack = 16;  // 16: the loss all_reduce of one f64
+    std::string formula, received_formula;
     for (const TrafficTheory& t : theory) {
       theory_bytes += t.bytes;
+      theory_received += t.received.value_or(t.bytes);
       theory_slack += t.slack;
       formula += (formula.empty() ? "" : " + ") + t.group + ": " + t.formula;
+      received_formula += (received_formula.empty() ? "" : " + ") + t.group + ": " +
+                          (t.received ? t.received_formula : "as sent (" + t.formula + ")");
     }
-    if (formula.empty()) formula = "no training traffic on one rank";
-    const TrafficSeen seen{member ? static_cast<double>(traffic.bytes_sent) / o.steps : 0, theory_bytes,
-                           theory_slack, static_cast<double>(traffic.opaque_collectives),
-                           reports.empty() ? 0.0 : static_cast<double>(reports.back().bytes_sent)};
+    if (formula.empty()) formula = received_formula = "no training traffic on one rank";
+    const TrafficSeen seen{member ? static_cast<double>(traffic.bytes_sent) / o.steps : 0,
+                           theory_bytes,
+                           theory_slack,
+                           static_cast<double>(traffic.opaque_collectives),
+                           reports.empty() ? 0.0 : static_cast<double>(reports.back().bytes_sent),
+                           member ? static_cast<double>(traffic.bytes_received) / o.steps : 0,
+                           theory_received};
     const std::vector<TrafficSeen> all_traffic = gather_to_all(control, seen);
     struct PipelineSeen {
       double stage = -1, in_flight = 0, in_flight_theory = 0, activation_bytes = 0, per_microbatch = 0;
@@ -386,6 +424,23 @@ class EquivalenceSuite final : public Suite {
                        static_cast<double>(b.n), b.min, b.p05, b.median, b.p95, b.max};
     }
     const std::vector<PipelineSeen> all_pipeline = gather_to_all(control, pipeline_mine);
+    // Per rank: the part of each step it did not compute (step_time - compute_time: waiting on
+    // the others, exposed communication), and its own step time.
+    struct IdleSeen {
+      double n = 0, min = 0, p05 = 0, median = 0, p95 = 0, max = 0, mean = 0, step_median = 0;
+    } idle_mine;
+    if (member && !reports.empty()) {
+      std::vector<double> idle;
+      double sum = 0;
+      for (const StepReport& r : reports) {
+        idle.push_back(std::max(0.0, r.step_time - r.compute_time));
+        sum += idle.back();
+      }
+      const Stats s = compute_stats(idle);
+      idle_mine = {static_cast<double>(s.n), s.min, s.p05, s.median, s.p95, s.max,
+                   sum / static_cast<double>(idle.size()), stats_of(reports, &StepReport::step_time).median};
+    }
+    const std::vector<IdleSeen> all_idle = gather_to_all(control, idle_mine);
     if (rank != 0) return;
 
     const bool f64 = c.precision == Precision::f64;
@@ -501,7 +556,27 @@ class EquivalenceSuite final : public Suite {
     timing("compute_time", &StepReport::compute_time);
     timing("comm_time", &StepReport::comm_time);
     timing("exposed_comm_time", &StepReport::exposed_comm_time);
-    emit_bytes_sent(all_traffic, world, formula, emit);
+    if (world > 1) {
+      for (int r = 0; r < world; ++r) {
+        const IdleSeen& s = all_idle[static_cast<size_t>(r)];
+        std::string role = r < config.servers ? "server" : config.servers > 0 ? "worker" : "rank";
+        if (config.has_straggler() && r == config.straggler_rank) role += ", the straggler";
+        char detail[300];
+        std::snprintf(detail, sizeof(detail),
+                      "rank %d (%s): step_time - compute_time per step (waiting on the others); mean %.3g s, "
+                      "its step_time median %.3g s",
+                      r, role.c_str(), s.mean, s.step_median);
+        emit("idle_time", "seconds", s.median, Verdict::info, NAN, detail,
+             Stats{static_cast<int64_t>(s.n), s.min, s.p05, s.median, s.p95, s.max}, ";rank=" + std::to_string(r));
+      }
+    }
+    emit_traffic(all_traffic, world, formula, false, emit);
+    emit_traffic(all_traffic, world, received_formula, true, emit);
+    emit_rank_load(all_traffic, world,
+                   config.servers > 0 ? " (ranks 0.." + std::to_string(config.servers - 1) + " servers, the " +
+                                            std::to_string(config.dp) + " others workers)"
+                                      : "",
+                   emit);
     emit("memory_params", "bytes", static_cast<double>(memory.params), Verdict::info, NAN, "rank 0");
     emit("memory_grads", "bytes", static_cast<double>(memory.grads), Verdict::info, NAN, "rank 0");
     emit("memory_optimizer", "bytes", static_cast<double>(memory.optimizer), Verdict::info, NAN, "rank 0");
@@ -558,7 +633,10 @@ SuiteInfo equivalence_info() {
       {"compute_time", "seconds", "forward, backward and optimizer time of a step"},
       {"comm_time", "seconds", "communication time of a step"},
       {"exposed_comm_time", "seconds", "communication time not hidden by compute"},
+      {"idle_time", "seconds", "per rank (rank=R in config): step time not spent computing, waiting on the others"},
       {"bytes_sent", "bytes", "training traffic a rank sends per step"},
+      {"bytes_received", "bytes", "training traffic a rank receives per step"},
+      {"rank_load", "bytes", "bytes sent + received per step by the layout's busiest rank (stats over its ranks)"},
       {"memory_params", "bytes", "parameter bytes rank 0 holds"},
       {"memory_grads", "bytes", "gradient bytes rank 0 holds"},
       {"memory_optimizer", "bytes", "optimizer-state bytes rank 0 holds"},
@@ -582,10 +660,24 @@ SuiteInfo equivalence_info() {
   error.y_label = "max |p - p_reference|";
   error.log_y = true;
   error.draw_threshold = true;
+  PlotSpec load;
+  load.metric = "rank_load";
+  load.x = PlotSpec::X::ranks;
+  load.split = "dtype";
+  load.series = {"strategy"};
+  load.id = "rank-load-{split}";
+  load.title = "Load of the busiest rank ({split})";
+  load.x_label = "ranks of the layout (a parameter server's: S + W)";
+  load.y_label = "bytes sent + received per step";
   info.sections = {{40, "equivalence", "Equivalence with the single-process reference",
                     "max_abs_error of the full parameters after the compared steps, per strategy, against the ranks "
                     "of its layout (dp x tp x pp); log scale.",
-                    "No equivalence rows with max_abs_error in these results.", {error}}};
+                    "No equivalence rows with max_abs_error in these results.", {error}},
+                   {41, "rank-load", "Load per rank against the ranks of the layout",
+                    "rank_load: the busiest rank's bytes sent + received per step, measured at the stack's "
+                    "point-to-point calls (the theory's where the collectives are opaque). A central server's grows "
+                    "with its workers W; a ring's (ddp, ZeRO) and gossip's stay flat.",
+                    "No equivalence rows with rank_load in these results.", {load}}};
   return info;
 }
 }  // namespace

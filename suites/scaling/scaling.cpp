@@ -69,6 +69,29 @@ std::vector<double> time_steps(Communicator& control, int warmup, int iters, Ste
   return slowest;
 }
 
+// For a strategy whose ranks may run ahead of a slow one (Strategy::lockstep() false): one
+// barrier, then `iters` steps with none between them. Each rank times its own steps; sample i is
+// the seconds per global batch at the rate the ranks sustained at their i-th steps: global_batch
+// / (sum over ranks of rows / that rank's i-th step time), `rows` being this rank's share of the
+// batch (0 on a parameter server). Lockstep strategies give the same figure as time_steps.
+template <class Step>
+std::vector<double> time_free_running(Communicator& control, int warmup, int iters, double rows, int64_t global_batch,
+                                      Step&& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> rates(static_cast<size_t>(iters));
+  control.barrier();
+  for (double& rate : rates) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rate = rows > 0 ? rows / seconds : 0;
+  }
+  std::vector<double> total(rates.size());
+  control.all_reduce(rates.data(), total.data(), rates.size(), DType::f64, ReduceOp::sum);
+  for (double& t : total) t = static_cast<double>(global_batch) / t;
+  return total;
+}
+
 ScalingPoint point_of(int n, std::string layout, int64_t work, std::vector<double> samples) {
   ScalingPoint point;
   point.n = n;
@@ -203,8 +226,17 @@ ScalingPoint time_strategy_steps(Communicator& members, Communicator& control_me
     failure = std::current_exception();
   }
   leave_together(control_members, failure);  // comm/text.h: all members leave together
-  std::vector<double> samples = time_steps(control_members, warmup, iters, [&] { strategy->step(batch); });
-  return point_of(members.size(), layout.describe(), global_batch, std::move(samples));
+  if (strategy->lockstep()) {
+    std::vector<double> samples = time_steps(control_members, warmup, iters, [&] { strategy->step(batch); });
+    return point_of(members.size(), layout.describe(), global_batch, std::move(samples));
+  }
+  // Free-running: the rows this rank trains on (the data-parallel ranks after the servers).
+  const int rank = members.rank();
+  const double rows =
+      rank < layout.servers ? 0.0 : static_cast<double>(even_split(global_batch, layout.dp, rank - layout.servers).second);
+  std::vector<double> samples =
+      time_free_running(control_members, warmup, iters, rows, global_batch, [&] { strategy->step(batch); });
+  return point_of(members.size(), layout.describe() + ";timing=free-running", global_batch, std::move(samples));
 }
 
 ScalingPoint time_all_reduce(Communicator& members, Communicator& control_members, int64_t bytes, int warmup,
