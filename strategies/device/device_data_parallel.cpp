@@ -108,7 +108,7 @@ double DeviceDataParallel::micro_batch(const Batch& batch, int k, const float* p
   const auto compute_start = std::chrono::steady_clock::now();
   const double loss = mlp_.forward_backward(params, target, local, scale, on_ready);
   cuda::synchronize();  // compute time is the device's, not the launches'
-  report.compute_time += compute_seconds(config_, comm_.rank(), compute_start);
+  report.compute_time += seconds_since(compute_start);
   activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
   return loss * static_cast<double>(local_rows);
 }
@@ -210,7 +210,7 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
       const Batch local = local_batch(batch, k);
       const auto compute_start = std::chrono::steady_clock::now();
       loss_sum += mlp_.loss(full.data(), local) * static_cast<double>(local.size);
-      report.compute_time += compute_seconds(config_, comm_.rank(), compute_start);
+      report.compute_time += seconds_since(compute_start);
       full.release();
       gather_parameters(full, report);
       micro_batch(batch, k, full.data(), target, report);
