@@ -202,6 +202,7 @@ struct StrategyTraits {
   bool servers = false;                     // parameter servers: the servers key, S + W ranks
   bool staleness = false, backup = false;   // ps-ssp's staleness key, ps-backup's backup key
   bool straggler = false;                   // slows its compute for --straggler (compute_seconds)
+  bool accumulation = true;                 // takes micro-batches (mb; --accumulation where not pp)
 };
 
 // Traits of a data-parallel strategy (dp only) that slows its compute for --straggler.

@@ -27,7 +27,7 @@ bool takes(const StrategyTraits& traits, const std::string& key) {
   if (key == "pp") return traits.pp;
   if (key == "zero") return traits.zero1_option;
   if (key == "schedule") return traits.pp && traits.dp;  // hybrid; gpipe and 1f1b are schedules
-  return key == "mb";
+  return key == "mb" && traits.accumulation;
 }
 
 }  // namespace
@@ -227,7 +227,8 @@ std::vector<ParallelConfig> enumerate_layouts(const StrategySpec& spec, int worl
           auto mb = spec.pinned.find("mb");
           config.microbatches = mb != spec.pinned.end() ? mb->second
                                 : traits.pp          ? defaults.microbatches
-                                                     : defaults.accumulation;
+                                : traits.accumulation ? defaults.accumulation
+                                                      : 1;
           config.schedule = spec.schedule.value_or(traits.schedule);
           layouts.push_back(config);
         }

@@ -268,6 +268,17 @@ TEST(DeviceStrategies, TheDeviceClassesRefuseAllButF32) {
   }
 }
 
+// gossip makes one local step per mixing: it takes no micro-batches, so `gossip(mb=2)` is refused
+// and --accumulation (LayoutDefaults::accumulation) leaves its layouts at one micro-batch instead
+// of building one it refuses (which failed its cases under --accumulation 2).
+TEST(StrategySpec, GossipTakesNoMicroBatches) {
+  EXPECT_NE(parse_error("gossip(mb=2)").find("does not take 'mb'"), std::string::npos) << parse_error("gossip(mb=2)");
+  LayoutDefaults defaults;
+  defaults.accumulation = 3;
+  for (const ParallelConfig& c : layouts_of(parse_strategy_spec("gossip"), 3, defaults)) EXPECT_EQ(c.microbatches, 1);
+  for (const ParallelConfig& c : layouts_of(parse_strategy_spec("ddp"), 3, defaults)) EXPECT_EQ(c.microbatches, 3);
+}
+
 }  // namespace
 }  // namespace dts
 
@@ -295,3 +306,4 @@ TEST(Straggler, WaitsItsShareOnlyOnItsRankAndTheConfigSaysSo) {
   EXPECT_FALSE(unit.has_straggler());
   EXPECT_EQ(dts::straggle(unit, 1, 0.002), 0.0);
 }
+

@@ -238,7 +238,13 @@ template class GossipStrategy<float>;
 template class GossipStrategy<double>;
 
 DTS_REGISTER_STRATEGY("gossip",
-                      data_parallel_traits("gossip SGD (D-PSGD): local step, parameters averaged with ring neighbours"),
+                      [] {
+                        // One local step per mixing: no micro-batches (--accumulation does not apply).
+                        StrategyTraits traits = data_parallel_traits(
+                            "gossip SGD (D-PSGD): local step, parameters averaged with ring neighbours");
+                        traits.accumulation = false;
+                        return traits;
+                      }(),
                       [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
                          Precision precision) -> std::unique_ptr<Strategy> {
                         Communicator& comm = *groups.dp;
