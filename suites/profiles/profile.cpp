@@ -58,7 +58,7 @@ const std::vector<RunKey> kRunKeys{
     {"strategy", RunKind::specs}, {"steps", RunKind::integer}, {"batch", RunKind::integer},
     {"layers", RunKind::integer}, {"width", RunKind::integer}, {"input", RunKind::integer},
     {"classes", RunKind::integer}, {"accumulation", RunKind::integer}, {"microbatches", RunKind::integer},
-    {"optimizer", RunKind::list},
+    {"optimizer", RunKind::list}, {"straggler", RunKind::text},
     // Scaling.
     {"scaling-mode", RunKind::any}, {"rank-batch", RunKind::any}, {"scaling-bytes", RunKind::any},
     // Convergence.
