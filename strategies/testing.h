@@ -13,6 +13,17 @@
 
 namespace dts::strategy_testing {
 
+// The optimizers the strategies' MPI tests train with: SGD with momentum (lr 0.05, 0.9) or AdamW
+// (lr 0.01, PyTorch's other defaults).
+inline TrainConfig test_train_config(OptimizerKind optimizer) {
+  TrainConfig train;
+  train.optimizer = optimizer;
+  train.sgd.lr = 0.05;
+  train.sgd.momentum = 0.9;
+  train.adamw.lr = 0.01;
+  return train;
+}
+
 inline double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));

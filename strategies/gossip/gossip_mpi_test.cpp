@@ -9,28 +9,23 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/testing/reference.h"
 #include "strategies/gossip/gossip_strategy.h"
+#include "strategies/testing.h"
 
 namespace dts {
 namespace {
+
+using testing::world_rank;
 
 const ModelSpec kSpec{3, 12, 7, 5, 51, 52};  // 7 -> 12 -> 12 -> 5
 constexpr int64_t kGlobalRows = 23;          // prime: uneven over 2, 3 and 4 ranks
 constexpr int kSteps = 5;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 ParallelConfig layout(int n, OptimizerKind optimizer) {
   ParallelConfig config;
   config.dp = n;
-  config.train.optimizer = optimizer;
-  config.train.sgd.lr = 0.05;
-  config.train.sgd.momentum = 0.9;
-  config.train.adamw.lr = 0.01;
+  config.train = strategy_testing::test_train_config(optimizer);
   return config;
 }
 

@@ -46,10 +46,7 @@ ParallelConfig layout(int servers, OptimizerKind optimizer = OptimizerKind::sgd,
   config.dp = world_size() - servers;
   config.staleness = staleness;
   config.backup = backup;
-  config.train.optimizer = optimizer;
-  config.train.sgd.lr = 0.05;
-  config.train.sgd.momentum = 0.9;
-  config.train.adamw.lr = 0.01;
+  config.train = strategy_testing::test_train_config(optimizer);
   return config;
 }
 
