@@ -154,6 +154,11 @@ class Strategy {
   // rank its own, mixed with its neighbours'): then its audit, not the single-process reference,
   // says whether the stack computed it right.
   virtual bool same_model_as_one_process() const { return !order_dependent(); }
+  // True when this rank's StepReport::loss is the mean loss over the global batch at the
+  // parameters before the step (the convergence suite's loss audit holds each such rank to it).
+  // False where a rank reports its own rows' loss (a parameter-server worker, gossip) or a mean
+  // of gradients computed on other versions (a server that does not wait for every worker).
+  virtual bool reports_batch_loss() const { return true; }
   // True when no rank can begin step k + 1 before every rank has finished step k (a collective,
   // or a server waiting for every worker, holds them together): lining the ranks up before each
   // timed step then costs nothing they would not wait anyway. False where a rank may run ahead of

@@ -9,7 +9,9 @@
 # Per run and straggler setting: the equivalence suite (f32, sgd, STEPS steps of 24 rows per
 # worker) gives idle_time per rank (step time not spent computing), staleness (mean, p95, max) and
 # the checks; the scaling suite (weak, 24 rows per rank, STEPS timed steps) gives throughput at 4
-# ranks, timed free-running where the ranks may run ahead of a slow one. Prints one markdown row
+# ranks, timed free-running where the ranks may run ahead of a slow one; the convergence suite
+# (digits, every strategy on the 4 ranks, no scan) gives each base run's samples and seconds to
+# its target accuracy and its final accuracy (a second table). Prints one markdown row
 # per strategy, split and setting: medians over the runs (throughput, idle per rank in ms, the
 # staleness figures), and the spread of the throughput over the runs. Every file stays in DIR.
 # MPIRUN is the launcher (default mpirun), MPIRUN_FLAGS its flags (default: Open MPI on a small
@@ -57,6 +59,9 @@ for run in $(seq 1 "$runs"); do
       "$mpirun" "${launcher_flags[@]}" -np 4 "$binary" run scaling --strategy "$strategies" "${model[@]}" \
         --scaling-mode weak --rank-batch 24 -n "$steps" "${slow[@]}" --csv "$out/$name.scaling.csv" > "$out/$name.scaling.log" 2>&1 ||
         { echo "straggler_table.sh: scaling failed, see $out/$name.scaling.log" >&2; exit 1; }
+      "$mpirun" "${launcher_flags[@]}" -np 4 "$binary" run convergence --strategy "$strategies" --group-ranks 4 \
+        --scan-scales none "${slow[@]}" --csv "$out/$name.convergence.csv" > "$out/$name.convergence.log" 2>&1 ||
+        { echo "straggler_table.sh: convergence failed, see $out/$name.convergence.log" >&2; exit 1; }
       echo "run $run, $servers server(s), straggler $setting: done" >&2
     done
   done
@@ -101,5 +106,37 @@ for (s, split, setting) in sorted(rows, key=lambda k: (k[1] != '4 ranks', k[1], 
     idle = ' / '.join(f"{1e3 * med(e['idle'][r]):.2f}" for r in sorted(e['idle'])) or '—'
     st = ' / '.join(f"{med([x[i] for x in e['st']]):.3g}" for i in range(3)) if e['st'] else '—'
     print(f"| {s} | {split} | {setting} | {t} | {idle} | {st} | {e['failed']} |")
+
+# The convergence suite's base run (digits, B = 16, eta = 0.02, 10 epochs) per strategy, split and
+# setting: samples and seconds to the target accuracy, the final accuracy, failed checks.
+conv = {}
+for path in sorted(glob.glob(os.path.join(out, 'r*-s*-*.convergence.csv'))):
+    setting = 'none' if path.endswith('-none.convergence.csv') else 'rank 3 x' + path.rsplit('x', 1)[1].split('.convergence')[0]
+    for r in csv.DictReader(open(path)):
+        m = re.search(r'layout=s(\d+)-w(\d+)', r['config'])
+        split = f"{m.group(1)}+{m.group(2)}" if m else "4 ranks"
+        e = conv.setdefault((r['strategy'], split, setting), {'samples': [], 'seconds': [], 'final': [], 'failed': 0, 'missed': 0})
+        if r['verdict'] == 'fail':
+            e['failed'] += 1
+        if 'run=base;' not in r['config'] + ';':
+            continue
+        if r['metric'] == 'samples_to_target':
+            if r['verdict'] == 'skip':
+                e['missed'] += 1
+            else:
+                e['samples'].append(float(r['value']))
+        if r['metric'] == 'time_to_target' and r['verdict'] != 'skip':
+            e['seconds'].append(float(r['value']))
+        if r['metric'] == 'final_accuracy':
+            e['final'].append(float(r['value']))
+print()
+print('| strategy | ranks | straggler | samples to target (min–max) | seconds to target, ms (min–max) | final accuracy | runs that missed it | failed checks |')
+print('|---|---|---|---|---|---|---|---|')
+for (s, split, setting) in sorted(conv, key=lambda k: (k[1] != '4 ranks', k[1], order.index(k[0]) if k[0] in order else 9, k[2] != 'none')):
+    e = conv[(s, split, setting)]
+    smp = f"{med(e['samples']):,.0f} ({min(e['samples']):,.0f}–{max(e['samples']):,.0f})" if e['samples'] else '—'
+    sec = f"{1e3 * med(e['seconds']):.1f} ({1e3 * min(e['seconds']):.1f}–{1e3 * max(e['seconds']):.1f})" if e['seconds'] else '—'
+    fin = f"{med(e['final']):.3f}" if e['final'] else '—'
+    print(f"| {s} | {split} | {setting} | {smp} | {sec} | {fin} | {e['missed']} | {e['failed']} |")
 PY
 echo "straggler_table.sh: the runs are in $out" >&2

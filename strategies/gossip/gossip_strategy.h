@@ -48,6 +48,8 @@ class GossipStrategy final : public Strategy {
   bool same_model_as_one_process() const override { return comm_.size() == 1; }
   // From 3 ranks a rank waits only for its two neighbours: one farther from a slow rank runs ahead.
   bool lockstep() const override { return comm_.size() <= 2; }
+  // Each rank reports the loss of its own rows at its own parameters.
+  bool reports_batch_loss() const override { return comm_.size() == 1; }
   int same_order_microbatches() const override { return comm_.size() == 1 ? 1 : 0; }
   void set_learning_rate(double lr) override;
   // Collective: rank 0 replays the steps' batches for every rank and compares.

@@ -4,11 +4,12 @@
 // Messages (point to point, in posting order between each pair, so no tags are needed):
 //   worker -> server j: a header of 4 + S int64 (step, batch first row, batch rows, the loss's
 //                       bits, then the version of every server's range the gradient was computed
-//                       on) and the gradient's range j; after the last step, one more header and
-//                       payload: the finish marker (finish()).
+//                       on) and the gradient's range j; before the parameters are read (a pause
+//                       between steps, or the end), one more header and payload: the pause marker
+//                       (quiesce()).
 //   server j -> worker: one int64 (the version of range j it sends) and range j.
-// A server keeps one receive of each kind posted per worker, and the finish markers match the last
-// ones, so it never leaves a receive behind (an MPI request in flight would keep the backend
+// A server keeps one receive of each kind posted per worker while steps run, and the pause markers
+// match the last ones, so it never leaves a receive behind (an MPI request in flight would keep the backend
 // waiting). The server decides from what it counted and sent, never from a header's content: the
 // headers go to the log, for the audit.
 #include "strategies/ps/ps_strategy.h"
@@ -40,9 +41,9 @@ std::string_view name(PsMode mode) {
 
 namespace {
 
-// The finish marker's step and batch rows, for a reader of the wire: the server itself finds the
-// marker by counting (finish()), never by its content.
-constexpr int64_t kFinished = -1;
+// The pause marker's step and batch rows, for a reader of the wire: the server itself finds the
+// marker by counting (quiesce()), never by its content.
+constexpr int64_t kPaused = -1;
 
 int64_t header_words(int servers) { return 4 + servers; }
 
@@ -445,13 +446,13 @@ PsStrategy<T>::PsStrategy(const ModelSpec& spec, const ParallelConfig& config, C
   }
 }
 
-// The strategy's end is collective (finish()); a suite that only times steps drops it without
-// asking for the parameters. Not while an exception unwinds: the other ranks may not be here.
+// Ending the steps is collective (quiesce()); a suite that only times steps drops the strategy
+// without asking for the parameters. Not while an exception unwinds: the other ranks may not be here.
 template <class T>
 PsStrategy<T>::~PsStrategy() {
-  if (finished_ || std::uncaught_exceptions() > 0) return;
+  if (!running_ || std::uncaught_exceptions() > 0) return;
   try {
-    finish();
+    quiesce();
   } catch (...) {  // a destructor must not throw; a failing stack has failed the steps already
   }
 }
@@ -642,9 +643,12 @@ StepReport PsStrategy<T>::server_step() {
   StepReport report;
   loss_sum_ = 0;
   loss_count_ = 0;
-  if (server_steps_++ == 0) {
-    for (int w = 0; w < workers_; ++w) post_receive(w);  // posted at the first step, matched by finish()
+  if (!running_) {
+    // Posted at the first step after a start or a pause, matched by the pause markers (quiesce()).
+    for (int w = 0; w < workers_; ++w) post_receive(w);
+    running_ = true;
   }
+  ++server_steps_;
   // sync, backup: this step's update, and (backup) its late gradients too: a worker whose gradient
   // came late must get its reply within the step, or a barrier between steps would wait for it.
   // async, ssp: W more pushes, from whichever workers.
@@ -695,6 +699,7 @@ StepReport PsStrategy<T>::worker_step(const Batch& batch) {
   for (auto& work : works) work->wait();  // a server that never answers is the watchdog's to report
   versions_ = reply_versions;
   ++worker_steps_;
+  running_ = true;
   report.comm_time = seconds_since(comm_start);
   report.exposed_comm_time = report.comm_time;
   report.idle_time = report.comm_time;  // a worker waits for its servers, idle
@@ -711,16 +716,18 @@ StepReport PsStrategy<T>::step(const Batch& batch) {
 }
 
 template <class T>
-void PsStrategy<T>::finish() {
-  if (finished_) return;
-  finished_ = true;
-  // No step was made (on any rank: they all make as many): nothing is posted, nothing to end.
-  if ((is_server() ? server_steps_ : worker_steps_) == 0) return;
+void PsStrategy<T>::quiesce() {
+  // No step since the start or the last pause (on any rank: they all make as many): nothing is
+  // posted, nothing to end.
+  if (!running_) return;
+  running_ = false;
   // Every rank made as many steps: a server has served all pushes when it has W of them per step
-  // (none is left after the last step; the count makes sure). Its receives posted after the last replies
-  // are then matched by the workers' finish markers, sent after a barrier so that no marker can
-  // meet a server still serving pushes: the end is found by counting, never by what a message says
-  // (a stack that corrupts messages must fail the audit, not hang the run).
+  // (none is left after the last step; the count makes sure). Its receives posted after the last
+  // replies are then matched by the workers' pause markers, sent after a barrier so that no marker
+  // can meet a server still serving pushes: the pause is found by counting, never by what a
+  // message says (a stack that corrupts messages must fail the audit, not hang the run). The next
+  // step posts the receives again, so nothing is left posted between: a collective of a backend
+  // built on point-to-point messages (tree, ring) cannot meet a receive meant for a push.
   if (is_server()) {
     StepReport ignored;
     serve_until([&] { return served_ >= server_steps_ * workers_; }, ignored);
@@ -742,7 +749,7 @@ void PsStrategy<T>::finish() {
   } else {
     world_.barrier();
     std::vector<int64_t> header(static_cast<size_t>(header_words(servers_)), 0);
-    header[0] = header[2] = kFinished;
+    header[0] = header[2] = kPaused;
     std::vector<std::unique_ptr<Work>> works;
     for (int j = 0; j < servers_; ++j) {
       const int64_t n = even_split(psi_, servers_, j).second;
@@ -755,7 +762,7 @@ void PsStrategy<T>::finish() {
 
 template <class T>
 std::vector<double> PsStrategy<T>::full_parameters() {
-  finish();
+  quiesce();
   std::vector<double> full(static_cast<size_t>(psi_));
   std::vector<T> range;
   for (int j = 0; j < servers_; ++j) {
@@ -833,7 +840,7 @@ void PsStrategy<T>::set_learning_rate(double lr) {
 
 template <class T>
 std::optional<ReplayAudit> PsStrategy<T>::audit() {
-  finish();
+  quiesce();
   ReplayAudit audit;
   if (!is_server()) return audit;
   // Point to point only: each server's log and range go to rank 0 (server 0) as they are.

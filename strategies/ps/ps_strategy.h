@@ -107,7 +107,8 @@ class PsStrategy final : public Strategy {
 
   std::string_view name() const override { return dts::name(mode_); }
   StepReport step(const Batch& global_batch) override;
-  // Collective: finish(), then every server broadcasts its range.
+  // Collective: the steps pause (quiesce()), then every server broadcasts its range. Steps may
+  // follow: a run can be read between epochs.
   std::vector<double> full_parameters() override;
   MemoryReport memory() const override;
   std::string config() const override { return config_.describe(); }
@@ -119,6 +120,9 @@ class PsStrategy final : public Strategy {
   // async, ssp and backup apply what arrives first; with one worker nothing can arrive out of turn.
   bool order_dependent() const override { return mode_ != PsMode::sync && workers_ > 1; }
   bool lockstep() const override { return !order_dependent(); }
+  // A server of a synchronous update reports the mean of its workers' losses weighted by their
+  // rows: the batch's loss. A worker reports its own rows'.
+  bool reports_batch_loss() const override { return is_server() && !order_dependent(); }
   void set_learning_rate(double lr) override;
 
   // Collective over the layout, point to point only: the servers' logs and ranges go to rank 0,
@@ -135,8 +139,10 @@ class PsStrategy final : public Strategy {
 
  private:
   struct Pending;  // one worker's receives in flight on a server
-  // Server: serves the pushes still due and every worker's finish; worker: sends its finish.
-  void finish();
+  // Collective pause between steps: a server serves the pushes still due, sends every reply and
+  // takes each worker's pause marker on its posted receives; a worker sends its marker. Nothing
+  // is left posted; the next step posts again. Does nothing when no step ran since the last.
+  void quiesce();
   StepReport server_step();
   StepReport worker_step(const Batch& batch);
   // Server: tests the workers' receives once; returns the worker whose push completed, or -1.
@@ -175,7 +181,7 @@ class PsStrategy final : public Strategy {
   std::vector<int64_t> owed_version_;           // per worker: the version of the last reply (what it computes on)
   std::vector<size_t> fresh_;                   // sync/backup: pushes of the current version, by log index
   int poll_start_ = 0;                          // round robin over the workers' receives
-  bool finished_ = false;                       // finish() has run
+  bool running_ = false;                        // a step ran since the start or the last quiesce()
   PsServerLog log_;
   bool ignore_bound_ = false, swap_updates_ = false;
   int64_t history_peak_ = 0, activations_peak_ = 0;

@@ -24,10 +24,12 @@
 
 #include "comm/text.h"
 #include "core/error.h"
+#include "strategies/strategy_spec.h"
 #include "suites/convergence/digits.h"
 #include "suites/convergence/trainer.h"
 #include "suites/flag_checks.h"
 #include "suites/suite.h"
+#include "suites/training_flags.h"
 
 namespace dts {
 
@@ -54,6 +56,7 @@ class ConvergenceFlags final : public FlagGroup {
   bool scale_lr = true;          // false: the rule broken on purpose (lr not scaled)
   std::vector<SweepPoint> sweep; // --sweep: the user's own configurations instead of the rule
   int group_ranks = 0;           // ranks per concurrent run; 0: as many groups of >= 2 as the job holds
+  double target_accuracy = kDefaultTargetAccuracy;  // time_to_target, samples_to_target
 
   void declare(CLI::App& g) override {
     g.add_option("--data", data, "convergence data: digits (shipped), teacher-student (synthetic), or a digits-format "
@@ -81,6 +84,9 @@ class ConvergenceFlags final : public FlagGroup {
     g.add_option("--group-ranks", group_ranks, "ranks per concurrent convergence run, at most the job's; 0: groups of "
                                                "at least 2")
         ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+    g.add_option("--target-accuracy", target_accuracy, "held-out accuracy whose first epoch gives each run's "
+                                                        "time_to_target and samples_to_target")
+        ->check(FiniteRange(0.0, 1.0))->capture_default_str();
   }
 
   void finish(const RunOptions&) override {
@@ -177,6 +183,7 @@ struct PlannedRun {
 };
 
 struct ConvergenceCase {
+  StrategySpec strategy;  // what trains every run of the case (ddp unless --strategy names others)
   std::vector<PlannedRun> runs;
   bool noise_scale = false;  // measure B_simple on the base run (runs[0])
   // Read once at set-up on every rank (plan), so no rank can fail to read it inside the case.
@@ -208,9 +215,13 @@ std::string serialize(const RunResult& r, const NoiseScale* noise) {
     for (double v : values) out += ' ' + number(v);
     out += '\n';
   };
-  for (const EpochResult& e : r.epochs) line('E', {double(e.epoch), e.train_loss, e.held_out_loss, e.held_out_accuracy, e.lr_at_end});
+  for (const EpochResult& e : r.epochs) {
+    line('E', {double(e.epoch), e.train_loss, e.held_out_loss, e.held_out_accuracy, e.lr_at_end, e.train_seconds,
+               double(e.samples)});
+  }
   line('F', {r.final_loss, r.final_accuracy, r.loss_stderr, r.accuracy_stderr, double(r.held_out_samples), r.seconds,
-             double(r.steps), r.replicas_agree ? 1.0 : 0.0, r.losses_agree ? 1.0 : 0.0, r.diverged ? 1.0 : 0.0});
+             double(r.steps), r.replicas_agree ? 1.0 : 0.0, r.losses_agree ? 1.0 : 0.0, r.diverged ? 1.0 : 0.0,
+             double(r.replicated_states), double(r.loss_audited), r.one_process_model ? 1.0 : 0.0});
   if (noise) {
     line('G', {noise->b_simple, noise->g2, noise->trace_sigma, noise->g2_stderr, noise->trace_sigma_stderr,
                double(noise->b_small), double(noise->b_big), double(noise->samples)});
@@ -250,18 +261,20 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
     if (line.empty()) continue;
     switch (line[0]) {
       case 'E': {
-        const auto v = numbers_of(line, 5);
+        const auto v = numbers_of(line, 7);
         EpochResult e;
         e.epoch = static_cast<int>(v[0]);
         e.train_loss = v[1];
         e.held_out_loss = v[2];
         e.held_out_accuracy = v[3];
         e.lr_at_end = v[4];
+        e.train_seconds = v[5];
+        e.samples = static_cast<int64_t>(v[6]);
         r.epochs.push_back(e);
         break;
       }
       case 'F': {
-        const auto v = numbers_of(line, 10);
+        const auto v = numbers_of(line, 13);
         r.final_loss = v[0];
         r.final_accuracy = v[1];
         r.loss_stderr = v[2];
@@ -272,6 +285,9 @@ void deserialize(const std::string& text, RunResult& r, NoiseScale& noise, bool&
         r.replicas_agree = v[7] != 0;
         r.losses_agree = v[8] != 0;
         r.diverged = v[9] != 0;
+        r.replicated_states = static_cast<int>(v[10]);
+        r.loss_audited = static_cast<int>(v[11]);
+        r.one_process_model = v[12] != 0;
         break;
       }
       case 'G': {
@@ -372,16 +388,30 @@ class ConvergenceSuite final : public Suite {
     }
     int64_t steps = 0;
     for (const PlannedRun& p : c.runs) steps += steps_of(p.config, train_rows);
-    Case the_case;
-    the_case.id = f.sweep.empty() ? "rule/" + data->name + "/k" + std::to_string(f.scale) : "sweep/" + data->name;
     c.data = data;
-    the_case.labels.strategy = "ddp";
-    the_case.labels.dtype = "f32";
-    the_case.time_budget_seconds = std::max(common.timeout_seconds, kBudgetFloorSeconds) +
-                                   kBudgetPerStepSeconds * static_cast<double>(steps) +
-                                   kBudgetPerEpochSeconds * static_cast<double>(c.runs.size() * base.epochs);
-    the_case.params = c;
-    return {the_case};
+    // ddp unless --strategy names others: one case per strategy, each training every run. A
+    // straggler lengthens each step by up to its factor.
+    const TrainingFlags& t = common.flags<TrainingFlags>();
+    std::vector<StrategySpec> strategies;
+    for (const std::string& text : t.strategies) strategies.push_back(parse_strategy_spec(text));
+    if (strategies.empty()) strategies.push_back(parse_strategy_spec("ddp"));
+    const double slowdown = t.straggler_rank >= 0 ? t.straggler_factor : 1.0;
+    std::vector<Case> cases;
+    for (const StrategySpec& strategy : strategies) {
+      Case the_case;
+      the_case.id = f.sweep.empty() ? "rule/" + data->name + "/k" + std::to_string(f.scale) : "sweep/" + data->name;
+      // ddp's ids as they were before strategies could be chosen, so that baselines still match.
+      if (strategy.text != "ddp") the_case.id += "/" + strategy.text;
+      c.strategy = strategy;
+      the_case.labels.strategy = strategy.name;
+      the_case.labels.dtype = "f32";
+      the_case.time_budget_seconds = std::max(common.timeout_seconds, kBudgetFloorSeconds) +
+                                     kBudgetPerStepSeconds * slowdown * static_cast<double>(steps) +
+                                     kBudgetPerEpochSeconds * static_cast<double>(c.runs.size() * base.epochs);
+      the_case.params = c;
+      cases.push_back(std::move(the_case));
+    }
+    return cases;
   }
 
   void run(const Case& the_case, RunContext& ctx) override {
@@ -409,6 +439,21 @@ class ConvergenceSuite final : public Suite {
     std::unique_ptr<Communicator> group_control = control.split(my_group < 0 ? groups : my_group, rank);
     // Who took part, as the rows say it: the ranks of one run (group 0's; the groups are alike).
     const RunContext::Participants who = ctx.participants(my_group == 0);
+    // The strategy's first layout of a group's ranks (pinned keys choose another), with the
+    // straggler: SKIP, on every rank alike, where there is none.
+    const TrainingFlags& t = common.flags<TrainingFlags>();
+    LayoutDefaults defaults;
+    defaults.layers = model.layers;
+    defaults.width = model.width;
+    const std::vector<ParallelConfig> layouts = layouts_of(c.strategy, group_size, defaults);
+    if (layouts.empty()) {
+      throw Error(Error::Kind::unsupported, "convergence with " + c.strategy.text + " on groups of " +
+                                                std::to_string(group_size) + " ranks: " +
+                                                why_no_layout(c.strategy, group_size, defaults));
+    }
+    ParallelConfig layout = layouts.front();
+    layout.straggler_rank = t.straggler_rank;
+    layout.straggler_factor = t.straggler_factor;
 
     std::vector<RunResult> results(c.runs.size());
     std::vector<NoiseScale> noise(c.runs.size());
@@ -419,7 +464,10 @@ class ConvergenceSuite final : public Suite {
       const int index = wave * groups + my_group;
       if (my_group >= 0 && index < runs) try {
         const PlannedRun& p = c.runs[static_cast<size_t>(index)];
-        RunResult r = train_run(*group, *group_control, model, data, p.config);
+        RunConfig config = p.config;
+        config.strategy = c.strategy.name;
+        config.layout = layout;
+        RunResult r = train_run(*group, *group_control, model, data, config);
         NoiseScale ns;
         // Two batch sizes are needed: a base batch of half the training set or more has no larger one.
         const bool measure = c.noise_scale && p.role == Role::base && group->rank() == 0 &&
@@ -442,7 +490,7 @@ class ConvergenceSuite final : public Suite {
       }
     }
     if (rank != 0) return;
-    emit_rows(the_case, c, results, noise, have_noise, who, group_size, groups, ctx);
+    emit_rows(the_case, c, results, noise, have_noise, who, group_size, groups, layout, ctx);
   }
 
  private:
@@ -461,11 +509,62 @@ class ConvergenceSuite final : public Suite {
     return estimate_noise_scale(model, data.train, *params, base.batch, big, kNoiseScaleSamples, base.shuffle_seed + 1);
   }
 
+  // time_to_target and samples_to_target: the run's training seconds and samples up to the end of
+  // the first epoch whose held-out accuracy reached the target (resolution: one epoch), set
+  // against the base run's; a SKIP row where it never did.
+  template <class Row>
+  static void emit_target(const PlannedRun& p, const RunResult& r, const RunResult* base, double target,
+                          const Row& row, RunContext& ctx) {
+    const auto reached = [target](const RunResult& run) -> const EpochResult* {
+      for (const EpochResult& e : run.epochs) {
+        if (e.held_out_accuracy >= target) return &e;
+      }
+      return nullptr;
+    };
+    const std::string goal = "held-out accuracy " + format_number(target, "%g");
+    const EpochResult* at = reached(r);
+    if (!at) {
+      double best = 0;
+      for (const EpochResult& e : r.epochs) best = std::max(best, e.held_out_accuracy);
+      for (const char* metric : {"time_to_target", "samples_to_target"}) {
+        Record skip = row(p, metric, metric[0] == 't' ? "seconds" : "samples", 0);
+        skip.verdict = Verdict::skip;
+        skip.detail = goal + " not reached in " + std::to_string(r.epochs.size()) + " epochs (best " +
+                      format_number(best, "%.4f") + "; --target-accuracy)";
+        ctx.emit(skip);
+      }
+      return;
+    }
+    const EpochResult* base_at = base ? reached(*base) : nullptr;
+    const auto versus = [&](double mine, double theirs) {
+      if (!base_at || base == &r) return std::string();
+      return "; x" + format_number(mine / theirs, "%.3g") + " the base run's (" + format_number(theirs, "%g") + ")";
+    };
+    const std::string where = goal + " first reached after epoch " + std::to_string(at->epoch) + " (accuracy " +
+                              format_number(at->held_out_accuracy, "%.4f") + "; resolution one epoch)";
+    Record time = row(p, "time_to_target", "seconds", at->train_seconds);
+    time.detail = where + ": seconds of training steps, the slowest rank's, evaluation left out" +
+                  versus(at->train_seconds, base_at ? base_at->train_seconds : 0);
+    ctx.emit(time);
+    Record samples = row(p, "samples_to_target", "samples", static_cast<double>(at->samples));
+    samples.detail = where + ": samples of the global batches stepped" +
+                     versus(static_cast<double>(at->samples), base_at ? static_cast<double>(base_at->samples) : 0);
+    ctx.emit(samples);
+  }
+
   static void emit_rows(const Case& the_case, const ConvergenceCase& c, const std::vector<RunResult>& results,
                         const std::vector<NoiseScale>& noise, const std::vector<bool>& have_noise,
-                        const RunContext::Participants& who, int group_size, int groups, RunContext& ctx) {
+                        const RunContext::Participants& who, int group_size, int groups, const ParallelConfig& layout,
+                        RunContext& ctx) {
     const RunOptions& common = ctx.options();
-    const std::string job = ";job=" + std::to_string(common.world_size);
+    const ConvergenceFlags& f = common.flags<ConvergenceFlags>();
+    // ddp's rows as they were before strategies could be chosen (dp= names its layout); another
+    // strategy's name its layout, and a straggler is named where the layout has it.
+    std::string job = ";job=" + std::to_string(common.world_size);
+    if (c.strategy.name != "ddp") job += ";layout=" + layout_id(c.strategy, layout);
+    if (layout.has_straggler()) {
+      job += ";straggler=" + std::to_string(layout.straggler_rank) + ":" + format_number(layout.straggler_factor, "%g");
+    }
     const std::string budget = format_number(the_case.time_budget_seconds, "%g");
     const auto row = [&](const PlannedRun& p, const std::string& metric, const std::string& unit, double value) {
       Record r;
@@ -527,15 +626,25 @@ class ConvergenceSuite final : public Suite {
       // The stack kept the run sound: replicas alike, losses as computed. Every run, every role.
       const RuleVerdict sound = judge_integrity(r);
       Record integrity = row(p, "check", "", sound.pass ? 1 : 0);
-      integrity.verdict = sound.pass ? Verdict::pass : Verdict::fail;
-      integrity.detail = "replicas alike and losses as computed: " + sound.detail;
+      integrity.verdict = !sound.pass ? Verdict::fail : sound.judged ? Verdict::pass : Verdict::info;
+      integrity.detail = "replicas alike and losses as computed: " + sound.detail +
+                         (sound.judged ? "" : " (nothing to compare: " + std::string(c.strategy.name) +
+                                                  " holds no state on two ranks and no rank reports the batch's "
+                                                  "loss; the equivalence suite's replay audit judges it)");
       ctx.emit(integrity);
+      emit_target(p, r, base, f.target_accuracy, row, ctx);
 
       if (!base || p.role == Role::base || p.role == Role::sweep) continue;
       const RuleVerdict rule = judge_rule(*base, r);
       Record verdict = row(p, "rule_held", "", rule.pass ? 1 : 0);
       verdict.threshold = 1;
-      if (p.role == Role::judged) {
+      if (p.role == Role::judged && !r.one_process_model) {
+        // The rule is a statement about synchronous SGD: an asynchronous server applies each
+        // worker's gradient as its own update, gossip trains a model per rank. Measured, not judged.
+        verdict.detail = "not judged: " + std::string(c.strategy.name) +
+                         " does not train the model one process would, and the rule is a statement about "
+                         "synchronous SGD; at k=" + std::to_string(p.k) + ": " + rule.detail;
+      } else if (p.role == Role::judged) {
         verdict.verdict = rule.pass ? Verdict::pass : Verdict::fail;
         verdict.detail = "linear scaling rule at k=" + std::to_string(p.k) + " (batch " + std::to_string(p.config.batch) +
                          ", lr " + format_number(p.config.lr, "%g") + ", warm-up " +
@@ -606,12 +715,14 @@ SuiteInfo convergence_info() {
       {"rule_held", "", "1 when a scaled run is within tolerance of the base run"},
       {"diverged", "", "1: the run's loss or parameters became non-finite (where, in the detail)"},
       {"gradient_noise_scale", "samples", "B_simple = tr(Sigma)/|G|^2 on the base run"},
+      {"time_to_target", "seconds", "training seconds until held-out accuracy first reached --target-accuracy"},
+      {"samples_to_target", "samples", "samples trained until held-out accuracy first reached --target-accuracy"},
   };
   PlotSpec loss;
   loss.metric = "loss";
   loss.x = PlotSpec::X::config;
   loss.x_key = "epoch";
-  loss.series = {"run"};
+  loss.series = {"strategy", "run"};  // ddp/base, ps-async/base, ...
   loss.id = "convergence-loss";
   loss.title = "Held-out loss per epoch";
   loss.x_label = "epoch";
@@ -623,7 +734,8 @@ SuiteInfo convergence_info() {
   accuracy.y_label = "accuracy (ratio)";
   info.sections = {{50, "convergence", "Convergence",
                     "Held-out loss and accuracy per epoch of the base run (B, eta), the scaled runs (kB, k eta, "
-                    "gradual warm-up) and the control (kB, eta, no warm-up), trained with DDP on the stack.",
+                    "gradual warm-up) and the control (kB, eta, no warm-up), trained on the stack by each strategy "
+                    "(ddp unless --strategy named others).",
                     "No loss or accuracy rows per epoch in these results (the convergence suite did not run).",
                     {loss, accuracy}}};
   return info;

@@ -87,21 +87,65 @@ double loss_audit_tolerance(Precision precision) {
   return 0;
 }
 
-uint64_t combined_digest(const std::vector<ReplicaDigest>& digests) {
-  uint64_t h = kFnvOffsetBasis;
-  for (const ReplicaDigest& d : digests) {
-    h = fnv1a(d.key.data(), d.key.size(), h);
-    h = fnv1a(&d.digest, sizeof d.digest, h);
+// A replicated state as words of an all_gather: its key's hash (what is compared), the key's
+// first 16 bytes (to name it), its digest.
+constexpr size_t kDigestWords = 4, kKeyNameBytes = 16;
+
+void put_digest(const ReplicaDigest& d, int64_t* words) {
+  const uint64_t key = fnv1a(d.key.data(), d.key.size(), kFnvOffsetBasis);
+  std::memcpy(&words[0], &key, sizeof key);
+  char name[kKeyNameBytes] = {};
+  std::memcpy(name, d.key.data(), std::min(d.key.size(), kKeyNameBytes));
+  std::memcpy(&words[1], name, kKeyNameBytes);
+  std::memcpy(&words[3], &d.digest, sizeof d.digest);
+}
+
+std::string key_name(const int64_t* words) {
+  char name[kKeyNameBytes + 1] = {};
+  std::memcpy(name, &words[1], kKeyNameBytes);
+  return name;
+}
+
+// Every rank's replicated states gathered over `control`; "" when every state is alike on every
+// rank that reports it, else which differs first (rank order), where.
+std::string replica_mismatch(Communicator& control, const std::vector<ReplicaDigest>& mine, int& compared) {
+  compared = 0;
+  const int n = control.size();
+  const auto count = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> counts(static_cast<size_t>(n));
+  control.all_gather(&count, counts.data(), 1, DType::i64);
+  const auto width = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * kDigestWords;
+  if (width == 0) return "";
+  std::vector<int64_t> words(width, 0), all(width * static_cast<size_t>(n));
+  for (size_t i = 0; i < mine.size(); ++i) put_digest(mine[i], &words[i * kDigestWords]);
+  control.all_gather(words.data(), all.data(), width, DType::i64);
+  std::vector<std::pair<const int64_t*, int>> first;  // per key seen: its first entry and rank
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) {
+      const int64_t* entry = &all[static_cast<size_t>(r) * width + static_cast<size_t>(i) * kDigestWords];
+      const auto seen = std::find_if(first.begin(), first.end(), [&](const auto& f) { return f.first[0] == entry[0]; });
+      if (seen == first.end()) {
+        first.emplace_back(entry, r);
+        continue;
+      }
+      ++compared;
+      if (seen->first[3] != entry[3]) {
+        return "rank " + std::to_string(r) + "'s " + key_name(entry) + " differs from rank " +
+               std::to_string(seen->second) + "'s";
+      }
+    }
   }
-  return h;
+  return "";
 }
 
 // What each rank reports after an epoch, gathered over the control communicator. The last three
 // are this rank's first signs of divergence so far: the global step whose reported loss was not
 // finite (-1: none) and that loss, and the first epoch after which its parameters were not (0: none).
+// kAudits: 1 where the rank's strategy reports the batch's loss (the audit judges it); kSeconds:
+// the rank's seconds of steps so far.
 enum EpochField : size_t {
   kTrainLoss, kHeldOutLoss, kAccuracy, kLossStderr, kAccuracyStderr, kReportedLoss, kAuditedLoss,
-  kNonFiniteStep, kNonFiniteLoss, kNonFiniteParametersEpoch, kFieldCount
+  kNonFiniteStep, kNonFiniteLoss, kNonFiniteParametersEpoch, kAudits, kSeconds, kFieldCount
 };
 
 // A non-finite value by its kind only ("NaN" whatever its sign or payload, "+inf", "-inf").
@@ -234,23 +278,37 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
                  " ranks a row and fit in " + std::to_string(data.train.size) + " training rows");
   }
   if (run.epochs < 1 || run.warmup_epochs < 0 || !(run.lr >= 0)) throw refuse("needs epochs >= 1, warm-up >= 0, lr >= 0");
-
   ParallelConfig config;
+  if (run.layout) {
+    config = *run.layout;
+  } else {
+    config.dp = n;
+  }
   config.train = run.train;
-  config.dp = n;
+  if (config.world() != n) {
+    throw refuse(run.strategy + "'s layout " + config.describe() + " holds " + std::to_string(config.world()) +
+                 " ranks, not the run's " + std::to_string(n));
+  }
+
   ProcessGroups groups = ProcessGroups::split(comm, config);
-  const std::unique_ptr<Strategy> strategy = make_strategy("ddp", spec, config, groups, precision);
+  const std::unique_ptr<Strategy> strategy = make_strategy(run.strategy, spec, config, groups, precision);
+  // Refused here, on every rank alike, before a step: a strategy without a schedule throws unsupported.
+  strategy->set_learning_rate(learning_rate_at(run, 0, std::max<int64_t>(1, data.train.size / run.batch)));
+  const bool audits_loss = strategy->reports_batch_loss();
 
   RunResult result;
   result.config = run;
+  result.one_process_model = strategy->same_model_as_one_process();
   const int64_t steps_per_epoch = data.train.size / run.batch;
   const double audit_tolerance = loss_audit_tolerance(precision);
   std::vector<double> mine(kFieldCount), all(kFieldCount * static_cast<size_t>(n));
-  std::vector<int64_t> digests(static_cast<size_t>(n));
-  std::vector<double> parameters;
+  // The parameters every step of an epoch starts from: the last epoch's end (collective, on every
+  // rank alike, for a strategy that shards them: read once, not again before the audit).
+  std::vector<double> parameters = strategy->full_parameters();
   int64_t non_finite_step = -1;  // this rank's first step with a non-finite reported loss
   double non_finite_loss = 0;
   int non_finite_parameters_epoch = 0;
+  double train_seconds = 0;  // this rank's, of steps only
   for (int epoch = 0; epoch < run.epochs; ++epoch) {
     const std::vector<int64_t> order = permutation(data.train.size, run.shuffle_seed, epoch);
     double loss_sum = 0, lr = 0, reported = 0, audited = 0;
@@ -261,8 +319,10 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
       const Batch batch = gather_rows(data.train, order, s * run.batch, run.batch);
       // Once an epoch (a forward of one batch: cheap next to the epoch), the loss the stack will
       // report is computed here first, from this replica alone.
-      if (s == 0) audited = loss_as_trained(spec, precision, strategy->full_parameters(), batch);
+      if (s == 0 && audits_loss) audited = loss_as_trained(spec, precision, parameters, batch);
+      const auto step_start = std::chrono::steady_clock::now();
       const StepReport report = strategy->step(batch);
+      train_seconds += seconds_since(step_start);
       if (s == 0) reported = report.loss;
       if (non_finite_step < 0 && !std::isfinite(report.loss)) {
         non_finite_step = step;
@@ -279,10 +339,11 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
     const Evaluation e = evaluate(spec, parameters, data.held_out);
     mine = {loss_sum / static_cast<double>(steps_per_epoch), e.loss, e.accuracy, e.loss_stderr, e.accuracy_stderr,
             reported, audited, static_cast<double>(non_finite_step), non_finite_loss,
-            static_cast<double>(non_finite_parameters_epoch)};
+            static_cast<double>(non_finite_parameters_epoch), audits_loss ? 1.0 : 0.0, train_seconds};
     control.all_gather(mine.data(), all.data(), kFieldCount, DType::f64);
-    const auto digest = static_cast<int64_t>(combined_digest(strategy->replica_digests()));
-    control.all_gather(&digest, digests.data(), 1, DType::i64);
+    int compared = 0;
+    const std::string replicas = replica_mismatch(control, strategy->replica_digests(), compared);
+    result.replicated_states = std::max(result.replicated_states, compared);
     const auto field = [&](int r, EpochField f) { return all[static_cast<size_t>(r) * kFieldCount + f]; };
 
     EpochResult er;
@@ -291,15 +352,19 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
     er.held_out_loss = field(0, kHeldOutLoss);
     er.held_out_accuracy = field(0, kAccuracy);
     er.lr_at_end = lr;
-    for (int r = 1; r < n && result.replicas_agree; ++r) {
-      if (digests[static_cast<size_t>(r)] == digests[0]) continue;
+    er.samples = result.steps * run.batch;
+    for (int r = 0; r < n; ++r) er.train_seconds = std::max(er.train_seconds, field(r, kSeconds));
+    if (result.replicas_agree && !replicas.empty()) {
       result.replicas_agree = false;
       result.replica_detail = formatted(
-          "after epoch %d, rank %d's replica (parameters, gradients, optimizer state) differs from rank 0's "
-          "(held-out accuracy %.4f vs %.4f, loss %.4f vs %.4f)",
-          er.epoch, r, field(r, kAccuracy), field(0, kAccuracy), field(r, kHeldOutLoss), field(0, kHeldOutLoss));
+          "after epoch %d, %s (a replicated state: parameters, gradients, optimizer state, a server's range)",
+          er.epoch, replicas.c_str());
+    }
+    if (epoch == 0) {
+      for (int r = 0; r < n; ++r) result.loss_audited += field(r, kAudits) != 0;
     }
     for (int r = 0; r < n && result.losses_agree; ++r) {
+      if (field(r, kAudits) == 0) continue;
       const double got = field(r, kReportedLoss), want = field(r, kAuditedLoss);
       if (reported_loss_matches(got, want, audit_tolerance)) continue;
       result.losses_agree = false;
@@ -337,17 +402,19 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
     }
     const bool last = epoch + 1 == run.epochs;
     if (run.keep_parameters || last) {
-      // Rank 0's, so that every rank returns the same result even when replicas differ.
-      control.broadcast(parameters.data(), parameters.data(), parameters.size(), DType::f64, 0);
+      // Rank 0's, so that every rank returns the same result even when replicas differ (a copy:
+      // the next epoch's loss audit starts from this rank's own).
+      std::vector<double> rank0 = parameters;
+      control.broadcast(rank0.data(), rank0.data(), rank0.size(), DType::f64, 0);
+      if (run.keep_parameters) er.parameters = rank0;
+      if (last) result.final_parameters = std::move(rank0);
     }
-    if (run.keep_parameters) er.parameters = parameters;
     if (last) {
       result.final_loss = field(0, kHeldOutLoss);
       result.final_accuracy = field(0, kAccuracy);
       result.loss_stderr = field(0, kLossStderr);
       result.accuracy_stderr = field(0, kAccuracyStderr);
       result.held_out_samples = data.held_out.size;
-      result.final_parameters = parameters;
     }
     result.epochs.push_back(std::move(er));
   }
@@ -394,8 +461,11 @@ RuleVerdict judge_rule(const RunResult& base, const RunResult& scaled) {
 RuleVerdict judge_integrity(const RunResult& run) {
   RuleVerdict verdict;
   verdict.pass = run.replicas_agree && run.losses_agree;
+  verdict.judged = run.replicated_states > 0 || run.loss_audited > 0;
   if (verdict.pass) {
-    verdict.detail = run.config.name + ": replicas agreed and reported losses matched after every epoch" +
+    verdict.detail = run.config.name + ": " + std::to_string(run.replicated_states) +
+                     " replicated states agreed and the reported losses of " + std::to_string(run.loss_audited) +
+                     " ranks matched after every epoch" +
                      (run.diverged ? " (non-finite alike on every rank once the run diverged)" : "");
   } else {
     verdict.detail = run.config.name + ": " + (run.replicas_agree ? "" : run.replica_detail) +

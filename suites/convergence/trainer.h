@@ -1,10 +1,11 @@
-// The data-parallel training core of the convergence suite: epochs of shuffled minibatches through
-// the "ddp" strategy on the stack under test, held-out evaluation, the checks that the stack kept
+// The training core of the convergence suite: epochs of shuffled minibatches through a strategy
+// (ddp unless the run names another) on the stack under test, held-out evaluation, the checks that the stack kept
 // its replicas alike, and the statistics of the linear scaling rule (Goyal et al. 2017) and of the
 // gradient noise scale (McCandlish et al. 2018). A library of its own: the suite (dts_suites) calls
 // it, and its tests run it without the harness.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,11 @@ struct RunConfig {
   // Optimizer: SGD with momentum 0.9 (Goyal et al.'s); its lr field is replaced by the schedule's.
   TrainConfig train{OptimizerKind::sgd, {0, 0.9, 0}, {}};
   bool keep_parameters = false;  // EpochResult::parameters (for the noise scale at chosen epochs)
+  // Who trains it: a registered strategy that takes a learning-rate schedule (ddp, ps-*, gossip;
+  // another throws Error{unsupported}) on `layout` of the run's ranks, whose train field is
+  // replaced by `train` above. No layout: dp over every rank.
+  std::string strategy = "ddp";
+  std::optional<ParallelConfig> layout;
 };
 
 // The linear scaling rule's two runs for a factor k, from the base run (batch B, lr eta): scaled
@@ -76,6 +82,10 @@ struct EpochResult {
   double train_loss = 0;    // mean of the steps' reported losses over the epoch
   double held_out_loss = 0, held_out_accuracy = 0;
   double lr_at_end = 0;     // of the epoch's last step
+  // Training so far, to this epoch's end: seconds of steps (the slowest rank's, evaluation and
+  // checks left out) and samples of the global batches stepped.
+  double train_seconds = 0;
+  int64_t samples = 0;
   std::vector<double> parameters;  // rank 0's, when RunConfig::keep_parameters
 };
 
@@ -86,16 +96,19 @@ struct RunResult {
   double final_loss = 0, final_accuracy = 0, loss_stderr = 0, accuracy_stderr = 0;
   int64_t held_out_samples = 0;
   std::vector<double> final_parameters;  // rank 0's
-  // Every rank's replica_digests() were alike after every epoch; else the first epoch and rank
-  // that differed.
+  // Every replicated state (replica_digests(), by key) was alike on every rank that reports it
+  // after every epoch; else the first epoch, state and ranks that differed.
   bool replicas_agree = true;
   std::string replica_detail;
+  int replicated_states = 0;  // compared after each epoch: states reported by two ranks or more
   // The loss the stack reported for each epoch's first step (its mean over the global batch,
   // all_reduced by the stack) matched that batch's loss at the replica's parameters computed on
   // each rank alone; else the first epoch and rank where it did not. A rank whose gradient
-  // contribution is lost (drop) leaves replicas alike but not this.
+  // contribution is lost (drop) leaves replicas alike but not this. Judged on the ranks whose
+  // strategy reports the batch's loss (Strategy::reports_batch_loss); loss_audited counts them.
   bool losses_agree = true;
   std::string loss_detail;
+  int loss_audited = 0;
   // The run diverged: on every rank a step's reported loss, or the replica's parameters after an
   // epoch, were not finite (NaN or infinite); divergence_detail says where it began (epoch, step,
   // lr). A property of the configuration (a learning rate too large for its batch), not a fault
@@ -103,18 +116,22 @@ struct RunResult {
   // replicas alike and reports its losses as computed passes them.
   bool diverged = false;
   std::string divergence_detail;
+  // The strategy trains the model one process would (Strategy::same_model_as_one_process): the
+  // linear scaling rule, a statement about synchronous SGD, applies to it.
+  bool one_process_model = true;
   double seconds = 0;  // wall time of the run, evaluation included
   int64_t steps = 0;
 };
 
-// Trains `run` with the "ddp" strategy over every rank of `comm` (dp = comm.size()), the stack
-// under test; collective over `comm` and over `control`, an untampered communicator of the same
+// Trains `run` with its strategy (ddp over every rank of `comm` unless it names another) on the
+// stack under test; collective over `comm` and over `control`, an untampered communicator of the same
 // ranks (plain MPI) that carries the replica and loss checks, so a faulty stack cannot hide its
 // own fault. Every rank returns the same RunResult: the held-out numbers are rank 0's replica's.
 // Each epoch is a Philox permutation keyed by (shuffle_seed, epoch), the same on every rank, cut
 // into floor(train / batch) global batches (the last partial one dropped, as drop_last).
 // Error{invalid_argument}, on every rank alike and before any communication, for sizes that do
-// not fit (batch < ranks, batch > training rows, a model that does not match the data).
+// not fit (batch < ranks, batch > training rows, a model that does not match the data, a layout
+// of another number of ranks); Error{unsupported} for a strategy without a learning-rate schedule.
 RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& spec, const ConvergenceData& data,
                     const RunConfig& run, Precision precision = Precision::f32);
 
@@ -130,6 +147,9 @@ bool reported_loss_matches(double reported, double computed, double tolerance);
 // it: the scaled run's divergence, or the base's (no reference to hold against), is the detail.
 struct RuleVerdict {
   bool pass = false;
+  // judge_integrity: false when the run had nothing to compare (no state held on two ranks, no
+  // rank reporting the batch's loss: gossip, asynchronous servers), so its pass says nothing.
+  bool judged = true;
   std::string detail;  // one line, with the differences and tolerances
 };
 // z sqrt(se_a^2 + se_b^2): the two held-out estimates as independent, z = 2 about a 95% two-sided
@@ -172,6 +192,10 @@ NoiseScale estimate_noise_scale(const ModelSpec& spec, const Batch& train, const
 ModelSpec digits_model();    // 64 -> 64 -> 10: one hidden layer of 64
 RunConfig digits_base_run();
 inline constexpr int kDefaultScale = 8;
+// The held-out accuracy whose first epoch gives time_to_target and samples_to_target: below what
+// the base run ends at (0.90-0.92), reached by it before the decay, so a run that learns more
+// slowly per sample (stale gradients) shows it in epochs.
+inline constexpr double kDefaultTargetAccuracy = 0.85;
 // Until the noise scale has grown to about kB = 128 (B_simple ~ 30 after epoch 1, ~100 after
 // epoch 2 of the base run), a step of kB samples at k eta overshoots: the warm-up spans that phase.
 inline constexpr double kDefaultWarmupEpochs = 2;

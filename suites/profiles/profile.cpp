@@ -65,6 +65,7 @@ const std::vector<RunKey> kRunKeys{
     {"data", RunKind::any}, {"epochs", RunKind::any}, {"base-batch", RunKind::any}, {"base-lr", RunKind::any},
     {"scale", RunKind::any}, {"scan-scales", RunKind::any}, {"warmup-epochs", RunKind::any},
     {"scaled-lr", RunKind::any}, {"sweep", RunKind::any}, {"group-ranks", RunKind::any},
+    {"target-accuracy", RunKind::any},
     // Topology.
     {"p2p-bytes", RunKind::any}, {"latency-bytes", RunKind::any}, {"link-bytes", RunKind::any},
     {"link-speed", RunKind::any}};
