@@ -17,8 +17,9 @@ namespace dts {
 
 void TrainingFlags::declare(CLI::App& g) {
   g.add_option("--strategy", strategies_text_,
-               "training strategies, comma-separated, or all (dtsuite list); each NAME or NAME(key=value,...) "
-               "pinning a layout, e.g. tp(tp=3), 1f1b(pp=2,mb=8), hybrid(dp=2,tp=2,zero=1); none twice")
+               "training strategies, comma-separated, or all (dtsuite list; the convergence suite takes all as ddp); "
+               "each NAME or NAME(key=value,...) pinning a layout, e.g. tp(tp=3), 1f1b(pp=2,mb=8), "
+               "hybrid(dp=2,tp=2,zero=1); none twice")
       // Checked here as well as in finish(), so that a profile's [run] strategy is refused at its line.
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {

@@ -128,6 +128,11 @@ TEST(Scaling, StrongScalingKeepsTheGlobalBatchAndWeakScalingGrowsIt) {
     // --rank-batch 8 on a job of 2: weak n x 8 rows, strong 2 x 8 at every n.
     EXPECT_EQ(config(row, "batch"), std::to_string(config(row, "mode") == "weak" ? 8 * n : 16)) << row.labels.config;
     EXPECT_EQ(row.unit, "samples_per_second");
+    // The model timed, as the flags gave it (3 layers of 16; the default 32 inputs, 10 classes).
+    EXPECT_EQ(config(row, "layers") + "x" + config(row, "width") + "x" + config(row, "input") + "x" +
+                  config(row, "classes"),
+              "3x16x32x10")
+        << row.labels.config;
   }
   EXPECT_EQ(rows, 4);  // 2 modes x n = 1, 2
 }

@@ -98,7 +98,11 @@ class ScalingSuite final : public Suite {
         const StrategySpec spec = parse_strategy_spec(target);
         Labels labels;
         labels.strategy = spec.name;
-        labels.config = "mode=" + std::string(dts::name(mode)) + ";job=" + std::to_string(common.world_size);
+        // The model in the row, so that a reader of the CSV (the planner: compute per row from
+        // a step's time) knows what was timed.
+        labels.config = "mode=" + std::string(dts::name(mode)) + ";job=" + std::to_string(common.world_size) +
+                        ";layers=" + std::to_string(model.layers) + ";width=" + std::to_string(model.width) +
+                        ";input=" + std::to_string(model.input) + ";classes=" + std::to_string(model.classes);
         cases.push_back({spec.name + "/" + std::string(dts::name(mode)) + (spec.text == spec.name ? "" : "/" + spec.text),
                          labels, ScalingCase{spec.text, mode}});
       }
