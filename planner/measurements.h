@@ -1,0 +1,81 @@
+// What the planner knows of a stack: the measurements in its result CSVs, indexed and fitted.
+// Collectives by (collective, dtype, group shape) from the collectives suite's `time` rows, and
+// point-to-point messages by link class (same-node, other-node) from the topology suite's
+// one-way `p2p_bandwidth` and `p2p_latency` rows, each an alpha-beta fit (alpha_beta.h). Nothing
+// is assumed: a group, collective or link the files lack is refused with the command that would
+// measure it, and files of different stacks are refused rather than mixed.
+#pragma once
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "planner/alpha_beta.h"
+#include "results/record.h"
+
+namespace dts::planner {
+
+// The ranks a collective ran on: how many, over how many nodes, how many per node.
+struct GroupShape {
+  int ranks = 0, nodes = 1, ranks_per_node = 0;
+  // "4 ranks on 1 node", "8 ranks on 2 nodes (4 per node)".
+  std::string text() const;
+  auto operator<=>(const GroupShape&) const = default;
+};
+
+// The stack a row was measured on: what must be alike for measurements to be one stack's.
+struct StackIdentity {
+  std::string backend, backend_version, mpi_version, device;
+  // "mpi (Open MPI v4.1.4) on cpu", "nccl 2.28.9 (Open MPI v4.1.4) on NVIDIA H100 80GB HBM3".
+  std::string text() const;
+  bool operator==(const StackIdentity&) const = default;
+};
+StackIdentity stack_of(const Labels& labels);
+
+// One fitted collective, as the planner reports it.
+struct CollectiveFit {
+  std::string collective, dtype;
+  GroupShape shape;
+  AlphaBetaFit fit;
+};
+
+// Link classes of point-to-point messages.
+inline constexpr std::string_view kSameNode = "same-node", kOtherNode = "other-node";
+
+class Measurements {
+ public:
+  // Takes the rows of one results file (`source`, its path, for messages) that the model uses:
+  // collectives `time` rows (out of place, of more than 0 bytes; reductions with redop=sum), topology one-way
+  // `p2p_bandwidth` and `p2p_latency` rows; skipped, failed or timed-out rows are left out.
+  // Error{invalid_argument} naming both files when its rows are of another stack than the files
+  // added before.
+  void add(const std::vector<Record>& records, const std::string& source);
+
+  // The fit of `collective` in `dtype` on `shape`. Error{invalid_argument}, one line, naming what
+  // is missing (the group shapes measured for it, if any) and the dtsuite command that measures
+  // it, when there is no such measurement.
+  const AlphaBetaFit& collective(std::string_view collective, std::string_view dtype, const GroupShape& shape) const;
+  // Point-to-point messages between two ranks of `link` (kSameNode, kOtherNode); Error as above.
+  const AlphaBetaFit& link(std::string_view link) const;
+
+  // Every collective fit, for the planner's report of what it measured.
+  std::vector<CollectiveFit> collectives() const;
+  const StackIdentity& stack() const { return stack_; }
+  // The files added, comma-separated (for messages).
+  std::string sources() const;
+  bool empty() const { return collective_points_.empty() && link_points_.empty(); }
+
+ private:
+  using CollectiveKey = std::tuple<std::string, std::string, GroupShape>;
+  std::map<CollectiveKey, std::vector<TimedSize>> collective_points_;
+  std::map<std::string, std::vector<TimedSize>, std::less<>> link_points_;
+  mutable std::map<CollectiveKey, AlphaBetaFit> collective_fits_;
+  mutable std::map<std::string, AlphaBetaFit, std::less<>> link_fits_;
+  StackIdentity stack_;
+  bool have_stack_ = false;
+  std::string stack_source_;
+  std::vector<std::string> sources_;
+};
+
+}  // namespace dts::planner

@@ -1,0 +1,159 @@
+// The planner's index of measurements (measurements.h) on rows made as the suites write them:
+// what it takes, what it leaves, and the one line it gives for what is missing.
+#include "planner/measurements.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace dts::planner {
+namespace {
+
+Labels mpi_stack(int ranks, int nodes = 1) {
+  Labels l;
+  l.backend = "mpi";
+  l.backend_version = "Open MPI v4.1.4, package: Debian";
+  l.mpi_version = "Open MPI v4.1.4, package: Debian";
+  l.device = "cpu";
+  l.world_size = ranks;
+  l.nodes = nodes;
+  l.ranks_per_node = ranks / nodes;
+  return l;
+}
+
+// A collectives `time` row as the suite writes it.
+Record time_row(const Labels& stack, const std::string& collective, const std::string& dtype, int64_t bytes,
+                double seconds, const std::string& redop = "sum", const std::string& placement = "out_of_place") {
+  Record r;
+  r.suite = "collectives";
+  r.metric = "time";
+  r.unit = "seconds";
+  r.labels = stack;
+  r.labels.op = collective;
+  r.labels.dtype = dtype;
+  r.labels.bytes = bytes;
+  r.labels.placement = placement;
+  r.labels.config = "redop=" + redop + ";root=-1;count=" + std::to_string(bytes / 4);
+  r.value = seconds;
+  return r;
+}
+
+// all_reduce f32 on 4 ranks: 20 us + bytes / 2 GB/s, sizes 8 B to 8 MiB (x4).
+std::vector<Record> all_reduce_rows(const Labels& stack) {
+  std::vector<Record> rows;
+  for (int64_t b = 8; b <= (int64_t{8} << 20); b *= 4) {
+    rows.push_back(time_row(stack, "all_reduce", "f32", b, 20e-6 + static_cast<double>(b) / 2e9));
+  }
+  return rows;
+}
+
+TEST(Measurements, FitsTheCollectivesOfAGroupShape) {
+  Measurements m;
+  std::vector<Record> rows = all_reduce_rows(mpi_stack(4));
+  // Rows it must leave out: in place, another reduction, a skipped case, a failed one.
+  rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 4096, 1.0, "sum", "in_place"));
+  rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 4096, 1.0, "max"));
+  rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 4096, 1.0));
+  rows.back().verdict = Verdict::skip;
+  rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 4096, 1.0));
+  rows.back().verdict = Verdict::fail;
+  rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 0, 1.0));  // an empty call: the library's no-op
+  m.add(rows, "a.csv");
+  const AlphaBetaFit& fit = m.collective("all_reduce", "f32", {4, 1, 4});
+  ASSERT_EQ(fit.pieces.size(), 1u) << fit.describe();
+  EXPECT_NEAR(fit.pieces[0].alpha, 20e-6, 20e-6 * 1e-9);  // any of the 1.0 s rows would move it by far more
+  EXPECT_NEAR(fit.pieces[0].beta(), 2e9, 2e9 * 1e-9);
+  ASSERT_EQ(m.collectives().size(), 1u);
+  EXPECT_EQ(m.collectives()[0].shape.text(), "4 ranks on 1 node");
+  EXPECT_EQ(m.stack().text(), "mpi Open MPI v4.1.4 on cpu");  // the version line in a few words, once
+}
+
+TEST(Measurements, WhatIsMissingIsOneLineWithTheCommandThatMeasuresIt) {
+  Measurements m;
+  m.add(all_reduce_rows(mpi_stack(4)), "a.csv");
+  try {
+    m.collective("all_reduce", "f32", {2, 1, 2});
+    FAIL() << "a group of 2 was never measured";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("all_reduce in f32 on 2 ranks on 1 node: not measured (measured on 4 ranks on 1 node) in a.csv"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("mpirun -np 2 dtsuite run collectives --collective all_reduce -d f32 -o sum"), std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(m.collective("all_gather", "f32", {4, 1, 4}), Error);
+  EXPECT_THROW(m.collective("all_reduce", "bf16", {4, 1, 4}), Error);
+  EXPECT_THROW(m.collective("all_reduce", "f32", {4, 2, 2}), Error);  // the same ranks over two nodes: another group
+  try {
+    m.link(kOtherNode);
+    FAIL() << "no topology rows were added";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dtsuite run topology"), std::string::npos) << e.what();
+  }
+  // One size only: no line, said as such.
+  Measurements one;
+  one.add({time_row(mpi_stack(2), "broadcast", "f32", 64, 1e-5, "none")}, "b.csv");
+  try {
+    one.collective("broadcast", "f32", {2, 1, 2});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two distinct sizes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Measurements, FilesOfAnotherStackAreRefusedNotMixed) {
+  Measurements m;
+  m.add(all_reduce_rows(mpi_stack(4)), "a.csv");
+  Labels nccl = mpi_stack(4);
+  nccl.backend = "nccl";
+  nccl.backend_version = "2.28.9";
+  nccl.device = "NVIDIA H100 80GB HBM3";
+  try {
+    m.add(all_reduce_rows(nccl), "b.csv");
+    FAIL() << "two stacks mixed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("b.csv holds measurements of another stack (nccl 2.28.9"), std::string::npos) << what;
+    EXPECT_NE(what.find("than a.csv (mpi"), std::string::npos) << what;
+  }
+  // The same stack in a second file adds to the same fit (a second group shape here).
+  m.add(all_reduce_rows(mpi_stack(2)), "c.csv");
+  EXPECT_NO_THROW(m.collective("all_reduce", "f32", {2, 1, 2}));
+  EXPECT_EQ(m.sources(), "a.csv, c.csv");
+}
+
+TEST(Measurements, PointToPointLinksFromTheTopologySuite) {
+  // Same-node pairs: latency 2 us for 8 bytes (half a round trip), 5 GB/s one way for 4 MiB: the
+  // line through both; both-direction rows (a shared link) are left out.
+  std::vector<Record> rows;
+  for (const char* direction : {"one-way", "both"}) {
+    Record bw;
+    bw.suite = "topology";
+    bw.metric = "p2p_bandwidth";
+    bw.labels = mpi_stack(2);
+    bw.labels.op = "send_recv";
+    bw.labels.bytes = 4 << 20;
+    bw.labels.config = std::string("src=0;dst=1;direction=") + direction + ";link=same-node";
+    bw.value = std::string(direction) == "both" ? 1e6 : 5e9;
+    rows.push_back(bw);
+  }
+  Record lat;
+  lat.suite = "topology";
+  lat.metric = "p2p_latency";
+  lat.labels = mpi_stack(2);
+  lat.labels.op = "send_recv";
+  lat.labels.bytes = 8;
+  lat.labels.config = "src=0;dst=1;direction=round-trip-half;link=same-node";
+  lat.value = 2e-6;
+  rows.push_back(lat);
+  Measurements m;
+  m.add(rows, "topo.csv");
+  const AlphaBetaFit& same = m.link(kSameNode);
+  EXPECT_NEAR(same.seconds(8), 2e-6, 1e-15);
+  EXPECT_NEAR(same.seconds(4 << 20), (4 << 20) / 5e9, 1e-12);
+  EXPECT_THROW(m.link(kOtherNode), Error);
+}
+
+}  // namespace
+}  // namespace dts::planner
