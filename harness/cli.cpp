@@ -200,6 +200,33 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                      "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
+  PlanOptions& po = cmd.plan;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "rank every layout of a model on N ranks by step time predicted from the stack's measured CSVs");
+  plan->add_option("--measurements", po.measurements,
+                   "results CSVs of one stack: collectives (every collective and group the layouts use), topology "
+                   "(point-to-point), scaling (one rank's ddp step: compute)")
+      ->required();
+  plan->add_option("--ranks", po.ranks, "ranks of the job planned")->required()->check(CLI::Range(1, 1 << 20));
+  plan->add_option("--ranks-per-node", po.ranks_per_node, "ranks per node (default: all on one node)")
+      ->check(CLI::Range(1, 1 << 20));
+  plan->add_option("--batch", po.batch, "global batch rows")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+  plan->add_option("--layers", po.layers, "MLP Linear layers")->check(CLI::Range(1, 1000))->capture_default_str();
+  plan->add_option("--width", po.width, "MLP hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  plan->add_option("--input", po.input, "features per sample")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  plan->add_option("--classes", po.classes, "classes")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  plan->add_option("--parameters", po.parameters,
+                   "the model's size instead of --width: the width whose MLP of --layers has about this many parameters")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
+  plan->add_option("--memory-per-rank", po.memory_per_rank, "bytes a rank may hold (e.g. 16G); layouts above it are marked");
+  plan->add_option("--strategy", po.strategies, "strategies (and pinned layouts, as run --strategy takes them)")
+      ->capture_default_str();
+  plan->add_option("--csv", po.csv_path, "write plan_* rows (one set per layout) as a results CSV");
+  plan->add_option("--top", po.top, "layouts printed (0: all)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  plan->add_option("-T,--timeout", po.timeout_seconds,
+                   "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
+      ->check(FiniteRange(0.0, 1e9))->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -245,7 +272,16 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
     cmd.kind = Command::Kind::report;
     return cmd;
   }
-  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare, ab or report)");
+  if (app.got_subcommand("plan")) {
+    if (po.ranks_per_node == 0) po.ranks_per_node = po.ranks;
+    if (po.ranks % po.ranks_per_node != 0) {
+      throw UsageError("plan: --ranks " + std::to_string(po.ranks) + " is not whole nodes of --ranks-per-node " +
+                       std::to_string(po.ranks_per_node));
+    }
+    cmd.kind = Command::Kind::plan;
+    return cmd;
+  }
+  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare, ab, report or plan)");
   cmd.kind = Command::Kind::run;
 
   try {

@@ -52,8 +52,23 @@ struct ReportOptions {
   double timeout_seconds = 300;  // -T, as compare's
 };
 
+// `dtsuite plan --measurements A.csv ... --ranks N`: the layout planner (harness/plan_command.cpp,
+// planner/). No MPI.
+struct PlanOptions {
+  std::vector<std::string> measurements;  // results CSVs of one stack
+  int ranks = 0, ranks_per_node = 0;      // ranks_per_node 0: every rank on one node
+  int64_t batch = 64;                     // global batch rows
+  int layers = 3, width = 64, input = 32, classes = 10;  // the MLP (the training flags' defaults)
+  int64_t parameters = 0;                 // > 0: the width that gives about this many parameters
+  std::string memory_per_rank;            // "16G"; empty: no limit
+  std::string strategies = "ddp,zero1,zero2,zero3,tp,gpipe,1f1b,hybrid";
+  std::string csv_path;                   // optional: plan_* rows
+  int top = 0;                            // rows of the table printed; 0: every layout
+  double timeout_seconds = 300;           // -T, as compare's
+};
+
 struct Command {
-  enum class Kind { run, list, compare, ab, report, help, version } kind = Kind::help;
+  enum class Kind { run, list, compare, ab, report, plan, help, version } kind = Kind::help;
   std::string help_text;  // for Kind::help
   RunOptions run;
   std::string csv_path;      // empty: out/dtsuite-<run id>.csv
@@ -68,6 +83,7 @@ struct Command {
   CompareOptions compare;
   AbOptions ab;
   ReportOptions report;
+  PlanOptions plan;
   size_t chunk_bytes = 0;  // --chunk-bytes; 0 (auto): the ring's own rule
   int fault_rank = -1;
   int64_t fault_after = 0;

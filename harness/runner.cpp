@@ -55,6 +55,31 @@
 
 namespace dts {
 
+std::string utc_timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const auto seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[96];  // generous: the compiler cannot bound tm_year
+  std::snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis));
+  return text;
+}
+
+std::string new_run_id() {
+  const auto seconds = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
+  std::random_device random;
+  char suffix[16];
+  std::snprintf(suffix, sizeof(suffix), "%06x", random() & 0xffffff);
+  return std::string(stamp) + "-" + suffix;
+}
+
 namespace {
 
 // Before MPI_Init the rank is only known from the launcher's environment; rank 0 alone prints
@@ -108,31 +133,6 @@ std::vector<size_t> case_order(size_t cases, int repeat, uint64_t seed) {
     order.insert(order.end(), pass.begin(), pass.end());
   }
   return order;
-}
-
-std::string utc_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const auto seconds = std::chrono::system_clock::to_time_t(now);
-  const auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[96];  // generous: the compiler cannot bound tm_year
-  std::snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis));
-  return text;
-}
-
-std::string new_run_id() {
-  const auto seconds = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
-  std::random_device random;
-  char suffix[16];
-  std::snprintf(suffix, sizeof(suffix), "%06x", random() & 0xffffff);
-  return std::string(stamp) + "-" + suffix;
 }
 
 // Rank 0's fan-out to the sinks. Thread-safe: the watchdog thread writes the timeout record.
@@ -797,6 +797,8 @@ int harness_main(int argc, char** argv) {
       return run_ab(cmd.ab);
     case Command::Kind::report:
       return run_report(cmd.report);
+    case Command::Kind::plan:
+      return run_plan(cmd.plan);
     case Command::Kind::run: break;
   }
 

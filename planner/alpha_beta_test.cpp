@@ -83,10 +83,16 @@ TEST(AlphaBeta, NegativeTermsAreHeldAtZero) {
   // fit keeps 1/beta = 0 (the mean latency, relative), never a negative bandwidth.
   const std::vector<TimedSize> points{{8, 4e-6}, {64, 3.9e-6}, {512, 3.8e-6}, {4096, 3.7e-6}};
   const AlphaBetaFit fit = fit_alpha_beta(points);
-  for (const AlphaBetaPiece& p : fit.pieces) {
-    EXPECT_GE(p.alpha, 0);
-    EXPECT_GE(p.inverse_beta, 0);
+  // Four sizes are one piece (a piece takes three). The latency-only line minimises
+  // sum ((alpha - t) / t)^2, whose minimum is alpha = sum(1/t) / sum(1/t^2).
+  ASSERT_EQ(fit.pieces.size(), 1u) << fit.describe();
+  double inverse = 0, inverse_squared = 0;
+  for (const TimedSize& p : points) {
+    inverse += 1 / p.seconds;
+    inverse_squared += 1 / (p.seconds * p.seconds);
   }
+  EXPECT_EQ(fit.pieces[0].inverse_beta, 0);
+  EXPECT_NEAR(fit.pieces[0].alpha, inverse / inverse_squared, 4e-6 * 1e-12);
   // Pure bandwidth (time proportional to size): alpha 0 rather than negative.
   const AlphaBetaFit bandwidth = fit_alpha_beta({{1e6, 1e-4}, {2e6, 2e-4}, {4e6, 4e-4}});
   EXPECT_GE(bandwidth.pieces[0].alpha, 0);

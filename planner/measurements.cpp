@@ -1,9 +1,11 @@
 // The planner's index of measurements (measurements.h).
 #include "planner/measurements.h"
 
+#include <cstdlib>
 #include <set>
 
 #include "core/error.h"
+#include "planner/cost_model.h"
 
 namespace dts::planner {
 
@@ -11,6 +13,25 @@ namespace {
 
 bool is_reducing(std::string_view collective) {
   return collective == "all_reduce" || collective == "reduce_scatter" || collective == "reduce";
+}
+
+// The model a scaling row timed, from its config; nullopt when a key is missing or not a number.
+std::optional<std::pair<ModelSpec, int64_t>> timed_model(const std::string& config) {
+  ModelSpec spec;
+  int64_t batch = 0;
+  for (const auto& [key, field] : {std::pair<const char*, int*>{"layers", &spec.layers}, {"width", &spec.width},
+                                   {"input", &spec.input}, {"classes", &spec.classes}}) {
+    const std::string text = config_value(config, key).value_or("");
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < 1 || value > (1L << 30)) return std::nullopt;
+    *field = static_cast<int>(value);
+  }
+  const std::string text = config_value(config, "batch").value_or("");
+  char* end = nullptr;
+  batch = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || batch < 1 || spec.classes < 2) return std::nullopt;
+  return std::make_pair(spec, batch);
 }
 
 bool usable(const Record& r) {
@@ -24,6 +45,11 @@ std::string GroupShape::text() const {
                   (nodes == 1 ? " node" : " nodes");
   if (nodes > 1) t += " (" + std::to_string(ranks_per_node) + " per node)";
   return t;
+}
+
+GroupShape GroupShape::normalized() const {
+  if (nodes > 1) return *this;
+  return {ranks, 1, ranks};
 }
 
 std::string StackIdentity::text() const {
@@ -44,6 +70,10 @@ StackIdentity stack_of(const Labels& labels) {
 void Measurements::add(const std::vector<Record>& records, const std::string& source) {
   std::map<CollectiveKey, std::vector<TimedSize>> collectives;
   std::map<std::string, std::vector<TimedSize>, std::less<>> links;
+  std::vector<TimedSize> computes;
+  // The file's stack is taken only once the whole file is read: a refused file leaves nothing.
+  StackIdentity file_stack;
+  bool file_has_stack = false;
   for (const Record& r : records) {
     if (!usable(r)) continue;
     // An empty call is the library's no-op, not a point of its line.
@@ -52,22 +82,33 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     const bool p2p = r.suite == "topology" && r.labels.bytes >= 0 &&
                      ((r.metric == "p2p_bandwidth" && config_value(r.labels.config, "direction") == "one-way") ||
                       r.metric == "p2p_latency");
-    if (!collective && !p2p) continue;
+    const bool compute = r.suite == "scaling" && r.metric == "step_time" && r.labels.strategy == "ddp" &&
+                         r.labels.world_size == 1;
+    if (!collective && !p2p && !compute) continue;
     const StackIdentity stack = stack_of(r.labels);
-    if (!have_stack_) {
-      stack_ = stack;
-      stack_source_ = source;
-      have_stack_ = true;
-    } else if (!(stack == stack_)) {
+    if (!file_has_stack) {
+      file_stack = stack;
+      file_has_stack = true;
+    } else if (!(stack == file_stack)) {
+      throw Error(Error::Kind::invalid_argument, source + " holds measurements of two stacks (" + file_stack.text() +
+                                                     "; " + stack.text() + "): plan from one stack's measurements");
+    }
+    if (have_stack_ && !(stack == stack_)) {
       throw Error(Error::Kind::invalid_argument,
                   source + " holds measurements of another stack (" + stack.text() + ") than " + stack_source_ + " (" +
                       stack_.text() + "): plan from one stack's measurements");
     }
     const auto bytes = static_cast<double>(r.labels.bytes);
+    if (compute) {
+      const auto model = timed_model(r.labels.config);
+      if (model) computes.push_back({training_flops(model->first, model->second), r.value});
+      continue;
+    }
     if (collective) {
       const std::string redop = config_value(r.labels.config, "redop").value_or("");
       if (is_reducing(r.labels.op) && redop != "sum") continue;  // gradients are summed
-      const GroupShape shape{r.labels.world_size, std::max(1, r.labels.nodes), r.labels.ranks_per_node};
+      const GroupShape shape =
+          GroupShape{r.labels.world_size, std::max(1, r.labels.nodes), r.labels.ranks_per_node}.normalized();
       collectives[{r.labels.op, r.labels.dtype, shape}].push_back({bytes, r.value});
       continue;
     }
@@ -75,6 +116,11 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     if (link != kSameNode && link != kOtherNode) continue;
     // Bandwidth rows: bytes / rate is the message's time; latency rows are already a time.
     links[link].push_back({bytes, r.metric == "p2p_bandwidth" ? bytes / r.value : r.value});
+  }
+  if (file_has_stack && !have_stack_) {
+    stack_ = file_stack;
+    stack_source_ = source;
+    have_stack_ = true;
   }
   for (auto& [key, points] : collectives) {
     auto& all = collective_points_[key];
@@ -86,6 +132,10 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     all.insert(all.end(), points.begin(), points.end());
     link_fits_.erase(key);
   }
+  if (!computes.empty()) {
+    compute_points_.insert(compute_points_.end(), computes.begin(), computes.end());
+    compute_fit_.reset();
+  }
   sources_.push_back(source);
 }
 
@@ -95,8 +145,9 @@ std::string Measurements::sources() const {
   return text.empty() ? "no files" : text;
 }
 
-const AlphaBetaFit& Measurements::collective(std::string_view collective, std::string_view dtype,
-                                             const GroupShape& shape) const {
+AlphaBetaFit Measurements::collective(std::string_view collective, std::string_view dtype,
+                                      const GroupShape& asked) const {
+  const GroupShape shape = asked.normalized();
   const CollectiveKey key{std::string(collective), std::string(dtype), shape};
   if (const auto fit = collective_fits_.find(key); fit != collective_fits_.end()) return fit->second;
   const auto points = collective_points_.find(key);
@@ -129,7 +180,7 @@ const AlphaBetaFit& Measurements::collective(std::string_view collective, std::s
                   (is_reducing(collective) ? " -o sum" : "") + " -b 8 -e 256M -f 2 --csv FILE`" + placement);
 }
 
-const AlphaBetaFit& Measurements::link(std::string_view link) const {
+AlphaBetaFit Measurements::link(std::string_view link) const {
   if (const auto fit = link_fits_.find(link); fit != link_fits_.end()) return fit->second;
   const auto points = link_points_.find(link);
   std::string why = "not measured";
@@ -144,6 +195,23 @@ const AlphaBetaFit& Measurements::link(std::string_view link) const {
               "point-to-point messages " + std::string(link) + ": " + why + " in " + sources() +
                   "; measure them with `mpirun -np 2 dtsuite run topology --csv FILE`" +
                   (link == kOtherNode ? " with the two ranks on two nodes" : " with the two ranks on one node"));
+}
+
+AlphaBetaFit Measurements::compute() const {
+  if (compute_fit_) return *compute_fit_;
+  std::string why = "not measured";
+  if (!compute_points_.empty()) {
+    try {
+      compute_fit_ = fit_alpha_beta(compute_points_);
+      return *compute_fit_;
+    } catch (const Error& e) {
+      why = std::string(e.what()) + " from " + std::to_string(compute_points_.size()) + " rows";
+    }
+  }
+  throw Error(Error::Kind::invalid_argument,
+              "compute (one rank's training step against its FLOPs): " + why + " in " + sources() +
+                  "; measure it with `mpirun -np 2 dtsuite run scaling --strategy ddp --scaling-mode weak,strong "
+                  "--csv FILE` (one rank's step at two batch sizes; the model flags of the plan)");
 }
 
 std::vector<CollectiveFit> Measurements::collectives() const {

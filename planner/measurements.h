@@ -6,6 +6,7 @@
 // measure it, and files of different stacks are refused rather than mixed.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -21,6 +22,8 @@ struct GroupShape {
   int ranks = 0, nodes = 1, ranks_per_node = 0;
   // "4 ranks on 1 node", "8 ranks on 2 nodes (4 per node)".
   std::string text() const;
+  // One node: ranks_per_node is the ranks, so {4} and {4, 1, 4} are one group.
+  GroupShape normalized() const;
   auto operator<=>(const GroupShape&) const = default;
 };
 
@@ -47,24 +50,30 @@ class Measurements {
  public:
   // Takes the rows of one results file (`source`, its path, for messages) that the model uses:
   // collectives `time` rows (out of place, of more than 0 bytes; reductions with redop=sum), topology one-way
-  // `p2p_bandwidth` and `p2p_latency` rows; skipped, failed or timed-out rows are left out.
-  // Error{invalid_argument} naming both files when its rows are of another stack than the files
-  // added before.
+  // `p2p_bandwidth` and `p2p_latency` rows, scaling `step_time` rows of ddp on one rank;
+  // skipped, failed or timed-out rows are left out.
+  // Error{invalid_argument} naming both files, and nothing of the file taken, when its rows are
+  // of another stack than the files added before or than each other.
   void add(const std::vector<Record>& records, const std::string& source);
 
   // The fit of `collective` in `dtype` on `shape`. Error{invalid_argument}, one line, naming what
   // is missing (the group shapes measured for it, if any) and the dtsuite command that measures
   // it, when there is no such measurement.
-  const AlphaBetaFit& collective(std::string_view collective, std::string_view dtype, const GroupShape& shape) const;
+  // Returned by value: the cache it comes from is cleared by add().
+  AlphaBetaFit collective(std::string_view collective, std::string_view dtype, const GroupShape& shape) const;
   // Point-to-point messages between two ranks of `link` (kSameNode, kOtherNode); Error as above.
-  const AlphaBetaFit& link(std::string_view link) const;
+  AlphaBetaFit link(std::string_view link) const;
+  // Compute: one rank's step time against the training FLOPs of its step (cost_model.h,
+  // training_flops; the fit's "bytes" are FLOPs), from the scaling suite's one-rank ddp
+  // `step_time` rows and the model their config names. Error as above.
+  AlphaBetaFit compute() const;
 
   // Every collective fit, for the planner's report of what it measured.
   std::vector<CollectiveFit> collectives() const;
   const StackIdentity& stack() const { return stack_; }
   // The files added, comma-separated (for messages).
   std::string sources() const;
-  bool empty() const { return collective_points_.empty() && link_points_.empty(); }
+  bool empty() const { return collective_points_.empty() && link_points_.empty() && compute_points_.empty(); }
 
  private:
   using CollectiveKey = std::tuple<std::string, std::string, GroupShape>;
@@ -72,6 +81,8 @@ class Measurements {
   std::map<std::string, std::vector<TimedSize>, std::less<>> link_points_;
   mutable std::map<CollectiveKey, AlphaBetaFit> collective_fits_;
   mutable std::map<std::string, AlphaBetaFit, std::less<>> link_fits_;
+  std::vector<TimedSize> compute_points_;
+  mutable std::optional<AlphaBetaFit> compute_fit_;
   StackIdentity stack_;
   bool have_stack_ = false;
   std::string stack_source_;

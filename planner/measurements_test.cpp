@@ -59,13 +59,22 @@ TEST(Measurements, FitsTheCollectivesOfAGroupShape) {
   rows.back().verdict = Verdict::fail;
   rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 0, 1.0));  // an empty call: the library's no-op
   m.add(rows, "a.csv");
-  const AlphaBetaFit& fit = m.collective("all_reduce", "f32", {4, 1, 4});
+  const AlphaBetaFit fit = m.collective("all_reduce", "f32", {4, 1, 4});
   ASSERT_EQ(fit.pieces.size(), 1u) << fit.describe();
   EXPECT_NEAR(fit.pieces[0].alpha, 20e-6, 20e-6 * 1e-9);  // any of the 1.0 s rows would move it by far more
   EXPECT_NEAR(fit.pieces[0].beta(), 2e9, 2e9 * 1e-9);
   ASSERT_EQ(m.collectives().size(), 1u);
   EXPECT_EQ(m.collectives()[0].shape.text(), "4 ranks on 1 node");
   EXPECT_EQ(m.stack().text(), "mpi Open MPI v4.1.4 on cpu");  // the version line in a few words, once
+  // One node said without its ranks per node is the same group; rows written with nodes = 0
+  // (a run that did not count them) are one node too.
+  EXPECT_EQ(m.collective("all_reduce", "f32", {4}).pieces.size(), 1u);
+  Labels uncounted = mpi_stack(4);
+  uncounted.nodes = 0;
+  uncounted.ranks_per_node = 0;
+  Measurements u;
+  u.add(all_reduce_rows(uncounted), "u.csv");
+  EXPECT_NO_THROW(u.collective("all_reduce", "f32", {4, 1, 4}));
 }
 
 TEST(Measurements, WhatIsMissingIsOneLineWithTheCommandThatMeasuresIt) {
@@ -116,6 +125,22 @@ TEST(Measurements, FilesOfAnotherStackAreRefusedNotMixed) {
     const std::string what = e.what();
     EXPECT_NE(what.find("b.csv holds measurements of another stack (nccl 2.28.9"), std::string::npos) << what;
     EXPECT_NE(what.find("than a.csv (mpi"), std::string::npos) << what;
+  }
+  // A file of two stacks is refused whole, and leaves no stack behind: the next file sets it.
+  {
+    Measurements fresh;
+    std::vector<Record> both = all_reduce_rows(mpi_stack(2));
+    for (const Record& r : all_reduce_rows(nccl)) both.push_back(r);
+    try {
+      fresh.add(both, "mixed.csv");
+      FAIL() << "a file of two stacks was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("mixed.csv holds measurements of two stacks"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fresh.empty());
+    EXPECT_NO_THROW(fresh.add(all_reduce_rows(nccl), "gpu.csv"));
+    EXPECT_EQ(fresh.stack().backend, "nccl");
+    EXPECT_EQ(fresh.sources(), "gpu.csv");
   }
   // The same stack in a second file adds to the same fit (a second group shape here).
   m.add(all_reduce_rows(mpi_stack(2)), "c.csv");

@@ -2,7 +2,9 @@
 // splits, and the same-order one-process run.
 #include "strategies/strategy.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "core/buffer.h"
@@ -20,7 +22,82 @@ std::map<std::string, Registered>& strategy_registry() {
   static std::map<std::string, Registered> registry;
   return registry;
 }
+// A replicated state as words of an all_gather: its key's hash (what is compared), the key's
+// first 16 bytes (to name it), its digest.
+constexpr size_t kDigestWords = 4, kKeyNameBytes = 16;
+
+void put_digest(const ReplicaDigest& d, int64_t* words) {
+  const uint64_t key = name_hash(d.key);
+  std::memcpy(&words[0], &key, sizeof key);
+  char name[kKeyNameBytes] = {};
+  std::memcpy(name, d.key.data(), std::min(d.key.size(), kKeyNameBytes));
+  std::memcpy(&words[1], name, kKeyNameBytes);
+  std::memcpy(&words[3], &d.digest, sizeof d.digest);
+}
+
+std::string key_name(const int64_t* words) {
+  char name[kKeyNameBytes + 1] = {};
+  std::memcpy(name, &words[1], kKeyNameBytes);
+  return name;
+}
+
 }  // namespace
+
+double ring_bytes_sent(const PlannedCall& call) {
+  const double n = call.group_size, bytes = static_cast<double>(call.bytes);
+  if (call.collective == "send_recv") return bytes;
+  if (call.group_size < 2) return 0;
+  if (call.collective == "all_reduce") return 2 * bytes * (n - 1) / n;
+  if (call.collective == "reduce_scatter" || call.collective == "all_gather") return bytes * (n - 1) / n;
+  throw Error(Error::Kind::invalid_argument, "ring_bytes_sent: no ring model of " + call.collective);
+}
+
+double bytes_sent(const std::vector<PlannedCall>& calls, std::string_view group) {
+  double total = 0;
+  for (const PlannedCall& call : calls) {
+    if (call.group == group && !call.loss) total += static_cast<double>(call.count) * ring_bytes_sent(call);
+  }
+  return total;
+}
+
+PlannedCall loss_call(std::string group, int n) {
+  PlannedCall call;
+  call.group = std::move(group);
+  call.collective = "all_reduce";
+  call.dtype = DType::f64;
+  call.group_size = n;
+  call.bytes = sizeof(double);
+  call.loss = true;
+  return call;
+}
+
+ReplicaComparison compare_replicas(Communicator& control, const std::vector<ReplicaDigest>& mine) {
+  ReplicaComparison out;
+  const int n = control.size();
+  const auto count = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> counts(static_cast<size_t>(n));
+  control.all_gather(&count, counts.data(), 1, DType::i64);
+  const auto width = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * kDigestWords;
+  if (width == 0) return out;
+  std::vector<int64_t> words(width, 0), all(width * static_cast<size_t>(n));
+  for (size_t i = 0; i < mine.size(); ++i) put_digest(mine[i], &words[i * kDigestWords]);
+  control.all_gather(words.data(), all.data(), width, DType::i64);
+  std::map<int64_t, std::pair<const int64_t*, int>> first;  // key hash -> its first entry and rank
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) {
+      const int64_t* entry = &all[static_cast<size_t>(r) * width + static_cast<size_t>(i) * kDigestWords];
+      const auto [seen, inserted] = first.emplace(entry[0], std::make_pair(entry, r));
+      if (inserted) continue;
+      ++out.compared;
+      if (seen->second.first[3] == entry[3]) continue;
+      if (++out.mismatches == 1) {
+        out.first = "rank " + std::to_string(r) + "'s " + key_name(entry) + " differs from rank " +
+                    std::to_string(seen->second.second) + "'s";
+      }
+    }
+  }
+  return out;
+}
 
 std::string_view name(PipelineSchedule schedule) {
   switch (schedule) {

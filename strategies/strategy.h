@@ -104,12 +104,50 @@ struct TrafficTheory {
   std::string received_formula;
 };
 
+// One kind of call a rank makes each step through one of its groups. The layout planner
+// (planner/) prices it with the stack's measured fit of `collective` on a group of `group_size`
+// ranks; each strategy's expected_traffic() sums its bytes from the same calls (bytes_sent), so
+// the calls the planner prices are the traffic the equivalence suite measures on the stack.
+struct PlannedCall {
+  std::string group;       // "dp", "tp", "pp"; "world" for the step's loss
+  std::string collective;  // as the collectives suite names it: all_reduce, reduce_scatter, all_gather, send_recv
+  DType dtype = DType::f32;
+  int group_size = 1;
+  // Per call, as the collectives suite's `bytes` counts it: all_gather's and reduce_scatter's
+  // full buffer (n slots), a send's message.
+  int64_t bytes = 0;
+  int64_t count = 1;               // calls of this size per step
+  bool overlaps_backward = false;  // launched while backward still computes (ddp's buckets)
+  // The step's mean loss (one f64 all_reduce): not training traffic, left out of bytes_sent (the
+  // equivalence suite allows it 16 bytes).
+  bool loss = false;
+};
+// What one rank sends for one call under the ring model: all_reduce 2(n-1)/n of the bytes,
+// reduce_scatter and all_gather (n-1)/n, a send all of them.
+double ring_bytes_sent(const PlannedCall& call);
+// The training bytes a rank sends per step through `group`: count x ring_bytes_sent over the
+// calls of that group, the loss left out.
+double bytes_sent(const std::vector<PlannedCall>& calls, std::string_view group);
+// The step's loss: one f64 all_reduce over `group` of `n` ranks (global_mean_loss).
+PlannedCall loss_call(std::string group, int n);
+
 // Digest of state that a set of ranks must hold bit for bit alike: every rank of the case that
 // reports the same `replicated_across` key must report the same digest.
 struct ReplicaDigest {
   std::string key;
   uint64_t digest = 0;
 };
+
+// Every rank's ReplicaDigests compared across `control`: each key's digest against the first rank
+// (in rank order) that reports it. Collective: every rank of `control` calls it (a rank with
+// nothing replicated passes an empty list). Keys are compared by their 64-bit hash and named by
+// their first 16 bytes.
+struct ReplicaComparison {
+  int compared = 0;    // reports compared against the first of their key
+  int mismatches = 0;  // of those, digests that differ
+  std::string first;   // "" or the first that differs: "rank 2's ps.range0 differs from rank 0's"
+};
+ReplicaComparison compare_replicas(Communicator& control, const std::vector<ReplicaDigest>& mine);
 
 // What a strategy whose result depends on the order its messages arrive in (a parameter server
 // serving whichever worker is ready) proves by replaying its own log in one process (audit()).

@@ -116,7 +116,7 @@ for path in sorted(glob.glob(os.path.join(out, 'r*-s*-*.convergence.csv'))):
         m = re.search(r'layout=s(\d+)-w(\d+)', r['config'])
         split = f"{m.group(1)}+{m.group(2)}" if m else "4 ranks"
         e = conv.setdefault((r['strategy'], split, setting), {'samples': [], 'seconds': [], 'final': [], 'failed': 0, 'missed': 0})
-        if r['verdict'] == 'fail':
+        if r['metric'] == 'check' and r['verdict'] == 'fail':  # a rule the run missed is not a broken stack
             e['failed'] += 1
         if 'run=base;' not in r['config'] + ';':
             continue

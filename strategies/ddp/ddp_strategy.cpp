@@ -62,13 +62,31 @@ BucketPlan plan_buckets(const std::vector<ParameterInfo>& layout, size_t element
   return plan;
 }
 
-std::vector<TrafficTheory> ddp_traffic(int64_t psi, int n, size_t buckets, size_t element_bytes) {
-  if (n == 1) return {};
-  const double element = static_cast<double>(element_bytes);
+std::vector<PlannedCall> ddp_calls(const BucketPlan& plan, int n, DType dtype) {
+  std::vector<PlannedCall> calls;
+  for (size_t b = 0; n > 1 && b < plan.buckets.size(); ++b) {
+    PlannedCall call;
+    call.group = "dp";
+    call.collective = "all_reduce";
+    call.dtype = dtype;
+    call.group_size = n;
+    call.bytes = (plan.buckets[b].second - plan.buckets[b].first) * static_cast<int64_t>(size_of(dtype));
+    call.overlaps_backward = b + 1 < plan.buckets.size();
+    calls.push_back(call);
+  }
+  calls.push_back(loss_call("dp", n));
+  return calls;
+}
+
+std::vector<TrafficTheory> ddp_traffic(const BucketPlan& plan, int n, DType dtype) {
+  if (n == 1 || plan.buckets.empty()) return {};
+  const size_t element = size_of(dtype);
+  const int64_t psi = plan.buckets.front().second - plan.buckets.back().first;
   // Slack: each bucket's ring segments are uneven by at most one element per step, N per bucket.
-  return {{"dp", 2 * static_cast<double>(psi) * (n - 1) / n * element, static_cast<double>(buckets) * n * element,
-           "2*Psi*(N-1)/N*" + std::to_string(element_bytes) + " (Psi=" + std::to_string(psi) +
-               ", N=" + std::to_string(n) + ")"}};
+  return {{"dp", bytes_sent(ddp_calls(plan, n, dtype), "dp"),
+           static_cast<double>(plan.buckets.size()) * n * static_cast<double>(element),
+           "2*Psi*(N-1)/N*" + std::to_string(element) + " (Psi=" + std::to_string(psi) + ", N=" + std::to_string(n) +
+               ", " + std::to_string(plan.buckets.size()) + " buckets)"}};
 }
 
 template <class T>
@@ -182,7 +200,7 @@ std::vector<double> DdpStrategy<T>::full_parameters() {
 
 template <class T>
 std::vector<TrafficTheory> DdpStrategy<T>::expected_traffic() const {
-  return ddp_traffic(static_cast<int64_t>(params_.size()), comm_.size(), plan_.buckets.size(), sizeof(T));
+  return ddp_traffic(plan_, comm_.size(), dtype_of<T>());
 }
 
 template <class T>

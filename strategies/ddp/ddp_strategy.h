@@ -32,9 +32,12 @@ BucketPlan plan_buckets(const std::vector<ParameterInfo>& layout, size_t element
 // Error{invalid_argument} naming `strategy` for a negative or non-finite one.
 void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy);
 
-// DDP's traffic per step under the ring model: one all_reduce of Psi elements in `buckets`
-// buckets (none on one rank).
-std::vector<TrafficTheory> ddp_traffic(int64_t psi, int n, size_t buckets, size_t element_bytes);
+// DDP's calls per step on `n` ranks: one all_reduce per bucket in launch order, every one but
+// the last (the first layer's, ready when backward ends) launched while backward computes; then
+// the loss. None on one rank but the loss.
+std::vector<PlannedCall> ddp_calls(const BucketPlan& plan, int n, DType dtype);
+// DDP's traffic per step, summed from ddp_calls: 2 Psi (N-1)/N elements (none on one rank).
+std::vector<TrafficTheory> ddp_traffic(const BucketPlan& plan, int n, DType dtype);
 
 template <class T>
 class DdpStrategy final : public Strategy {

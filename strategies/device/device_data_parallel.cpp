@@ -272,8 +272,8 @@ std::vector<ReplicaDigest> DeviceDataParallel::replica_digests() {
 }
 
 std::vector<TrafficTheory> DeviceDataParallel::expected_traffic() const {
-  if (stage_ == 0) return ddp_traffic(psi_, comm_.size(), plan_.buckets.size(), sizeof(float));
-  return zero_traffic(static_cast<ZeroStage>(stage_), config_.microbatches, comm_.size(), shard_size_, sizeof(float));
+  if (stage_ == 0) return ddp_traffic(plan_, comm_.size(), DType::f32);
+  return zero_traffic(static_cast<ZeroStage>(stage_), config_.microbatches, comm_.size(), shard_size_, DType::f32);
 }
 
 MemoryReport DeviceDataParallel::memory() const {

@@ -45,6 +45,53 @@ std::string bytes_text(double elements, size_t element) {
 
 }  // namespace
 
+std::vector<PlannedCall> hybrid_calls(const ModelSpec& spec, const ParallelConfig& c, int stage, int tp_index,
+                                      int dp_index, int64_t batch, DType dtype, DType wire) {
+  const std::vector<int> bounds = balanced_stages(spec, c.pp);
+  const StageLayout layout = stage_layout(spec, bounds[static_cast<size_t>(stage)],
+                                          bounds[static_cast<size_t>(stage) + 1], c.tp, tp_index);
+  const auto element = static_cast<int64_t>(size_of(dtype));
+  std::vector<PlannedCall> calls;
+  const auto call = [&](const char* group, const char* collective, int n, int64_t bytes, DType type) {
+    PlannedCall planned;
+    planned.group = group;
+    planned.collective = collective;
+    planned.dtype = type;
+    planned.group_size = n;
+    planned.bytes = bytes;
+    calls.push_back(planned);
+  };
+  const bool first_stage = stage == 0, last_stage = stage == c.pp - 1;
+  for (const auto& [first, rows] : microbatch_rows(batch, c, dp_index)) {
+    (void)first;
+    const auto wire_bytes = static_cast<int64_t>(size_of(wire));
+    if (!last_stage) call("pp", "send_recv", 2, rows * layout.layers.back().out_local * wire_bytes, wire);
+    if (!first_stage) call("pp", "send_recv", 2, rows * layout.layers.front().in_local * wire_bytes, wire);
+    if (c.tp == 1) continue;
+    for (const LocalLayer& layer : layout.layers) {
+      if (layer.split == LayerSplit::row) call("tp", "all_reduce", c.tp, rows * layer.out * element, dtype);
+    }
+    for (const LocalLayer& layer : layout.layers) {
+      if (layer.split == LayerSplit::column && layer.index > 0) {
+        call("tp", "all_reduce", c.tp, rows * layer.in * element, dtype);
+      }
+    }
+  }
+  const int64_t replicated = layout.replicated;
+  for (const int64_t length : {replicated, layout.count - replicated}) {
+    if (length == 0 || c.dp == 1) continue;
+    if (c.zero == 1) {
+      const int64_t slot = (length + c.dp - 1) / c.dp;
+      call("dp", "reduce_scatter", c.dp, c.dp * slot * element, dtype);
+      call("dp", "all_gather", c.dp, c.dp * slot * element, dtype);
+    } else {
+      call("dp", "all_reduce", c.dp, length * element, dtype);
+    }
+  }
+  calls.push_back(loss_call("world", c.dp * c.tp * c.pp));
+  return calls;
+}
+
 template <class T>
 HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const ParallelConfig& config,
                                   ProcessGroups& groups, MlpCompute compute)
@@ -307,6 +354,8 @@ template <class T>
 std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
   const ParallelConfig& c = config_;
   const size_t element = sizeof(T);
+  const std::vector<PlannedCall> calls = hybrid_calls(spec_, c, groups_.pp_index, groups_.tp_index, groups_.dp_index,
+                                                      last_batch_rows_, dtype_of<T>(), wire_dtype());
   std::vector<TrafficTheory> theory;
   const auto rows = microbatch_rows(last_batch_rows_, c, groups_.dp_index);
   int64_t replica_rows = 0;
@@ -315,11 +364,9 @@ std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
     // Exact: each micro-batch's activation forward (not from the last stage) and its input
     // gradient back (not from the first).
     const int64_t width = (mlp_.last_stage() ? 0 : mlp_.output_width()) + (mlp_.first_stage() ? 0 : mlp_.input_width());
-    const double elements = static_cast<double>(replica_rows * width);
-    const size_t wire = size_of(wire_dtype());
-    theory.push_back({"pp", elements * static_cast<double>(wire), 0,
+    theory.push_back({"pp", bytes_sent(calls, "pp"), 0,
                       "rows x (output width + input width) = " + std::to_string(replica_rows) + " x " +
-                          std::to_string(width) + " x " + std::to_string(wire)});
+                          std::to_string(width) + " x " + std::to_string(size_of(wire_dtype()))});
   }
   // tp: per micro-batch an all_reduce of rows x out per row-parallel layer (forward) and of rows x
   // in per column-parallel layer other than the model's first (backward); ring model 2c(t-1)/t,
@@ -331,27 +378,23 @@ std::vector<TrafficTheory> HybridStrategy<T>::expected_traffic() const {
   }
   if (c.tp > 1 && reductions > 0) {
     const double elements = 2.0 * static_cast<double>(replica_rows * per_row) * (c.tp - 1) / c.tp;
-    theory.push_back({"tp", elements * static_cast<double>(element),
+    theory.push_back({"tp", bytes_sent(calls, "tp"),
                       static_cast<double>(reductions * c.microbatches * c.tp * static_cast<int64_t>(element)),
                       "2 x rows x " + std::to_string(per_row) + " x (t-1)/t: " + bytes_text(elements, element)});
   }
   if (c.dp > 1) {
     // One collective (or, with ZeRO-1, a reduce_scatter and an all_gather) per block: the
     // replicated tensors and the shards (StageLayout).
-    double elements = 0, slack = 0;
+    double slack = 0;
     std::string parts;
     for (const DpBlock& b : dp_blocks_) {
-      if (c.zero == 1) {
-        elements += 2.0 * static_cast<double>((c.dp - 1) * b.slot);
-      } else {
-        elements += 2.0 * static_cast<double>(b.length) * (c.dp - 1) / c.dp;
-        slack += static_cast<double>(c.dp) * static_cast<double>(element);  // uneven ring segments
-      }
+      if (c.zero != 1) slack += static_cast<double>(c.dp) * static_cast<double>(element);  // uneven ring segments
       parts += (parts.empty() ? "" : " + ") + std::to_string(c.zero == 1 ? b.slot : b.length);
     }
-    theory.push_back({"dp", elements * static_cast<double>(element), slack,
+    const double sent = bytes_sent(calls, "dp");
+    theory.push_back({"dp", sent, slack,
                       (c.zero == 1 ? "ZeRO-1: 2 x (d-1) x S per block (S = " : "2 x Psi x (d-1)/d per block (Psi = ") +
-                          parts + "): " + bytes_text(elements, element)});
+                          parts + "): " + bytes_text(sent / static_cast<double>(element), element)});
   }
   return theory;
 }

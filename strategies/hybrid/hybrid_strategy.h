@@ -16,6 +16,17 @@
 
 namespace dts {
 
+// The calls the rank at (stage, tp_index, dp_index) of layout `c` makes per step of `batch` rows
+// (dtype: the parameters'; wire: what activations travel as): per micro-batch its output
+// activation to the next stage and its input gradient to the previous (send_recv), a tp
+// all_reduce of each row-parallel layer's output (forward) and of each column-parallel layer's
+// input gradient but the model's first (backward); after the schedule, per dp block (the tensors
+// replicated across tp, then this rank's shards) an all_reduce, or with ZeRO-1 a reduce_scatter
+// and an all_gather of dp padded slots; then the loss over the world. expected_traffic() is
+// summed from these.
+std::vector<PlannedCall> hybrid_calls(const ModelSpec& spec, const ParallelConfig& c, int stage, int tp_index,
+                                      int dp_index, int64_t batch, DType dtype, DType wire);
+
 template <class T>
 class HybridStrategy final : public Strategy {
  public:

@@ -199,8 +199,10 @@ TEST(PsAudit, ReadingTheParametersBetweenStepsChangesNothing) {
       EXPECT_EQ(paused.params, straight.params);
       const std::vector<double> after2 = strategy_testing::run_single(kSpec, config.train, 2, kGlobalRows);
       EXPECT_LT(max_abs_difference(paused.paused[0], after2), 1e-12);  // the bound of MatchesTheSingleProcess...
-      expect_digests_agree(paused.digests);
     }
+    // Synchronous rounds (sync, backup): after the pauses every worker's copy of each server's
+    // range is the server's own, as in an unpaused run.
+    if (mode == PsMode::sync || mode == PsMode::backup) expect_digests_agree(paused.digests);
     if (world_rank() != 0) continue;
     ASSERT_TRUE(paused.audit.ran);
     EXPECT_EQ(paused.audit.problem, "");

@@ -68,15 +68,37 @@ std::string_view name(ZeroStage stage) {
   return "zero";
 }
 
-std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n, int64_t shard_size,
-                                        size_t element_bytes) {
+std::vector<PlannedCall> zero_calls(ZeroStage stage, int microbatches, int n, int64_t shard_size, DType dtype) {
+  std::vector<PlannedCall> calls;
+  if (n > 1) {
+    PlannedCall call;
+    call.group = "dp";
+    call.dtype = dtype;
+    call.group_size = n;
+    call.bytes = n * shard_size * static_cast<int64_t>(size_of(dtype));
+    if (stage == ZeroStage::parameters) {
+      call.collective = "all_gather";
+      call.count = 2 * static_cast<int64_t>(microbatches);
+      calls.push_back(call);
+    }
+    call.collective = "reduce_scatter";
+    call.count = 1;
+    calls.push_back(call);
+    if (stage != ZeroStage::parameters) {
+      call.collective = "all_gather";
+      calls.push_back(call);
+    }
+  }
+  calls.push_back(loss_call("dp", n));
+  return calls;
+}
+
+std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n, int64_t shard_size, DType dtype) {
   if (n == 1) return {};
   const int collectives = stage == ZeroStage::parameters ? 2 * microbatches + 1 : 2;
-  const double bytes =
-      static_cast<double>(collectives) * (n - 1) * static_cast<double>(shard_size) * static_cast<double>(element_bytes);
   // Padded shards make every rank's share exact: no slack.
-  return {{"dp", bytes, 0,
-           std::to_string(collectives) + "*(N-1)*S*" + std::to_string(element_bytes) + " (S=ceil(Psi/N)=" +
+  return {{"dp", bytes_sent(zero_calls(stage, microbatches, n, shard_size, dtype), "dp"), 0,
+           std::to_string(collectives) + "*(N-1)*S*" + std::to_string(size_of(dtype)) + " (S=ceil(Psi/N)=" +
                std::to_string(shard_size) + ", N=" + std::to_string(n) + ")"}};
 }
 
@@ -220,7 +242,7 @@ std::vector<double> ZeroStrategy<T>::full_parameters() {
 
 template <class T>
 std::vector<TrafficTheory> ZeroStrategy<T>::expected_traffic() const {
-  return zero_traffic(stage_, config_.microbatches, comm_.size(), shard_size_, sizeof(T));
+  return zero_traffic(stage_, config_.microbatches, comm_.size(), shard_size_, dtype_of<T>());
 }
 
 template <class T>

@@ -20,10 +20,14 @@ std::string_view name(ZeroStage stage);  // "zero1", "zero2", "zero3"
 // the seed), so the full model never exists on one rank: ZeRO-3's start.
 std::vector<double> initial_shard(const ModelSpec& spec, int64_t first, int64_t count, int64_t slot);
 
-// ZeRO's traffic per step (the model below): stages 1-2 2 (N-1) S elements, stage 3
+// ZeRO's calls per step on `n` ranks (buffers of N padded shards of S elements): stage 3 two
+// all_gathers of the parameters per micro-batch (forward, then backward), every stage one
+// reduce_scatter of the gradient, stages 1-2 one all_gather of the updated parameters; then the
+// loss. None overlaps compute. On one rank only the loss.
+std::vector<PlannedCall> zero_calls(ZeroStage stage, int microbatches, int n, int64_t shard_size, DType dtype);
+// ZeRO's traffic per step, summed from zero_calls: stages 1-2 2 (N-1) S elements, stage 3
 // (2K + 1)(N-1) S, exact (S the padded shard); none on one rank.
-std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n, int64_t shard_size,
-                                        size_t element_bytes);
+std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n, int64_t shard_size, DType dtype);
 
 // Shards: rank r owns elements even_split(Psi, N, r) of the reference layout. Collectives need
 // equal counts, so on the wire every shard is padded to S = ceil(Psi / N) elements (a buffer of

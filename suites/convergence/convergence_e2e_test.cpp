@@ -150,7 +150,12 @@ TEST(Convergence, StrategiesTrainTheRunsAndReportTimeAndSamplesToTarget) {
     EXPECT_EQ(f.at({id, "base", "check"}).verdict, dts::Verdict::info) << f.at({id, "base", "check"}).detail;
     EXPECT_EQ(f.at({id, "scaled-k8", "rule_held"}).verdict, dts::Verdict::info);
     EXPECT_NE(f.at({id, "scaled-k8", "rule_held"}).detail.find("not judged"), std::string::npos);
+    // The noise scale's "largest k held" is read from those unjudged rows: said as such.
+    ASSERT_TRUE(f.count({id, "base", "gradient_noise_scale"})) << id;
+    EXPECT_NE(f.at({id, "base", "gradient_noise_scale"}).detail.find("measured, not judged"), std::string::npos)
+        << f.at({id, "base", "gradient_noise_scale"}).detail;
   }
+  EXPECT_EQ(f.at({sync, "base", "gradient_noise_scale"}).detail.find("not judged"), std::string::npos);
   ASSERT_TRUE(f.count({ddp + "/zero1", "", "check"}));
   EXPECT_EQ(f.at({ddp + "/zero1", "", "check"}).verdict, dts::Verdict::skip);
   EXPECT_NE(f.at({ddp + "/zero1", "", "check"}).detail.find("no learning-rate schedule"), std::string::npos);

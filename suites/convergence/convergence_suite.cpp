@@ -694,7 +694,12 @@ class ConvergenceSuite final : public Suite {
                  std::to_string(ns.samples) + " pairs of batches of " + std::to_string(ns.b_small) + " and " +
                  std::to_string(ns.b_big) + " rows; " +
                  (results[i].diverged ? std::string("the base run diverged, so the rule held at no k")
-                                      : "the rule held up to k=" + std::to_string(largest_k_held) + " (batch " +
+                                      : std::string(results[i].one_process_model ? "the rule held"
+                                                                                 : "the rule (measured, not judged: " +
+                                                                                       std::string(c.strategy.name) +
+                                                                                       " does not train one process's "
+                                                                                       "model) held") +
+                                            " up to k=" + std::to_string(largest_k_held) + " (batch " +
                                             std::to_string(largest_k_held * c.runs[i].config.batch) + ")");
       ctx.emit(g);
     }
@@ -722,7 +727,7 @@ SuiteInfo convergence_info() {
   loss.metric = "loss";
   loss.x = PlotSpec::X::config;
   loss.x_key = "epoch";
-  loss.series = {"strategy", "run"};  // ddp/base, ps-async/base, ...
+  loss.series = {"strategy", "layout", "run"};  // ddp/base, ps-sync/s1-w3/base, ps-sync/s2-w2/base, ...
   loss.id = "convergence-loss";
   loss.title = "Held-out loss per epoch";
   loss.x_label = "epoch";

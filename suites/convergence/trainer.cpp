@@ -87,57 +87,6 @@ double loss_audit_tolerance(Precision precision) {
   return 0;
 }
 
-// A replicated state as words of an all_gather: its key's hash (what is compared), the key's
-// first 16 bytes (to name it), its digest.
-constexpr size_t kDigestWords = 4, kKeyNameBytes = 16;
-
-void put_digest(const ReplicaDigest& d, int64_t* words) {
-  const uint64_t key = fnv1a(d.key.data(), d.key.size(), kFnvOffsetBasis);
-  std::memcpy(&words[0], &key, sizeof key);
-  char name[kKeyNameBytes] = {};
-  std::memcpy(name, d.key.data(), std::min(d.key.size(), kKeyNameBytes));
-  std::memcpy(&words[1], name, kKeyNameBytes);
-  std::memcpy(&words[3], &d.digest, sizeof d.digest);
-}
-
-std::string key_name(const int64_t* words) {
-  char name[kKeyNameBytes + 1] = {};
-  std::memcpy(name, &words[1], kKeyNameBytes);
-  return name;
-}
-
-// Every rank's replicated states gathered over `control`; "" when every state is alike on every
-// rank that reports it, else which differs first (rank order), where.
-std::string replica_mismatch(Communicator& control, const std::vector<ReplicaDigest>& mine, int& compared) {
-  compared = 0;
-  const int n = control.size();
-  const auto count = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> counts(static_cast<size_t>(n));
-  control.all_gather(&count, counts.data(), 1, DType::i64);
-  const auto width = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * kDigestWords;
-  if (width == 0) return "";
-  std::vector<int64_t> words(width, 0), all(width * static_cast<size_t>(n));
-  for (size_t i = 0; i < mine.size(); ++i) put_digest(mine[i], &words[i * kDigestWords]);
-  control.all_gather(words.data(), all.data(), width, DType::i64);
-  std::vector<std::pair<const int64_t*, int>> first;  // per key seen: its first entry and rank
-  for (int r = 0; r < n; ++r) {
-    for (int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) {
-      const int64_t* entry = &all[static_cast<size_t>(r) * width + static_cast<size_t>(i) * kDigestWords];
-      const auto seen = std::find_if(first.begin(), first.end(), [&](const auto& f) { return f.first[0] == entry[0]; });
-      if (seen == first.end()) {
-        first.emplace_back(entry, r);
-        continue;
-      }
-      ++compared;
-      if (seen->first[3] != entry[3]) {
-        return "rank " + std::to_string(r) + "'s " + key_name(entry) + " differs from rank " +
-               std::to_string(seen->second) + "'s";
-      }
-    }
-  }
-  return "";
-}
-
 // What each rank reports after an epoch, gathered over the control communicator. The last three
 // are this rank's first signs of divergence so far: the global step whose reported loss was not
 // finite (-1: none) and that loss, and the first epoch after which its parameters were not (0: none).
@@ -341,9 +290,8 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
             reported, audited, static_cast<double>(non_finite_step), non_finite_loss,
             static_cast<double>(non_finite_parameters_epoch), audits_loss ? 1.0 : 0.0, train_seconds};
     control.all_gather(mine.data(), all.data(), kFieldCount, DType::f64);
-    int compared = 0;
-    const std::string replicas = replica_mismatch(control, strategy->replica_digests(), compared);
-    result.replicated_states = std::max(result.replicated_states, compared);
+    const ReplicaComparison replicas = compare_replicas(control, strategy->replica_digests());
+    result.replicated_states = std::max(result.replicated_states, replicas.compared);
     const auto field = [&](int r, EpochField f) { return all[static_cast<size_t>(r) * kFieldCount + f]; };
 
     EpochResult er;
@@ -354,11 +302,11 @@ RunResult train_run(Communicator& comm, Communicator& control, const ModelSpec& 
     er.lr_at_end = lr;
     er.samples = result.steps * run.batch;
     for (int r = 0; r < n; ++r) er.train_seconds = std::max(er.train_seconds, field(r, kSeconds));
-    if (result.replicas_agree && !replicas.empty()) {
+    if (result.replicas_agree && replicas.mismatches > 0) {
       result.replicas_agree = false;
       result.replica_detail = formatted(
           "after epoch %d, %s (a replicated state: parameters, gradients, optimizer state, a server's range)",
-          er.epoch, replicas.c_str());
+          er.epoch, replicas.first.c_str());
     }
     if (epoch == 0) {
       for (int r = 0; r < n; ++r) result.loss_audited += field(r, kAudits) != 0;

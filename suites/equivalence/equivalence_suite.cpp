@@ -371,17 +371,8 @@ class EquivalenceSuite final : public Suite {
     leave_together(control, failure);
 
     // Replicas and reproducibility, judged on every member: ranks that report the same digest key
-    // must report the same digest (keys travel as hashes; at most kMaxDigests per rank).
-    constexpr size_t kMaxDigests = 4;
-    struct Digests {
-      double values[2 * kMaxDigests];
-    } mine_digests{};
-    for (size_t i = 0; i < digests.size() && i < kMaxDigests; ++i) {
-      const uint64_t key = name_hash(digests[i].key) | 1;  // never 0, the empty slot
-      std::memcpy(&mine_digests.values[2 * i], &key, sizeof(key));
-      std::memcpy(&mine_digests.values[2 * i + 1], &digests[i].digest, sizeof(uint64_t));
-    }
-    const std::vector<Digests> all_digests = gather_to_all(control, mine_digests);
+    // must report the same digest.
+    const ReplicaComparison replica_check = compare_replicas(control, digests);
     const int irreproducible = member && !same_bits(params, again) ? 1 : 0;
     int any_irreproducible = 0;
     control.all_reduce(&irreproducible, &any_irreproducible, 1, DType::i32, ReduceOp::max);
@@ -506,30 +497,11 @@ class EquivalenceSuite final : public Suite {
                          : "a second run with the same config gives identical bits on every rank");
     if (audit && audit->ran) emit_audit(*audit, config, emit);
 
-    // Replica digests: the first digest seen for a key is the one every other rank must match.
-    std::map<uint64_t, std::pair<uint64_t, int>> first_seen;  // key -> (digest, rank)
-    int mismatches = 0, first_bad = -1, keys_compared = 0;
-    for (int r = 0; r < world; ++r) {
-      for (size_t i = 0; i < kMaxDigests; ++i) {
-        uint64_t key = 0, digest = 0;
-        std::memcpy(&key, &all_digests[static_cast<size_t>(r)].values[2 * i], sizeof(key));
-        std::memcpy(&digest, &all_digests[static_cast<size_t>(r)].values[2 * i + 1], sizeof(digest));
-        if (key == 0) continue;
-        auto [it, inserted] = first_seen.emplace(key, std::make_pair(digest, r));
-        if (inserted) continue;
-        ++keys_compared;
-        if (it->second.first != digest) {
-          ++mismatches;
-          if (first_bad < 0) first_bad = r;
-        }
-      }
-    }
-    std::string replicas = "replicas identical: " + std::to_string(keys_compared) +
+    std::string replicas = "replicas identical: " + std::to_string(replica_check.compared) +
                            " replicated states compared by digest (dp replicas: parameters, and without ZeRO "
                            "gradients and optimizer state; tensors replicated across tp)";
-    if (mismatches > 0) {
-      replicas = std::to_string(mismatches) + " replicated states differ; first on rank " + std::to_string(first_bad);
-    }
+    const int mismatches = replica_check.mismatches;
+    if (mismatches > 0) replicas = std::to_string(mismatches) + " replicated states differ; first: " + replica_check.first;
     emit("check", "", mismatches ? 0 : 1, mismatches ? Verdict::fail : Verdict::pass, NAN, replicas);
 
     if (bit_exact_microbatches > 0) {

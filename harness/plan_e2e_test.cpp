@@ -1,0 +1,189 @@
+// End-to-end test of `dtsuite plan` on measurement files written as the suites write them (lines
+// of known alpha and beta, so the ranking is known): the table and the plan_* rows, and every
+// kind of bad input as one line and exit 2 (a group or the compute the files lack, with the
+// command that measures it; two stacks; an output over an input; bad flags), nothing written.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/testing/e2e.h"
+#include "results/csv_reader.h"
+#include "results/csv_sink.h"
+#include "results/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dts::e2e;
+
+dts::Labels stack(int ranks, const std::string& backend = "mpi") {
+  dts::Labels l;
+  l.backend = backend;
+  l.backend_version = l.mpi_version = "Open MPI v4.1.4";
+  l.device = "cpu";
+  l.world_size = ranks;
+  l.nodes = 1;
+  l.ranks_per_node = ranks;
+  return l;
+}
+
+// Collectives on 2 and 4 ranks (20 us + bytes / 2 GB/s), same-node messages (5 us + bytes / 4
+// GB/s), and one rank's ddp step of a 3 x 64 MLP at two batches (1 ms + FLOPs / 1 GFLOP/s).
+void write_measurements(const fs::path& path, const std::string& backend = "mpi", bool with_two = true,
+                        bool with_compute = true) {
+  dts::CsvSink csv(path.string());
+  // What the harness fills in for every record it emits.
+  const auto write = [&](dts::Record r) {
+    r.run_id = "measured";
+    r.timestamp = "2026-11-27T00:00:00.000Z";
+    r.case_id = r.suite + "/" + r.metric + "/" + std::to_string(r.labels.world_size) + "/" + r.labels.op + "/" +
+                std::to_string(r.labels.bytes) + "/" + r.labels.config;
+    csv.write(r);
+  };
+  for (int ranks : {2, 4}) {
+    if (ranks == 2 && !with_two) continue;
+    for (const char* collective : {"all_reduce", "reduce_scatter", "all_gather"}) {
+      for (int64_t b = 8; b <= (int64_t{16} << 20); b *= 4) {
+        dts::Record r;
+        r.suite = "collectives";
+        r.metric = "time";
+        r.unit = "seconds";
+        r.labels = stack(ranks, backend);
+        r.labels.op = collective;
+        r.labels.dtype = "f32";
+        r.labels.bytes = b;
+        r.labels.placement = "out_of_place";
+        r.labels.config = "redop=sum";
+        r.value = 20e-6 + static_cast<double>(b) / 2e9;
+        r.verdict = dts::Verdict::pass;
+        write(r);
+      }
+    }
+  }
+  for (int64_t b : {int64_t{8}, int64_t{1} << 22}) {
+    dts::Record r;
+    r.suite = "topology";
+    r.metric = "p2p_latency";
+    r.unit = "seconds";
+    r.labels = stack(2, backend);
+    r.labels.bytes = b;
+    r.labels.config = "link=same-node;direction=one-way";
+    r.value = 5e-6 + static_cast<double>(b) / 4e9;
+    r.verdict = dts::Verdict::info;
+    write(r);
+  }
+  for (int64_t batch : {16, 64}) {
+    if (!with_compute) break;
+    dts::Record r;
+    r.suite = "scaling";
+    r.metric = "step_time";
+    r.unit = "seconds";
+    r.labels = stack(1, backend);
+    r.labels.strategy = "ddp";
+    r.labels.config = "dp=1;tp=1;pp=1;zero=0;mb=1;schedule=none;mode=weak;job=4;layers=3;width=64;input=32;"
+                      "classes=10;batch=" + std::to_string(batch);
+    // training FLOPs of 32 -> 64 -> 64 -> 10 on `batch` rows: 2 B (2048 x 2 + 4096 x 3 + 640 x 3)
+    r.value = 1e-3 + 2.0 * static_cast<double>(batch) * (2048 * 2 + 4096 * 3 + 640 * 3) / 1e9;
+    r.verdict = dts::Verdict::info;
+    write(r);
+  }
+  csv.close();
+}
+
+// The line of stderr that is the error.
+std::string error_line(const RunResult& r) {
+  const auto lines = our_lines(r.err);
+  return lines.empty() ? "" : lines.front();
+}
+
+TEST(Plan, RanksTheLayoutsAndWritesTheRows) {
+  const fs::path m = scratch_dir() / "m.csv", out = scratch_dir() / "plan.csv";
+  write_measurements(m);
+  const RunResult r = run_dtsuite(0, "plan --measurements " + m.string() + " --ranks 4 --batch 64 --csv " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("on 4 ranks (4 per node), global batch 64"), std::string::npos) << r.out;
+  // Every strategy planned appears in the table; the pipelines alone have no layout (4 stages of
+  // 3 layers), said in a line of their own.
+  for (const char* s : {"ddp", "zero1", "zero2", "zero3", "tp", "hybrid"}) {
+    EXPECT_NE(r.out.find(std::string(" ") + s + " "), std::string::npos) << s << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("# no layout: gpipe: 3 layers cannot be split into 4 pipeline stages"), std::string::npos) << r.out;
+  const std::vector<dts::Record> rows = dts::read_results_csv(out.string());
+  double previous = 0;
+  int layouts = 0;
+  for (const dts::Record& row : rows) {
+    EXPECT_EQ(row.suite, "plan");
+    EXPECT_EQ(row.labels.world_size, 4);
+    if (row.metric != "plan_step_time") continue;
+    ++layouts;
+    // In rank order, by predicted step time (no memory limit: none over it).
+    EXPECT_GE(row.value, previous) << row.case_id;
+    previous = row.value;
+    EXPECT_EQ(dts::config_value(row.labels.config, "plan_rank").value_or(""), std::to_string(layouts));
+  }
+  EXPECT_GE(layouts, 8);
+}
+
+TEST(Plan, AMemoryLimitMarksTheLayoutsAboveIt) {
+  const fs::path m = scratch_dir() / "m2.csv";
+  write_measurements(m);
+  // 3 x 64 MLP: 6,922 parameters. ddp holds 4 f32 copies (110.8 kB) and 16 rows' activations
+  // (16 x (32 + 64 + 64 + 10) x 4 = 10.9 kB); zero3 on 4 ranks a quarter of the copies (27.7 kB)
+  // and the same activations: 50 KiB lies between.
+  const RunResult r = run_dtsuite(0, "plan --measurements " + m.string() + " --ranks 4 --memory-per-rank 50K");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t ddp = r.out.find(" ddp ");
+  ASSERT_NE(ddp, std::string::npos) << r.out;
+  const std::string ddp_line = r.out.substr(ddp, r.out.find('\n', ddp) - ddp);
+  EXPECT_NE(ddp_line.find("over the memory limit"), std::string::npos) << r.out;
+  const size_t zero3 = r.out.find(" zero3 ");
+  ASSERT_NE(zero3, std::string::npos);
+  EXPECT_EQ(r.out.substr(zero3, r.out.find('\n', zero3) - zero3).find("over the memory limit"), std::string::npos) << r.out;
+  EXPECT_LT(zero3, ddp) << "layouts within the limit come first";
+}
+
+TEST(Plan, WhatTheFilesLackIsOneLineWithTheCommandExit2) {
+  const fs::path four = scratch_dir() / "four.csv", no_compute = scratch_dir() / "nocompute.csv",
+                 other = scratch_dir() / "other.csv", out = scratch_dir() / "never.csv";
+  write_measurements(four, "mpi", /*with_two=*/false);
+  write_measurements(no_compute, "mpi", true, /*with_compute=*/false);
+  write_measurements(other, "nccl");
+  // tp = 2 x dp = 2 needs groups of 2.
+  RunResult r = run_dtsuite(0, "plan --measurements " + four.string() + " --ranks 4 --strategy hybrid --csv " + out.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(error_line(r).find("on 2 ranks on 1 node: not measured"), std::string::npos) << r.err;
+  EXPECT_NE(error_line(r).find("mpirun -np 2 dtsuite run collectives"), std::string::npos) << r.err;
+  EXPECT_EQ(our_lines(r.err).size(), 1u) << r.err;
+  EXPECT_FALSE(fs::exists(out)) << "a refused plan wrote rows";
+  r = run_dtsuite(0, "plan --measurements " + no_compute.string() + " --ranks 4 --strategy ddp");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(error_line(r).find("dtsuite run scaling --strategy ddp"), std::string::npos) << r.err;
+  r = run_dtsuite(0, "plan --measurements " + four.string() + " " + other.string() + " --ranks 4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(error_line(r).find("another stack"), std::string::npos) << r.err;
+  // The parameter servers have no cost model: refused by name.
+  r = run_dtsuite(0, "plan --measurements " + four.string() + " --ranks 4 --strategy ps-sync");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(error_line(r).find("ps-sync"), std::string::npos) << r.err;
+}
+
+TEST(Plan, BadFlagsAndAnOutputOverAnInputExit2) {
+  const fs::path m = scratch_dir() / "m3.csv";
+  write_measurements(m);
+  const std::string before = read_file(m);
+  for (const std::string& args :
+       std::vector<std::string>{"plan --ranks 4", "plan --measurements " + m.string(), "plan --measurements " + m.string() + " --ranks 0",
+        "plan --measurements " + m.string() + " --ranks 6 --ranks-per-node 4",
+        "plan --measurements " + m.string() + " --ranks 4 --memory-per-rank lots",
+        "plan --measurements " + m.string() + " --ranks 4 --strategy nonesuch",
+        "plan --measurements " + m.string() + " --ranks 4 --csv " + m.string(),
+        "plan --measurements " + (scratch_dir() / "absent.csv").string() + " --ranks 4"}) {
+    const RunResult r = run_dtsuite(0, args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_EQ(our_lines(r.err).size(), 1u) << args << "\n" << r.err;
+  }
+  EXPECT_EQ(read_file(m), before) << "an input was written over";
+}
+
+}  // namespace

@@ -1,0 +1,254 @@
+// The planner's cost model (cost_model.h).
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "strategies/ddp/ddp_strategy.h"
+#include "strategies/hybrid/hybrid_strategy.h"
+#include "strategies/strategy_spec.h"
+#include "strategies/tensor/parallel_mlp.h"
+#include "strategies/zero/zero_strategy.h"
+#include "suites/memory_fit.h"
+
+namespace dts::planner {
+
+namespace {
+
+constexpr DType kTrainingDtype = DType::f32;  // what the strategies train in (the scaling suite's rows)
+
+bool is_data_parallel(std::string_view s) { return s == "ddp" || s == "zero1" || s == "zero2" || s == "zero3"; }
+bool is_layered(std::string_view s) { return s == "tp" || s == "gpipe" || s == "1f1b" || s == "hybrid"; }
+
+// Optimizer state per parameter: AdamW's m and v, SGD's velocity.
+int optimizer_copies(const ParallelConfig& layout) { return layout.train.optimizer == OptimizerKind::adamw ? 2 : 1; }
+
+// What the prediction of one layout accumulates as it prices calls.
+struct Pricing {
+  const Measurements& m;
+  const ParallelConfig& layout;
+  const ClusterShape& cluster;
+  std::set<std::string> extrapolated;
+
+  double seconds(const PlannedCall& call) {
+    if (call.collective == "send_recv") {
+      // Two consecutive stages' ranks: dp x tp apart in the numbering.
+      const int r = cluster.ranks_per_node, apart = layout.dp * layout.tp;
+      const std::string link(r > apart ? kSameNode : kOtherNode);
+      return priced(m.link(link), call, "point-to-point " + link);
+    }
+    const GroupShape shape = group_shape(layout, call.group, cluster.ranks_per_node);
+    std::string dtype(name(call.dtype));
+    if (call.loss) {
+      // One f64 word: priced as the same 8 bytes in the training dtype where f64 was not measured
+      // (at 8 bytes a call is its latency, whatever it reduces).
+      try {
+        return priced(m.collective(call.collective, dtype, shape), call, call.collective + " " + dtype + " on " + shape.text());
+      } catch (const Error&) {
+        dtype = name(kTrainingDtype);
+      }
+    }
+    return priced(m.collective(call.collective, dtype, shape), call, call.collective + " " + dtype + " on " + shape.text());
+  }
+
+  double priced(const AlphaBetaFit& fit, const PlannedCall& call, const std::string& what) {
+    const auto bytes = static_cast<double>(call.bytes);
+    if (!fit.covers(bytes)) {
+      extrapolated.insert(what + " at " + format_bytes(bytes) + " (measured " + format_bytes(fit.pieces.front().first_bytes) +
+                          " to " + format_bytes(fit.pieces.back().last_bytes) + ")");
+    }
+    return static_cast<double>(call.count) * fit.seconds(bytes);
+  }
+
+  double compute(double flops) {
+    const AlphaBetaFit fit = m.compute();
+    if (!fit.covers(flops)) {
+      extrapolated.insert("compute at " + format_number(flops / 1e6, "%.3g") + " MFLOP (measured " +
+                          format_number(fit.pieces.front().first_bytes / 1e6, "%.3g") + " to " +
+                          format_number(fit.pieces.back().last_bytes / 1e6, "%.3g") + " MFLOP)");
+    }
+    return fit.seconds(flops);
+  }
+};
+
+double sum_calls(Pricing& pricing, const std::vector<PlannedCall>& calls, std::string_view group) {
+  double total = 0;
+  for (const PlannedCall& call : calls) {
+    if (call.group == group) total += pricing.seconds(call);
+  }
+  return total;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Activation bytes one micro-batch of `rows` keeps on a stage: its input and every layer's output
+// (f32), as this rank holds them.
+double activation_bytes(const StageLayout& stage, int64_t rows) {
+  int64_t per_row = stage.layers.front().in_local;
+  for (const LocalLayer& layer : stage.layers) per_row += layer.out_local;
+  return static_cast<double>(rows * per_row) * static_cast<double>(size_of(kTrainingDtype));
+}
+
+}  // namespace
+
+double forward_flops(const ModelSpec& spec, int64_t rows, int first, int end, int tp, int tp_rank) {
+  if (end < 0) end = spec.layers;
+  double flops = 0;
+  // A column-parallel layer reads the whole input and writes its outputs; a row-parallel one
+  // reads its input features and writes a partial sum of every output.
+  for (const LocalLayer& layer : stage_layout(spec, first, end, tp, tp_rank).layers) {
+    flops += 2 * static_cast<double>(rows) * static_cast<double>(layer.in_local) * static_cast<double>(layer.out_local);
+  }
+  return flops;
+}
+
+double training_flops(const ModelSpec& spec, int64_t rows, int first, int end, int tp, int tp_rank) {
+  if (end < 0) end = spec.layers;
+  double flops = 3 * forward_flops(spec, rows, first, end, tp, tp_rank);
+  if (first == 0) flops -= forward_flops(spec, rows, 0, 1, tp, tp_rank);  // no gradient of the model's input
+  return flops;
+}
+
+bool planned_strategy(std::string_view strategy) { return is_data_parallel(strategy) || is_layered(strategy); }
+
+GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node) {
+  // Rank 0's group: its members' world ranks under (pp * dp + d) * tp + t.
+  std::vector<int> members;
+  if (group == "tp") {
+    for (int t = 0; t < layout.tp; ++t) members.push_back(t);
+  } else if (group == "dp") {
+    for (int d = 0; d < layout.dp; ++d) members.push_back(d * layout.tp);
+  } else if (group == "pp") {
+    for (int p = 0; p < layout.pp; ++p) members.push_back(p * layout.dp * layout.tp);
+  } else {
+    for (int r = 0; r < layout.dp * layout.tp * layout.pp; ++r) members.push_back(r);
+  }
+  std::map<int, int> per_node;
+  for (int r : members) ++per_node[r / std::max(1, ranks_per_node)];
+  int most = 0;
+  for (const auto& [node, count] : per_node) most = std::max(most, count);
+  return GroupShape{static_cast<int>(members.size()), static_cast<int>(per_node.size()), most}.normalized();
+}
+
+LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layout, const ModelSpec& spec,
+                         int64_t batch, const ClusterShape& cluster, const Measurements& m) {
+  LayoutPrediction p;
+  p.strategy = strategy;
+  p.layout = layout;
+  Pricing pricing{m, layout, cluster, {}};
+  const double element = static_cast<double>(size_of(kTrainingDtype));
+  const auto psi = static_cast<double>(stage_layout(spec, 0, spec.layers, 1, 0).count);
+  const int k = optimizer_copies(layout);
+  if (is_data_parallel(strategy)) {
+    const int n = layout.dp, mb = layout.microbatches;
+    const int64_t rows = ceil_div(batch, n);  // the fullest rank's
+    const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
+    double flops = training_flops(spec, rows);
+    if (strategy == "zero3") flops += forward_flops(spec, rows);  // the forward again, on the second gather
+    p.compute = pricing.compute(flops);
+    std::vector<PlannedCall> calls;
+    if (strategy == "ddp") {
+      const BucketPlan buckets = plan_buckets(parameter_layout(spec), size_of(kTrainingDtype), layout.bucket_bytes);
+      calls = ddp_calls(buckets, n, kTrainingDtype);
+    } else {
+      const auto stage = static_cast<ZeroStage>(strategy.back() - '0');
+      calls = zero_calls(stage, mb, n, ceil_div(static_cast<int64_t>(psi), n), kTrainingDtype);
+    }
+    double overlapping = 0, blocking = 0, loss = 0;
+    for (const PlannedCall& call : calls) {
+      (call.loss ? loss : call.overlaps_backward ? overlapping : blocking) += pricing.seconds(call);
+    }
+    // Backward is 2 of a layer's 3 matrix products: the window the last micro-batch's buckets run in.
+    const double window = p.compute / mb * 2 / 3;
+    p.exposed["dp"] = std::max(0.0, overlapping - window) + blocking;
+    p.exposed["world"] = loss;  // the dp group is the world here
+    p.step_time = p.compute + p.exposed["dp"] + loss;
+    // Held between steps (the ZeRO model), plus one micro-batch's activations.
+    const double shard = std::ceil(psi / n);
+    const double params = strategy == "zero3" ? shard : psi;
+    const double grads = (strategy == "ddp" || strategy == "zero1") ? psi : shard;
+    const double optimizer = strategy == "ddp" ? k * psi : k * shard;
+    p.memory = (params + grads + optimizer) * element + activation_bytes(whole, ceil_div(rows, mb));
+  } else if (is_layered(strategy)) {
+    const int mb = layout.microbatches, stages = layout.pp;
+    const int64_t replica_rows = ceil_div(batch, layout.dp);
+    const std::vector<int> bounds = balanced_stages(spec, stages);
+    double slowest = -1;
+    for (int s = 0; s < stages; ++s) {
+      for (int t = 0; t < layout.tp; ++t) {
+        const int first = bounds[static_cast<size_t>(s)], end = bounds[static_cast<size_t>(s) + 1];
+        const std::vector<PlannedCall> calls =
+            hybrid_calls(spec, layout, s, t, 0, batch, kTrainingDtype, kTrainingDtype);
+        const double compute = pricing.compute(training_flops(spec, replica_rows, first, end, layout.tp, t));
+        const double tp = sum_calls(pricing, calls, "tp"), pp = sum_calls(pricing, calls, "pp");
+        const double slot = (compute + tp + pp) / mb;
+        const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
+        double optimizer = k * static_cast<double>(stage.count);
+        if (layout.zero == 1) optimizer = k * std::ceil(static_cast<double>(stage.count) / layout.dp);
+        const int in_flight = layout.schedule == PipelineSchedule::gpipe         ? mb
+                              : layout.schedule == PipelineSchedule::one_f_one_b ? std::min(mb, stages - s)
+                                                                                 : 1;
+        const double memory = (2.0 * static_cast<double>(stage.count) + optimizer) * element +
+                              in_flight * activation_bytes(stage, ceil_div(replica_rows, mb));
+        p.memory = std::max(p.memory, memory);
+        if (slot <= slowest) continue;
+        slowest = slot;
+        p.compute = compute;
+        p.exposed["tp"] = tp;
+        p.exposed["pp"] = pp;
+        p.bubble = (stages - 1) * slot;
+        p.exposed["dp"] = sum_calls(pricing, calls, "dp");
+        p.exposed["world"] = sum_calls(pricing, calls, "world");
+      }
+    }
+    p.step_time = p.compute + p.bubble;
+    for (const auto& [group, seconds] : p.exposed) p.step_time += seconds;
+  } else {
+    throw Error(Error::Kind::unsupported, strategy + ": the planner has no cost model of it (parameter servers and "
+                                                     "gossip are not planned)");
+  }
+  p.over_memory = cluster.memory_per_rank > 0 && p.memory > cluster.memory_per_rank;
+  p.extrapolated.assign(pricing.extrapolated.begin(), pricing.extrapolated.end());
+  return p;
+}
+
+Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& cluster,
+                  const std::vector<std::string>& strategies, const Measurements& m) {
+  Plan plan;
+  std::vector<LayoutPrediction>& out = plan.layouts;
+  for (const std::string& text : strategies) {
+    const StrategySpec spec_of = parse_strategy_spec(text);
+    if (!planned_strategy(spec_of.name)) {
+      throw Error(Error::Kind::invalid_argument, spec_of.name + ": the planner has no cost model of it (parameter "
+                                                               "servers and gossip are not planned); leave it out");
+    }
+    std::set<std::string> seen;
+    LayoutDefaults base;
+    base.layers = spec.layers;
+    base.width = spec.width;
+    if (const std::string why = why_no_layout(spec_of, cluster.ranks, base); !why.empty()) {
+      plan.without_layout.push_back(spec_of.text + ": " + why);
+      continue;
+    }
+    for (const int mb : {1, 2, 4, 8, 16}) {
+      LayoutDefaults defaults;
+      defaults.microbatches = mb;
+      defaults.layers = spec.layers;
+      defaults.width = spec.width;
+      for (const ParallelConfig& layout : layouts_of(spec_of, cluster.ranks, defaults)) {
+        if (batch < static_cast<int64_t>(layout.dp) * layout.microbatches) continue;  // a micro-batch without rows
+        if (!seen.insert(layout.describe()).second) continue;
+        out.push_back(predict(spec_of.name, layout, spec, batch, cluster, m));
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const LayoutPrediction& a, const LayoutPrediction& b) {
+    if (a.over_memory != b.over_memory) return !a.over_memory;
+    return a.step_time < b.step_time;
+  });
+  return plan;
+}
+
+}  // namespace dts::planner

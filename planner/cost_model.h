@@ -1,0 +1,81 @@
+// The planner's cost model: a layout's step time and memory per rank, predicted from the stack's
+// measurements (measurements.h) and each strategy's own account of what it does (its call plan,
+// strategies/strategy.h PlannedCall: the calls its expected_traffic() is summed from).
+//
+//   compute   C = fit_compute(F), F the training FLOPs of the rank's rows on its shard of the
+//             model (training_flops), fit_compute the alpha-beta line of one rank's measured step
+//             time against its FLOPs (the scaling suite at one rank);
+//   calls     t(call) = fit(collective, dtype, group shape)(bytes) per call, send_recv the
+//             point-to-point line of its link class (same node or not);
+//   ddp       T = C + max(0, sum t(overlapping) - W) + sum t(rest), W the backward of the last
+//             micro-batch (2/3 of its compute): buckets run while backward computes, at their
+//             measured speed (what it assumes: progress without the CPU's help);
+//   zero      T = C (+ stage 3's second forward) + sum t(calls): blocking, nothing overlaps;
+//   pipeline  T = (m + p - 1) x max over stages of (C_s + tp calls_s + sends_s) / m, the bubble
+//             (p - 1) / (m + p - 1) of it; then dp's calls and the loss;
+//   memory    parameters, gradients and optimizer state per the ZeRO model, plus activations
+//             (GPipe keeps all m micro-batches', 1F1B at most p - s).
+// What it ignores: contention between groups that share a link at the same time, stragglers and
+// noise, the optimizer's step (inside the compute line's intercept), compute speed that depends
+// on a GEMM's shape (one FLOP rate for every shard).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/measurements.h"
+#include "strategies/strategy.h"
+
+namespace dts::planner {
+
+// FLOPs of one training step (forward, weight gradients, input gradients but the first layer's)
+// of layers [first, end) of `spec` on `rows` rows, as one tp rank of `tp` holds them: 2 FLOPs per
+// multiply-add, 3 matrix products per layer (2 for the model's first).
+double training_flops(const ModelSpec& spec, int64_t rows, int first = 0, int end = -1, int tp = 1, int tp_rank = 0);
+// The forward's share: 2 FLOPs per multiply-add of each layer.
+double forward_flops(const ModelSpec& spec, int64_t rows, int first = 0, int end = -1, int tp = 1, int tp_rank = 0);
+
+// The cluster a plan is for: its ranks, how many per node, what a rank may hold.
+struct ClusterShape {
+  int ranks = 1, ranks_per_node = 1;
+  double memory_per_rank = 0;  // bytes; 0: no limit
+};
+
+// One layout, predicted.
+struct LayoutPrediction {
+  std::string strategy;
+  ParallelConfig layout;
+  double compute = 0;                      // seconds: the slowest rank's (the slowest stage's)
+  std::map<std::string, double> exposed;   // seconds of communication not hidden, per group (dp, tp, pp, world)
+  double bubble = 0;                       // seconds: the pipeline's idle (p - 1) slots
+  double step_time = 0;                    // seconds
+  double memory = 0;                       // bytes, the fullest rank
+  bool over_memory = false;
+  std::vector<std::string> extrapolated;   // fits used outside the sizes they were measured at
+};
+
+// The strategies the model prices (ddp, zero1-3, tp, gpipe, 1f1b, hybrid); the parameter servers
+// and gossip are refused by plan_layouts with the reason.
+bool planned_strategy(std::string_view strategy);
+
+// Every layout of `strategies` on `cluster` for `spec` and a global batch of `batch` rows, each
+// predicted; pipelines with m in {1, 2, 4, 8, 16} micro-batches (m no more than a replica's rows).
+// Sorted by step time, those within the memory limit first. Error{invalid_argument}, one line,
+// when a measurement a layout needs is missing (Measurements says which, and how to measure it).
+struct Plan {
+  std::vector<LayoutPrediction> layouts;
+  std::vector<std::string> without_layout;  // "gpipe: 3 layers cannot be split into 4 pipeline stages ..."
+};
+Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& cluster,
+                  const std::vector<std::string>& strategies, const Measurements& m);
+
+// One layout, predicted (what plan_layouts does for each).
+LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layout, const ModelSpec& spec,
+                         int64_t batch, const ClusterShape& cluster, const Measurements& m);
+
+// The shape of the group of `group` ("dp", "tp", "pp", "world") that holds rank 0's coordinates,
+// given the layout's numbering (tp innermost, then dp, then pp) and ranks_per_node.
+GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node);
+
+}  // namespace dts::planner
