@@ -81,7 +81,42 @@ CLI::Validator ListenAddress() {
 
 std::string read_profile_file(const std::string& path) { return read_input_file(path, "profile", profile_limits()); }
 
+namespace {
+
+// `plan ... --verify K` runs on the stack: it is `run plan ...` (the plan suite), so the stack,
+// the watchdog and the outputs are run's. The flags only the offline plan takes are refused: the
+// job it runs in is the cluster it plans.
+std::vector<std::string> plan_verify_as_run(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) != "plan") return {};
+  const auto is = [](std::string_view arg, std::string_view flag) {
+    return arg == flag || (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag && arg[flag.size()] == '=');
+  };
+  bool verify = false;
+  for (int i = 2; i < argc; ++i) verify = verify || is(argv[i], "--verify");
+  if (!verify) return {};
+  std::vector<std::string> args{argv[0], "run", "plan"};
+  for (int i = 2; i < argc; ++i) {
+    for (const char* offline : {"--ranks", "--ranks-per-node", "--top", "--parameters"}) {
+      if (is(argv[i], offline)) {
+        throw UsageError(std::string("plan --verify plans the job it runs in (mpirun -np N sets its ranks): ") +
+                         offline + " is the offline plan's alone");
+      }
+    }
+    args.emplace_back(argv[i]);
+  }
+  return args;
+}
+
+}  // namespace
+
 Command parse_command_line(int argc, char** argv, const ProfileText& profile_text) {
+  std::vector<std::string> as_run = plan_verify_as_run(argc, argv);
+  std::vector<char*> as_run_argv;
+  for (std::string& arg : as_run) as_run_argv.push_back(arg.data());
+  if (!as_run.empty()) {
+    argc = static_cast<int>(as_run_argv.size());
+    argv = as_run_argv.data();
+  }
   CLI::App app{"dtsuite: benchmark and conformance suite for distributed training stacks", "dtsuite"};
   app.set_version_flag("--version", std::string("dtsuite ") + DTS_VERSION);
   app.require_subcommand(0, 1);
@@ -222,6 +257,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   plan->add_option("--strategy", po.strategies, "strategies (and pinned layouts, as run --strategy takes them)")
       ->capture_default_str();
   plan->add_option("--csv", po.csv_path, "write plan_* rows (one set per layout) as a results CSV");
+  plan->add_option("--verify", po.verify,
+                   "under mpirun, a job of the planned size: time the K layouts predicted fastest and the K slowest "
+                   "on the stack, predicted against measured (the same as run plan; the run flags apply)")
+      ->check(CLI::Range(1, 1000));
   plan->add_option("--top", po.top, "layouts printed (0: all)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   plan->add_option("-T,--timeout", po.timeout_seconds,
                    "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")

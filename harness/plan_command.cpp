@@ -14,6 +14,7 @@
 #include "harness/commands.h"
 #include "harness/runner.h"
 #include "planner/cost_model.h"
+#include "planner/verify.h"
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
 #include "results/output_paths.h"
@@ -38,11 +39,7 @@ int width_for(int64_t parameters, int layers, int input, int classes) {
   return static_cast<int>(std::lround(w));
 }
 
-std::string layout_text(const planner::LayoutPrediction& p) {
-  // hybrid's schedule, where it has a pipeline (layout_id leaves it out).
-  return layout_id(parse_strategy_spec(p.strategy), p.layout) +
-         (p.strategy == "hybrid" && p.layout.pp > 1 ? "-" + std::string(name(p.layout.schedule)) : "");
-}
+std::string layout_text(const planner::LayoutPrediction& p) { return planner::layout_text(p.strategy, p.layout); }
 
 double exposed(const planner::LayoutPrediction& p, const char* group) {
   const auto it = p.exposed.find(group);
@@ -133,12 +130,7 @@ int run_plan(const PlanOptions& options) {
                              ";plan_rank=" + std::to_string(i + 1);
         base.verdict = Verdict::info;
         const auto emit = [&](const char* metric, const char* unit, double value, const std::string& detail) {
-          Record r = base;
-          r.metric = metric;
-          r.unit = unit;
-          r.value = value;
-          r.detail = detail;
-          csv.write(r);
+          csv.write(planner::row_of(base, metric, unit, value, detail));
         };
         std::string detail = "predicted from " + measurements.sources();
         for (const std::string& e : p.extrapolated) detail += "; extrapolated: " + e;

@@ -4,6 +4,8 @@
 // command that measures it; two stacks; an output over an input; bad flags), nothing written.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -184,6 +186,69 @@ TEST(Plan, BadFlagsAndAnOutputOverAnInputExit2) {
     EXPECT_EQ(our_lines(r.err).size(), 1u) << args << "\n" << r.err;
   }
   EXPECT_EQ(read_file(m), before) << "an input was written over";
+}
+
+}  // namespace
+
+namespace {
+
+// The rows of one verification, by metric then case.
+std::map<std::string, std::map<std::string, dts::Record>> by_metric(const fs::path& csv) {
+  std::map<std::string, std::map<std::string, dts::Record>> out;
+  for (const dts::Record& r : dts::read_results_csv(csv.string())) out[r.metric][r.case_id] = r;
+  return out;
+}
+
+// plan --verify on 2 ranks: the K = 1 layout predicted fastest and the one predicted slowest,
+// timed on the stack; each layout's plan_error is its own measured / predicted - 1, and the exit
+// code is the check's. The predictions come from lines made up for the test, so whether the goals
+// hold here is not asserted: the faulty stack below is what must fail them.
+TEST(PlanVerify, TimesTheBestAndTheWorstAndSaysHowWrongThePlanWas) {
+  const fs::path m = scratch_dir() / "mv.csv", out = scratch_dir() / "verify.csv";
+  write_measurements(m);
+  const std::string flags = " --measurements " + m.string() + " --verify 1 -n 5 -w 1 --csv ";
+  const RunResult r = run_dtsuite(2, "plan" + flags + out.string());
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err << r.out;
+  auto rows = by_metric(out);
+  ASSERT_EQ(rows["plan_error"].size(), 2u) << r.out;
+  for (const auto& [id, error] : rows["plan_error"]) {
+    const double measured = rows["step_time"].at(id).value, predicted = rows["plan_step_time"].at(id).value;
+    EXPECT_GT(measured, 0) << id;
+    EXPECT_NEAR(error.value, measured / predicted - 1, 1e-9 * std::abs(measured / predicted)) << id;
+  }
+  const dts::Record& check = rows["check"].at("verify");
+  EXPECT_EQ(r.exit_code, check.verdict == dts::Verdict::pass ? 0 : 1) << check.detail;
+  for (const char* summary : {"plan_error_median", "plan_error_max", "plan_best_rank"}) {
+    EXPECT_EQ(rows[summary].count("verify"), 1u) << summary;
+  }
+}
+
+// A stack slower than its measurements say (each call on rank 1 delayed 20 ms, where the lines
+// predict about a millisecond a step) misses the goals: the check fails, exit 1.
+TEST(PlanVerify, AStackSlowerThanItsMeasurementsFailsTheCheck) {
+  const fs::path m = scratch_dir() / "mf.csv", out = scratch_dir() / "faulty.csv";
+  write_measurements(m);
+  const RunResult r = run_dtsuite(2, "plan --backend 'faulty(delay(20),mpi)' --fault-rank 1 --measurements " +
+                                         m.string() + " --verify 1 -n 3 -w 1 --csv " + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
+  auto rows = by_metric(out);
+  const dts::Record& check = rows["check"].at("verify");
+  EXPECT_EQ(check.verdict, dts::Verdict::fail);
+  EXPECT_NE(check.detail.find("missed: median |plan_error|"), std::string::npos) << check.detail;
+  for (const auto& [id, error] : rows["plan_error"]) EXPECT_GT(error.value, 1) << id << ": " << error.detail;
+}
+
+TEST(PlanVerify, BadInputIsOneLineExit2) {
+  const fs::path m = scratch_dir() / "mb.csv";
+  write_measurements(m);
+  for (const std::string& args :
+       std::vector<std::string>{"plan --measurements " + m.string() + " --verify 1 --ranks 2",
+                                "run plan --verify 1", "plan --measurements " + m.string() + " --verify 0",
+                                "plan --measurements " + m.string() + " --verify 1 --memory-per-rank 1"}) {
+    const RunResult r = run_dtsuite(2, args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_EQ(our_lines(r.err).size(), 1u) << args << "\n" << r.err;
+  }
 }
 
 }  // namespace

@@ -71,12 +71,14 @@ double AlphaBetaPiece::beta() const {
   return inverse_beta > 0 ? 1 / inverse_beta : std::numeric_limits<double>::infinity();
 }
 
-double AlphaBetaFit::seconds(double bytes) const {
-  for (const AlphaBetaPiece& piece : pieces) {
-    if (bytes <= piece.last_bytes) return piece.seconds(bytes);
+const AlphaBetaPiece& AlphaBetaFit::piece(double bytes) const {
+  for (const AlphaBetaPiece& p : pieces) {
+    if (bytes <= p.last_bytes) return p;
   }
-  return pieces.back().seconds(bytes);
+  return pieces.back();
 }
+
+double AlphaBetaFit::seconds(double bytes) const { return piece(bytes).seconds(bytes); }
 
 double AlphaBetaFit::max_residual() const {
   double worst = 0;

@@ -37,6 +37,8 @@ struct AlphaBetaFit {
   // the upper one's (a library switches algorithm at some size in that gap), below the first
   // the first's, above the last the last's: outside [first, last] it is an extrapolation.
   double seconds(double bytes) const;
+  // The piece whose line seconds(bytes) takes.
+  const AlphaBetaPiece& piece(double bytes) const;
   bool covers(double bytes) const { return bytes >= pieces.front().first_bytes && bytes <= pieces.back().last_bytes; }
   double max_residual() const;
   // "alpha 5.1 us, beta 10.2 GB/s over 8 bytes-65.5 kB (6 sizes, residual max 2.1%); ..."

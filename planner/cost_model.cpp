@@ -62,14 +62,23 @@ struct Pricing {
     return static_cast<double>(call.count) * fit.seconds(bytes);
   }
 
-  double compute(double flops) {
+  // Seconds of a rank's compute: `flops` at the measured rate, and of the line's intercept (what a
+  // step costs whatever its rows: the optimizer's pass over the parameters, mostly) the share of
+  // the model's parameters the rank holds. CPU ranks share their node's cores (one BLAS thread
+  // each): when more of them compute at once than it has cores, each is stretched by
+  // computing / cores; `active` is the fraction of the node's ranks computing at once (a
+  // pipeline's stages take turns). The node planned is taken to have the measured one's cores.
+  double compute(double flops, double parameter_share, double active = 1) {
     const AlphaBetaFit fit = m.compute();
     if (!fit.covers(flops)) {
       extrapolated.insert("compute at " + format_number(flops / 1e6, "%.3g") + " MFLOP (measured " +
                           format_number(fit.pieces.front().first_bytes / 1e6, "%.3g") + " to " +
                           format_number(fit.pieces.back().last_bytes / 1e6, "%.3g") + " MFLOP)");
     }
-    return fit.seconds(flops);
+    const AlphaBetaPiece& line = fit.piece(flops);
+    const double computing = active * cluster.ranks_per_node;
+    const double stretch = m.compute_cores() > 0 ? std::max(1.0, computing / m.compute_cores()) : 1.0;
+    return stretch * (line.alpha * parameter_share + flops * line.inverse_beta);
   }
 };
 
@@ -111,6 +120,11 @@ double training_flops(const ModelSpec& spec, int64_t rows, int first, int end, i
   return flops;
 }
 
+std::string layout_text(const std::string& strategy, const ParallelConfig& layout) {
+  return layout_id(parse_strategy_spec(strategy), layout) +
+         (strategy == "hybrid" && layout.pp > 1 ? "-" + std::string(name(layout.schedule)) : "");
+}
+
 bool planned_strategy(std::string_view strategy) { return is_data_parallel(strategy) || is_layered(strategy); }
 
 GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node) {
@@ -147,7 +161,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
     double flops = training_flops(spec, rows);
     if (strategy == "zero3") flops += forward_flops(spec, rows);  // the forward again, on the second gather
-    p.compute = pricing.compute(flops);
+    p.compute = pricing.compute(flops, 1);
     std::vector<PlannedCall> calls;
     if (strategy == "ddp") {
       const BucketPlan buckets = plan_buckets(parameter_layout(spec), size_of(kTrainingDtype), layout.bucket_bytes);
@@ -175,16 +189,25 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const int mb = layout.microbatches, stages = layout.pp;
     const int64_t replica_rows = ceil_div(batch, layout.dp);
     const std::vector<int> bounds = balanced_stages(spec, stages);
-    double slowest = -1;
+    // The stages take turns: each is busy m of the m + p - 1 slots of a balanced pipeline, so on
+    // average m / (m + p - 1) of the ranks compute at once.
+    const double active = static_cast<double>(mb) / (mb + stages - 1);
+    // Per stage, its slowest tp rank's slot: one micro-batch's compute, tp all_reduces and sends.
+    // The first micro-batch passes every stage; the other m - 1 follow at the slowest stage's pace:
+    // T = sum_s slot_s + (m - 1) max_s slot_s, the bubble being what the slowest stage waits,
+    // sum_s slot_s - max_s slot_s ((p - 1) slot when the stages are balanced).
+    double sum_of_slots = 0, slowest = -1;
     for (int s = 0; s < stages; ++s) {
+      double stage_slot = -1;
       for (int t = 0; t < layout.tp; ++t) {
         const int first = bounds[static_cast<size_t>(s)], end = bounds[static_cast<size_t>(s) + 1];
         const std::vector<PlannedCall> calls =
             hybrid_calls(spec, layout, s, t, 0, batch, kTrainingDtype, kTrainingDtype);
-        const double compute = pricing.compute(training_flops(spec, replica_rows, first, end, layout.tp, t));
+        const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
+        const double compute = pricing.compute(training_flops(spec, replica_rows, first, end, layout.tp, t),
+                                               static_cast<double>(stage.count) / psi, active);
         const double tp = sum_calls(pricing, calls, "tp"), pp = sum_calls(pricing, calls, "pp");
         const double slot = (compute + tp + pp) / mb;
-        const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
         double optimizer = k * static_cast<double>(stage.count);
         if (layout.zero == 1) optimizer = k * std::ceil(static_cast<double>(stage.count) / layout.dp);
         const int in_flight = layout.schedule == PipelineSchedule::gpipe         ? mb
@@ -193,16 +216,18 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
         const double memory = (2.0 * static_cast<double>(stage.count) + optimizer) * element +
                               in_flight * activation_bytes(stage, ceil_div(replica_rows, mb));
         p.memory = std::max(p.memory, memory);
+        stage_slot = std::max(stage_slot, slot);
         if (slot <= slowest) continue;
         slowest = slot;
         p.compute = compute;
         p.exposed["tp"] = tp;
         p.exposed["pp"] = pp;
-        p.bubble = (stages - 1) * slot;
         p.exposed["dp"] = sum_calls(pricing, calls, "dp");
         p.exposed["world"] = sum_calls(pricing, calls, "world");
       }
+      sum_of_slots += stage_slot;
     }
+    p.bubble = sum_of_slots - slowest;
     p.step_time = p.compute + p.bubble;
     for (const auto& [group, seconds] : p.exposed) p.step_time += seconds;
   } else {
@@ -215,7 +240,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
 }
 
 Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& cluster,
-                  const std::vector<std::string>& strategies, const Measurements& m) {
+                  const std::vector<std::string>& strategies, const Measurements& m, const TrainConfig& train) {
   Plan plan;
   std::vector<LayoutPrediction>& out = plan.layouts;
   for (const std::string& text : strategies) {
@@ -237,9 +262,10 @@ Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& clus
       defaults.microbatches = mb;
       defaults.layers = spec.layers;
       defaults.width = spec.width;
-      for (const ParallelConfig& layout : layouts_of(spec_of, cluster.ranks, defaults)) {
+      for (ParallelConfig layout : layouts_of(spec_of, cluster.ranks, defaults)) {
         if (batch < static_cast<int64_t>(layout.dp) * layout.microbatches) continue;  // a micro-batch without rows
         if (!seen.insert(layout.describe()).second) continue;
+        layout.train = train;
         out.push_back(predict(spec_of.name, layout, spec, batch, cluster, m));
       }
     }

@@ -67,12 +67,17 @@ struct Plan {
   std::vector<LayoutPrediction> layouts;
   std::vector<std::string> without_layout;  // "gpipe: 3 layers cannot be split into 4 pipeline stages ..."
 };
+// `train`: the optimizer the layouts train with (its state counts in memory).
 Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& cluster,
-                  const std::vector<std::string>& strategies, const Measurements& m);
+                  const std::vector<std::string>& strategies, const Measurements& m, const TrainConfig& train = {});
 
 // One layout, predicted (what plan_layouts does for each).
 LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layout, const ModelSpec& spec,
                          int64_t batch, const ClusterShape& cluster, const Measurements& m);
+
+// The layout's part of a case id: layout_id (strategy_spec.h), and hybrid's schedule where it has
+// a pipeline ("dp2-tp1-pp2-mb8-1f1b").
+std::string layout_text(const std::string& strategy, const ParallelConfig& layout);
 
 // The shape of the group of `group` ("dp", "tp", "pp", "world") that holds rank 0's coordinates,
 // given the layout's numbering (tp innermost, then dp, then pp) and ranks_per_node.

@@ -189,26 +189,54 @@ TEST(CostModel, APipelineWaitsItsBubble) {
   c.microbatches = 4;
   c.schedule = PipelineSchedule::gpipe;
   const LayoutPrediction p = predict("gpipe", c, s, 64, cluster, m);
-  // Four stages of one layer each; the slowest slot per micro-batch (16 rows) is the stage with the
-  // most FLOPs plus its sends: a middle stage (256 x 256) sends 16 x 256 f32 both ways.
-  double slowest = 0;
+  // Four stages of one layer each. A stage's slot per micro-batch (16 rows): its compute (the
+  // line's intercept in proportion to the stage's parameters) and its sends (16 x 256 f32 each
+  // way from a middle stage), over m = 4. T = sum of the slots + (m - 1) x the largest.
+  const double stage_parameters[] = {64.0 * 256 + 256, 256.0 * 256 + 256, 256.0 * 256 + 256, 256.0 * 16 + 16};
+  double slowest = 0, sum = 0;
   const int64_t mb_rows = 16;
   for (int stage = 0; stage < 4; ++stage) {
-    const double compute = compute_seconds(training_flops(s, 64, stage, stage + 1));
+    const double compute = kComputeAlpha * stage_parameters[stage] / parameters(s) +
+                           training_flops(s, 64, stage, stage + 1) / kFlopRate;
     double sends = 0;
     const int out = stage == 3 ? 0 : 256, in = stage == 0 ? 0 : 256;
     if (out) sends += 4 * (kLinkAlpha + mb_rows * out * 4.0 / kLinkBeta);
     if (in) sends += 4 * (kLinkAlpha + mb_rows * in * 4.0 / kLinkBeta);
     slowest = std::max(slowest, (compute + sends) / 4);
+    sum += (compute + sends) / 4;
   }
-  const double step = (4 + 4 - 1) * slowest + collective_seconds(8);  // and the loss over the world
-  EXPECT_NEAR(p.bubble, 3 * slowest, slowest * 1e-12);
+  const double step = sum + 3 * slowest + collective_seconds(8);  // and the loss over the world
+  EXPECT_NEAR(p.bubble, sum - slowest, slowest * 1e-12);
   EXPECT_NEAR(p.step_time, step, step * 1e-12);
   // 1F1B: the same time, fewer micro-batches' activations held on the first stage.
   c.schedule = PipelineSchedule::one_f_one_b;
   const LayoutPrediction q = predict("1f1b", c, s, 64, cluster, m);
   EXPECT_NEAR(q.step_time, p.step_time, step * 1e-12);
   EXPECT_LE(q.memory, p.memory);
+}
+
+TEST(CostModel, CpuRanksComputingAtOnceShareTheNodesCores) {
+  // The compute measured on a node of 2 cores; 4 ranks a node. Data parallel: all 4 compute at
+  // once, each at half speed. A pipeline of 4 stages at m = 1: one stage computes at a time.
+  const ModelSpec s = model();
+  std::vector<Record> rows = measured({2, 4}, s);
+  for (Record& r : rows) {
+    if (r.suite == "scaling") r.labels.config += ";cores=2;node_ranks=4";
+  }
+  Measurements m;
+  m.add(rows, "cores.csv");
+  EXPECT_EQ(m.compute_cores(), 2);
+  const double alone = compute_seconds(training_flops(s, 16));
+  EXPECT_NEAR(predict("ddp", data_parallel(4), s, 64, ClusterShape{4, 4, 0}, m).compute, 2 * alone, alone * 1e-12);
+  // Two ranks on the node: no more than its cores.
+  const double half_batch = compute_seconds(training_flops(s, 32));
+  EXPECT_NEAR(predict("ddp", data_parallel(2), s, 64, ClusterShape{2, 2, 0}, m).compute, half_batch, half_batch * 1e-12);
+  ParallelConfig pipeline;
+  pipeline.pp = 4;
+  pipeline.schedule = PipelineSchedule::gpipe;
+  const LayoutPrediction p = predict("gpipe", pipeline, s, 64, ClusterShape{4, 4, 0}, m);
+  const double slowest_stage = kComputeAlpha * (256.0 * 256 + 256) / parameters(s) + training_flops(s, 64, 1, 2) / kFlopRate;
+  EXPECT_NEAR(p.compute, slowest_stage, slowest_stage * 1e-12);
 }
 
 TEST(CostModel, AGroupTheFilesLackIsRefusedWithTheCommand) {
@@ -226,7 +254,7 @@ TEST(CostModel, AGroupTheFilesLackIsRefusedWithTheCommand) {
   }
   // No compute rows: the compute is refused too, naming the scaling suite.
   Measurements no_compute;
-  std::vector<Record> rows = measured({4}, s);
+  std::vector<Record> rows = measured({2, 4}, s);
   std::erase_if(rows, [](const Record& r) { return r.suite == "scaling"; });
   no_compute.add(rows, "c.csv");
   try {

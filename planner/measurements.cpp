@@ -71,6 +71,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
   std::map<CollectiveKey, std::vector<TimedSize>> collectives;
   std::map<std::string, std::vector<TimedSize>, std::less<>> links;
   std::vector<TimedSize> computes;
+  int file_cores = 0;
   // The file's stack is taken only once the whole file is read: a refused file leaves nothing.
   StackIdentity file_stack;
   bool file_has_stack = false;
@@ -102,6 +103,8 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     if (compute) {
       const auto model = timed_model(r.labels.config);
       if (model) computes.push_back({training_flops(model->first, model->second), r.value});
+      const std::string cores = config_value(r.labels.config, "cores").value_or("");
+      if (r.labels.device.rfind("cpu", 0) == 0 && !cores.empty()) file_cores = std::max(file_cores, std::atoi(cores.c_str()));
       continue;
     }
     if (collective) {
@@ -135,6 +138,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
   if (!computes.empty()) {
     compute_points_.insert(compute_points_.end(), computes.begin(), computes.end());
     compute_fit_.reset();
+    compute_cores_ = std::max(compute_cores_, file_cores);
   }
   sources_.push_back(source);
 }

@@ -67,6 +67,9 @@ class Measurements {
   // training_flops; the fit's "bytes" are FLOPs), from the scaling suite's one-rank ddp
   // `step_time` rows and the model their config names. Error as above.
   AlphaBetaFit compute() const;
+  // The cores of the node the compute was measured on (the scaling rows' `cores`), on a CPU stack;
+  // 0: not known, or a device stack (a GPU rank computes on a device of its own).
+  int compute_cores() const { return compute_cores_; }
 
   // Every collective fit, for the planner's report of what it measured.
   std::vector<CollectiveFit> collectives() const;
@@ -83,6 +86,7 @@ class Measurements {
   mutable std::map<std::string, AlphaBetaFit, std::less<>> link_fits_;
   std::vector<TimedSize> compute_points_;
   mutable std::optional<AlphaBetaFit> compute_fit_;
+  int compute_cores_ = 0;
   StackIdentity stack_;
   bool have_stack_ = false;
   std::string stack_source_;

@@ -22,8 +22,13 @@ struct MetricInfo {
 // stack and per value of `series` (labels or config keys), one plot per value of `split`.
 struct PlotSpec {
   std::string metric;
-  enum class X { bytes, ranks, config } x = X::ranks;
+  // X::metric: x is the value of the record of `x_metric` with the same case, config and
+  // repetition in the same file (a prediction set against what was measured).
+  enum class X { bytes, ranks, config, metric } x = X::ranks;
   std::string x_key;  // X::config: the config key holding x (e.g. "epoch")
+  std::string x_metric;
+  double x_scale = 1;     // X::metric: x values are divided by this before drawing
+  bool diagonal = false;  // points only, and the line y = x drawn (X::metric: where the two agree)
   // X::config with y_key: a heat map of the value at (x, y) (e.g. src and dst of a pair of ranks),
   // one per stack and split value; series are not drawn then.
   std::string y_key;

@@ -146,6 +146,8 @@ bool x_of(const PlotSpec& spec, const Record& r, double& x) {
     case PlotSpec::X::ranks:
       x = ranks_of(r);
       return x > 0;
+    case PlotSpec::X::metric:
+      return false;  // from another record: suite_plots looks it up
     case PlotSpec::X::config: {
       const std::string text = config_value(r.labels.config, spec.x_key).value_or("");
       if (text.empty()) return false;
@@ -218,6 +220,17 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
     }
     return plots;
   }
+  // X::metric: the x of each (file, case, config, repetition), from its record of x_metric.
+  std::map<std::tuple<size_t, std::string, std::string, int>, double> x_values;
+  if (spec.x == PlotSpec::X::metric) {
+    for (size_t f = 0; f < files.size(); ++f) {
+      for (const Record& r : files[f].records) {
+        if (r.suite == suite && r.metric == spec.x_metric && measured(r)) {
+          x_values[{f, r.case_id, r.labels.config, r.repetition}] = r.value;
+        }
+      }
+    }
+  }
   for (const std::string& split : splits) {
     SeriesBuilder builder;
     int64_t zero_bytes = 0, non_positive = 0, not_finite = 0, no_x = 0;
@@ -227,7 +240,14 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
       for (const Record& r : files[f].records) {
         if (!wanted(r) || (!spec.split.empty() && record_key(r, spec.split) != split)) continue;
         double x = 0;
-        if (!x_of(spec, r, x)) {
+        if (spec.x == PlotSpec::X::metric) {
+          const auto found = x_values.find({f, r.case_id, r.labels.config, r.repetition});
+          if (found == x_values.end() || !drawable(found->second / spec.x_scale)) {
+            ++no_x;
+            continue;
+          }
+          x = found->second;
+        } else if (!x_of(spec, r, x)) {
           if (!by_bytes) ++no_x;
           continue;
         }
@@ -261,6 +281,8 @@ std::vector<Plot> suite_plots(const std::vector<ResultsFile>& files, const Stack
     p.x_label = spec.x_label;
     p.y_label = spec.y_label;
     p.y_scale = spec.y_scale;
+    p.x_scale = spec.x == PlotSpec::X::metric ? spec.x_scale : 1;
+    p.diagonal = spec.diagonal;
     p.log_x = by_bytes;
     p.log_y = spec.log_y;
     p.series = builder.build(stacks);
@@ -597,10 +619,11 @@ std::string gnuplot_script(const Plot& plot) {
   }
   if (plot.log_y) gp << "set logscale y 10\nset format y '%g'\n";
   else gp << "set yrange [0:*]\n";
+  if (plot.diagonal) gp << "set xrange [0:*]\n";
   for (size_t i = 0; i < plot.series.size(); ++i) {
     gp << "$S" << i << " << EOD\n";
     for (const auto& p : plot.series[i].points) {
-      gp << format_number(p.x, "%.17g") << " " << format_number(p.y / plot.y_scale, "%.17g") << "\n";
+      gp << format_number(p.x / plot.x_scale, "%.17g") << " " << format_number(p.y / plot.y_scale, "%.17g") << "\n";
     }
     gp << "EOD\n";
   }
@@ -616,10 +639,12 @@ std::string gnuplot_script(const Plot& plot) {
     } else {
       const std::string& colour = kColours[static_cast<size_t>(s.stack) % kColours.size()];
       const size_t v = static_cast<size_t>(s.variant) % std::size(kPoint);
-      gp << "with linespoints lw 2 ps 0.8 lc rgb '" << colour << "' dt " << kDash[v] << " pt " << kPoint[v];
+      if (plot.diagonal) gp << "with points ps 1.2 lc rgb '" << colour << "' pt " << kPoint[v];
+      else gp << "with linespoints lw 2 ps 0.8 lc rgb '" << colour << "' dt " << kDash[v] << " pt " << kPoint[v];
     }
     gp << " title " << gnuplot_quote(s.label);
   }
+  if (plot.diagonal) gp << ", \\\n     x with lines lw 1 dt 2 lc rgb '#555555' title 'measured = predicted'";
   gp << "\n";
   return gp.str();
 }

@@ -52,6 +52,8 @@ struct Plot {
   std::string title, x_label, y_label;
   bool log_x = false, log_y = false;
   double y_scale = 1;   // y values are divided by this before drawing (1e9: bytes/s -> GB/s)
+  double x_scale = 1;   // x values likewise (PlotSpec::X::metric)
+  bool diagonal = false;  // points only, and y = x drawn
   std::vector<PlotSeries> series;
   std::vector<HeatCell> cells;  // a heat map instead of series (PlotSpec::y_key)
   std::string note;     // shown under the plot: what was left out and why

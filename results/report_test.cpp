@@ -361,6 +361,49 @@ TEST(Grouping, ASuiteDrawsTheSectionItRegisters) {
   EXPECT_EQ(p->series[0].points[1].y, 20);
 }
 
+TEST(Grouping, AMeasurementAgainstItsPredictionIsAScatterWithTheDiagonal) {
+  // x from the same case's record of another metric (the planner's prediction), scaled as y is.
+  SuiteInfo info;
+  info.name = "test-predictions";
+  PlotSpec spec;
+  spec.metric = "measured";
+  spec.x = PlotSpec::X::metric;
+  spec.x_metric = "predicted";
+  spec.x_scale = 1e-3;
+  spec.y_scale = 1e-3;
+  spec.diagonal = true;
+  spec.id = "predicted-vs-measured";
+  info.sections = {{1001, "predictions", "Predictions", "", "None.", {spec}}};
+  register_suite_info(info);
+  ResultsFile a{"a.csv", {}};
+  for (const auto& [id, predicted, measured] : {std::tuple{"one", 2e-3, 3e-3}, {"two", 5e-3, 4e-3}}) {
+    for (const auto& [metric, value] : {std::pair{"predicted", predicted}, {"measured", measured}}) {
+      Record r = stamped("mpi", 2);
+      r.suite = "test-predictions";
+      r.case_id = id;
+      r.metric = metric;
+      r.value = value;
+      a.records.push_back(r);
+    }
+  }
+  Record lone = a.records.back();  // measured without a prediction: not drawn, said in the note
+  lone.case_id = "three";
+  a.records.push_back(lone);
+  const ReportData data = group_results({a});
+  const Plot* p = find_plot(data, "predicted-vs-measured");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->series.size(), 1u);
+  ASSERT_EQ(p->series[0].points.size(), 2u);
+  EXPECT_EQ(p->series[0].points[0].x, 2e-3);  // by x: "one" first
+  EXPECT_EQ(p->series[0].points[0].y, 3e-3);
+  EXPECT_TRUE(p->diagonal);
+  EXPECT_NE(p->note.find("1 "), std::string::npos) << p->note;
+  const std::string script = gnuplot_script(*p);
+  EXPECT_NE(script.find("\n2 3\n"), std::string::npos) << script;  // both axes in ms
+  EXPECT_NE(script.find("x with lines"), std::string::npos) << script;
+  EXPECT_NE(script.find("with points"), std::string::npos) << script;
+}
+
 TEST(Grouping, APairMatrixIsAHeatMapWithTheMedianOfEachCell) {
   ResultsFile a{"a.csv", {}};
   for (const auto& [src, dst, value] : {std::tuple{0, 1, 2e9}, {1, 0, 4e9}, {1, 0, 6e9}, {0, 2, 1e9}}) {

@@ -68,7 +68,9 @@ const std::vector<RunKey> kRunKeys{
     {"target-accuracy", RunKind::any},
     // Topology.
     {"p2p-bytes", RunKind::any}, {"latency-bytes", RunKind::any}, {"link-bytes", RunKind::any},
-    {"link-speed", RunKind::any}};
+    {"link-speed", RunKind::any},
+    // The planner verified.
+    {"measurements", RunKind::list}, {"verify", RunKind::any}, {"memory-per-rank", RunKind::any}};
 
 // Run flags that are the command line's alone, each with the reason its refusal gives.
 constexpr std::string_view kOutputsAndListeners = "outputs and listeners are command-line decisions, not profile keys";
