@@ -64,6 +64,7 @@ struct PlanOptions {
   std::string strategies = "ddp,zero1,zero2,zero3,tp,gpipe,1f1b,hybrid";
   std::string csv_path;                   // optional: plan_* rows
   int top = 0;                            // rows of the table printed; 0: every layout
+  bool extend = false;                    // --extend: group shapes not measured extended by the ring model
   int verify = 0;                         // never set here: `plan --verify` is parsed as `run plan` (cli.cpp)
   double timeout_seconds = 300;           // -T, as compare's
 };

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,7 @@ int run_plan(const PlanOptions& options) {
     spec.classes = options.classes;
     spec.width = options.parameters > 0 ? width_for(options.parameters, options.layers, options.input, options.classes)
                                         : options.width;
-    planner::ClusterShape cluster{options.ranks, options.ranks_per_node, 0};
+    planner::ClusterShape cluster{options.ranks, options.ranks_per_node, 0, options.extend};
     if (!options.memory_per_rank.empty()) {
       cluster.memory_per_rank = static_cast<double>(parse_size(options.memory_per_rank));
       if (cluster.memory_per_rank <= 0) throw UsageError("plan: --memory-per-rank must be positive (e.g. 16G)");
@@ -105,6 +106,9 @@ int run_plan(const PlanOptions& options) {
     }
     if (shown < plan.size()) std::printf("# %zu more layouts (--top 0 prints every one)\n", plan.size() - shown);
     for (const std::string& none : planned.without_layout) std::printf("# no layout: %s\n", none.c_str());
+    std::set<std::string> extended;
+    for (const planner::LayoutPrediction& p : plan) extended.insert(p.extended.begin(), p.extended.end());
+    for (const std::string& e : extended) std::printf("# not measured, %s\n", e.c_str());
 
     if (!options.csv_path.empty()) {
       CsvSink csv(options.csv_path);
@@ -133,6 +137,7 @@ int run_plan(const PlanOptions& options) {
           csv.write(planner::row_of(base, metric, unit, value, detail));
         };
         std::string detail = "predicted from " + measurements.sources();
+        for (const std::string& e : p.extended) detail += "; not measured, " + e;
         for (const std::string& e : p.extrapolated) detail += "; extrapolated: " + e;
         emit("plan_step_time", "seconds", p.step_time, detail);
         emit("plan_compute_time", "seconds", p.compute, "the slowest rank's compute (the slowest stage's)");

@@ -127,6 +127,44 @@ TEST(Plan, RanksTheLayoutsAndWritesTheRows) {
   EXPECT_GE(layouts, 8);
 }
 
+// Bigger than the measurements, on paper: 8 nodes of 8 ranks from one node and two. Refused as
+// not measured; with --extend, every extended group named in a line of its own.
+TEST(Plan, ALargerClusterOnPaperNamesWhatWasExtended) {
+  const fs::path one = scratch_dir() / "one-node.csv", two = scratch_dir() / "two-nodes.csv";
+  write_measurements(one);
+  {
+    // 4 ranks on 2 nodes (2 per node), and messages between nodes, as a second file.
+    dts::CsvSink csv(two.string());
+    for (dts::Record r : dts::read_results_csv(one.string())) {
+      if (r.suite == "collectives" && r.labels.world_size == 4) {
+        r.labels.nodes = 2;
+        r.labels.ranks_per_node = 2;
+        r.case_id += "/2nodes";
+        r.value *= 4;
+        csv.write(r);
+      } else if (r.suite == "topology") {
+        r.labels.config = "link=other-node;direction=one-way";
+        r.value *= 10;
+        csv.write(r);
+      }
+    }
+    csv.close();
+  }
+  const std::string args = "plan --measurements " + one.string() + " " + two.string() + " --ranks 64 --ranks-per-node 8";
+  RunResult r = run_dtsuite(0, args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(error_line(r).find("on 8 nodes (8 per node): not measured"), std::string::npos) << r.err;
+  r = run_dtsuite(0, args + " --extend");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("on 64 ranks (8 per node)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# not measured, all_reduce f32 on 64 ranks on 8 nodes (8 per node): extended from 4 ranks on "
+                       "2 nodes (2 per node) by the ring model"),
+            std::string::npos)
+      << r.out;
+  // A tp group of 8 inside a node: from the single-node measurement nearest in ranks.
+  EXPECT_NE(r.out.find("on 8 ranks on 1 node: extended from 4 ranks on 1 node"), std::string::npos) << r.out;
+}
+
 TEST(Plan, AMemoryLimitMarksTheLayoutsAboveIt) {
   const fs::path m = scratch_dir() / "m2.csv";
   write_measurements(m);

@@ -30,7 +30,22 @@ struct Pricing {
   const Measurements& m;
   const ParallelConfig& layout;
   const ClusterShape& cluster;
-  std::set<std::string> extrapolated;
+  std::set<std::string> extrapolated, extended;
+
+  // The fit of `collective` on `shape`: measured, or (ClusterShape::extend) extended from a
+  // measured shape, named; else the measurements' refusal.
+  AlphaBetaFit fit_of(const std::string& collective, const std::string& dtype, const GroupShape& shape) {
+    try {
+      return m.collective(collective, dtype, shape);
+    } catch (const Error&) {
+      std::string from;
+      if (!cluster.extend) throw;
+      const std::optional<AlphaBetaFit> fit = m.extended(collective, dtype, shape, from);
+      if (!fit) throw;
+      extended.insert(from);
+      return *fit;
+    }
+  }
 
   double seconds(const PlannedCall& call) {
     if (call.collective == "send_recv") {
@@ -45,12 +60,12 @@ struct Pricing {
       // One f64 word: priced as the same 8 bytes in the training dtype where f64 was not measured
       // (at 8 bytes a call is its latency, whatever it reduces).
       try {
-        return priced(m.collective(call.collective, dtype, shape), call, call.collective + " " + dtype + " on " + shape.text());
+        return priced(fit_of(call.collective, dtype, shape), call, call.collective + " " + dtype + " on " + shape.text());
       } catch (const Error&) {
         dtype = name(kTrainingDtype);
       }
     }
-    return priced(m.collective(call.collective, dtype, shape), call, call.collective + " " + dtype + " on " + shape.text());
+    return priced(fit_of(call.collective, dtype, shape), call, call.collective + " " + dtype + " on " + shape.text());
   }
 
   double priced(const AlphaBetaFit& fit, const PlannedCall& call, const std::string& what) {
@@ -151,7 +166,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
   LayoutPrediction p;
   p.strategy = strategy;
   p.layout = layout;
-  Pricing pricing{m, layout, cluster, {}};
+  Pricing pricing{m, layout, cluster, {}, {}};
   const double element = static_cast<double>(size_of(kTrainingDtype));
   const auto psi = static_cast<double>(stage_layout(spec, 0, spec.layers, 1, 0).count);
   const int k = optimizer_copies(layout);
@@ -236,6 +251,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
   }
   p.over_memory = cluster.memory_per_rank > 0 && p.memory > cluster.memory_per_rank;
   p.extrapolated.assign(pricing.extrapolated.begin(), pricing.extrapolated.end());
+  p.extended.assign(pricing.extended.begin(), pricing.extended.end());
   return p;
 }
 

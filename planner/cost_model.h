@@ -40,6 +40,9 @@ double forward_flops(const ModelSpec& spec, int64_t rows, int first = 0, int end
 struct ClusterShape {
   int ranks = 1, ranks_per_node = 1;
   double memory_per_rank = 0;  // bytes; 0: no limit
+  // Group shapes the measurements lack are extended from measured ones (Measurements::extended)
+  // rather than refused; each extension is named in the prediction.
+  bool extend = false;
 };
 
 // One layout, predicted.
@@ -53,6 +56,7 @@ struct LayoutPrediction {
   double memory = 0;                       // bytes, the fullest rank
   bool over_memory = false;
   std::vector<std::string> extrapolated;   // fits used outside the sizes they were measured at
+  std::vector<std::string> extended;       // group shapes not measured, extended (ClusterShape::extend)
 };
 
 // The strategies the model prices (ddp, zero1-3, tp, gpipe, 1f1b, hybrid); the parameter servers

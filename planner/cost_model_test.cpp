@@ -239,6 +239,42 @@ TEST(CostModel, CpuRanksComputingAtOnceShareTheNodesCores) {
   EXPECT_NEAR(p.compute, slowest_stage, slowest_stage * 1e-12);
 }
 
+TEST(CostModel, ALargerClusterIsExtendedFromMeasuredShapesByTheRingModelAndSaysSo) {
+  // Measured: 2 and 4 ranks on one node, 4 ranks on 2 nodes (2 per node). Planned: 16 ranks on
+  // 4 nodes of 4. ddp's all_reduce on {16, 4, 4} comes from {4, 2, 2} (the only shape across
+  // nodes): latency x 15/3, bytes term x (2 x 15/16) / (2 x 3/4) = 1.25.
+  const ModelSpec s = model();
+  std::vector<Record> rows = measured({2, 4}, s);
+  for (Record r : measured({4}, s)) {
+    if (r.suite != "collectives") continue;
+    r.labels.nodes = 2;
+    r.labels.ranks_per_node = 2;
+    r.value *= 3;  // across nodes: slower, so that the source shows
+    rows.push_back(r);
+  }
+  Measurements m;
+  m.add(rows, "m.csv");
+  ClusterShape cluster{16, 4, 0};
+  EXPECT_THROW(predict("ddp", data_parallel(16), s, 256, cluster, m), Error);  // refused unless asked
+  cluster.extend = true;
+  const LayoutPrediction p = predict("ddp", data_parallel(16), s, 256, cluster, m);
+  const double bytes = parameters(s) * 4;
+  const double alpha = 3 * kAlpha * 15 / 3, per_byte = 3 / kBeta * 1.25;
+  EXPECT_NEAR(p.exposed.at("dp"), alpha + bytes * per_byte, (alpha + bytes * per_byte) * 1e-9);
+  ASSERT_EQ(p.extended.size(), 1u);  // the loss's all_reduce takes the same extension
+  EXPECT_NE(p.extended[0].find("all_reduce f32 on 16 ranks on 4 nodes (4 per node): extended from 4 ranks on 2 "
+                               "nodes (2 per node) by the ring model (latency x 5"),
+            std::string::npos)
+      << p.extended[0];
+  // Across nodes, only a measurement across nodes is a source: with none, refused still.
+  Measurements single = index_of({2, 4}, s);
+  EXPECT_THROW(predict("ddp", data_parallel(16), s, 256, cluster, single), Error);
+  // On one node, the measured single-node shape nearest in ranks: 8 ranks from 4.
+  const LayoutPrediction eight = predict("ddp", data_parallel(8), s, 256, ClusterShape{8, 8, 0, true}, single);
+  const double alpha8 = kAlpha * 7 / 3, per_byte8 = 1 / kBeta * (2.0 * 7 / 8) / (2.0 * 3 / 4);
+  EXPECT_NEAR(eight.exposed.at("dp"), alpha8 + bytes * per_byte8, (alpha8 + bytes * per_byte8) * 1e-9);
+}
+
 TEST(CostModel, AGroupTheFilesLackIsRefusedWithTheCommand) {
   const ModelSpec s = model();
   const Measurements m = index_of({4}, s);

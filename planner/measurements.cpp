@@ -1,6 +1,7 @@
 // The planner's index of measurements (measurements.h).
 #include "planner/measurements.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <set>
 
@@ -182,6 +183,43 @@ AlphaBetaFit Measurements::collective(std::string_view collective, std::string_v
                   sources() + "; measure it with `mpirun -np " + std::to_string(shape.ranks) +
                   " dtsuite run collectives --collective " + std::string(collective) + " -d " + std::string(dtype) +
                   (is_reducing(collective) ? " -o sum" : "") + " -b 8 -e 256M -f 2 --csv FILE`" + placement);
+}
+
+std::optional<AlphaBetaFit> Measurements::extended(std::string_view collective, std::string_view dtype,
+                                                   const GroupShape& asked, std::string& from) const {
+  const GroupShape shape = asked.normalized();
+  const bool all_reduce = collective == "all_reduce";
+  if (!all_reduce && collective != "reduce_scatter" && collective != "all_gather") return std::nullopt;
+  if (shape.ranks < 2) return std::nullopt;
+  const auto bus_factor = [&](double n) { return (all_reduce ? 2 : 1) * (n - 1) / n; };
+  std::optional<GroupShape> best;
+  double best_distance = 0;
+  for (const auto& [key, points] : collective_points_) {
+    const auto& [name, type, measured] = key;
+    if (name != collective || type != dtype || measured.ranks < 2 || (measured.nodes > 1) != (shape.nodes > 1)) continue;
+    // The same ranks per node before any other; then the nearest in ranks (by ratio).
+    const double distance = (measured.ranks_per_node == shape.ranks_per_node ? 0 : 100) +
+                            std::abs(std::log(static_cast<double>(shape.ranks) / measured.ranks));
+    if (best && distance >= best_distance) continue;
+    try {
+      this->collective(name, type, measured);  // a shape whose rows give no line is no source
+    } catch (const Error&) {
+      continue;
+    }
+    best = measured;
+    best_distance = distance;
+  }
+  if (!best) return std::nullopt;
+  AlphaBetaFit fit = this->collective(collective, dtype, *best);
+  const double n = shape.ranks, n0 = best->ranks;
+  for (AlphaBetaPiece& piece : fit.pieces) {
+    piece.alpha *= (n - 1) / (n0 - 1);
+    piece.inverse_beta *= bus_factor(n) / bus_factor(n0);
+  }
+  from = std::string(collective) + " " + std::string(dtype) + " on " + shape.text() + ": extended from " +
+         best->text() + " by the ring model (latency x " + format_number((n - 1) / (n0 - 1), "%.3g") +
+         ", bus bandwidth kept)";
+  return fit;
 }
 
 AlphaBetaFit Measurements::link(std::string_view link) const {

@@ -61,6 +61,15 @@ class Measurements {
   // it, when there is no such measurement.
   // Returned by value: the cache it comes from is cleared by add().
   AlphaBetaFit collective(std::string_view collective, std::string_view dtype, const GroupShape& shape) const;
+  // A fit for a group shape the files lack, extended from a measured one of the same collective
+  // and dtype by the ring model: latency x (n - 1) / (n0 - 1) (a ring's steps), bus bandwidth
+  // kept (nccl-tests' busbw, the bytes term x f(n) / f(n0), f = 2(n-1)/n for all_reduce and
+  // (n-1)/n for reduce_scatter and all_gather). The source is a shape on more than one node when
+  // `shape` spans nodes (the links between nodes set the pace), on one node otherwise, the same
+  // ranks per node first, then the nearest in ranks. nullopt when there is none to extend from;
+  // `from` says which shape it was and how.
+  std::optional<AlphaBetaFit> extended(std::string_view collective, std::string_view dtype, const GroupShape& shape,
+                                       std::string& from) const;
   // Point-to-point messages between two ranks of `link` (kSameNode, kOtherNode); Error as above.
   AlphaBetaFit link(std::string_view link) const;
   // Compute: one rank's step time against the training FLOPs of its step (cost_model.h,

@@ -2,6 +2,7 @@
 #include "strategies/workload.h"
 
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "core/error.h"
@@ -20,6 +21,25 @@ uint64_t fnv1a(const void* data, size_t size, uint64_t seed) {
 }
 
 uint64_t name_hash(const std::string& name) { return fnv1a(name.data(), name.size()); }
+
+uint64_t word_digest(const void* data, size_t size, uint64_t seed) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  uint64_t lane[4] = {seed, seed ^ 0x9e3779b97f4a7c15ull, seed ^ 0xbf58476d1ce4e5b9ull, seed ^ 0x94d049bb133111ebull};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (size_t l = 0; l < 4; ++l) {
+      uint64_t word = 0;
+      std::memcpy(&word, bytes + i + 8 * l, sizeof word);
+      lane[l] = (lane[l] ^ word) * kPrime;
+    }
+  }
+  // The tail, byte by byte into lane 0; then the lanes and the length folded into one.
+  for (; i < size; ++i) lane[0] = (lane[0] ^ bytes[i]) * kPrime;
+  uint64_t h = lane[0];
+  for (size_t l = 1; l < 4; ++l) h = (h ^ lane[l]) * kPrime;
+  return (h ^ size) * kPrime;
+}
 
 std::vector<int64_t> layer_dims(const ModelSpec& spec) {
   if (spec.layers < 1 || spec.width < 1 || spec.input < 1 || spec.classes < 2) {

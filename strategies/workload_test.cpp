@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "strategies/workload.h"
 
@@ -104,6 +105,25 @@ TEST(Workload, SamplesAreStandardNormalAndLabelsUseEveryClass) {
     EXPECT_GE(c, 0);
     EXPECT_LT(c, 10);
   }
+}
+
+TEST(Workload, WordDigestSeesOneFlippedBitAnywhere) {
+  // 1000 bytes: 31 whole 32-byte blocks (every lane) and an 8-byte tail taken byte by byte.
+  std::vector<unsigned char> data(1000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 37 + 11);
+  const uint64_t digest = word_digest(data.data(), data.size());
+  EXPECT_EQ(word_digest(data.data(), data.size()), digest);
+  for (size_t at : {size_t{0}, size_t{9}, size_t{17}, size_t{31}, size_t{500}, size_t{991}, size_t{999}}) {
+    for (int bit : {0, 7}) {
+      std::vector<unsigned char> flipped = data;
+      flipped[at] = static_cast<unsigned char>(flipped[at] ^ (1u << bit));
+      EXPECT_NE(word_digest(flipped.data(), flipped.size()), digest) << "byte " << at << " bit " << bit;
+    }
+  }
+  // Zeros of two lengths, and another seed, differ.
+  const std::vector<unsigned char> zeros(64, 0);
+  EXPECT_NE(word_digest(zeros.data(), 32), word_digest(zeros.data(), 64));
+  EXPECT_NE(word_digest(data.data(), data.size(), 1), digest);
 }
 
 }  // namespace

@@ -215,7 +215,7 @@ void ParallelMlp<T>::tp_all_reduce(std::vector<T>& values, StepReport& report) {
   // Every rank of the group must receive the same sum: fold it into a digest the strategy
   // compares across the group (a flipped bit in one rank's result shows even when the rounding
   // that follows hides it from the parameters).
-  tp_results_digest_ = fnv1a(values.data(), values.size() * sizeof(T), tp_results_digest_);
+  tp_results_digest_ = word_digest(values.data(), values.size() * sizeof(T), tp_results_digest_);
 }
 
 template <class T>
