@@ -96,7 +96,7 @@ std::vector<std::string> plan_verify_as_run(int argc, char** argv) {
   if (!verify) return {};
   std::vector<std::string> args{argv[0], "run", "plan"};
   for (int i = 2; i < argc; ++i) {
-    for (const char* offline : {"--ranks", "--ranks-per-node", "--top", "--parameters", "--extend"}) {
+    for (const char* offline : {"--ranks", "--ranks-per-node", "--top", "--parameters", "--extend", "--optimizer"}) {
       if (is(argv[i], offline)) {
         throw UsageError(std::string("plan --verify plans the job it runs in (mpirun -np N sets its ranks): ") +
                          offline + " is the offline plan's alone");
@@ -257,6 +257,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   plan->add_option("--strategy", po.strategies, "strategies (and pinned layouts, as run --strategy takes them)")
       ->capture_default_str();
   plan->add_option("--csv", po.csv_path, "write plan_* rows (one set per layout) as a results CSV");
+  plan->add_option("--optimizer", po.optimizer,
+                   "what the layouts train with (its state counts in memory); sgd, as the scaling suite times the "
+                   "compute and as --verify runs")
+      ->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
   plan->add_flag("--extend", po.extend,
                  "plan a cluster larger than the measurements: a group shape not measured is extended from a "
                  "measured one by the ring model (latency x (n-1)/(n0-1), bus bandwidth kept), and named");

@@ -61,9 +61,10 @@ struct PlanOptions {
   int layers = 3, width = 64, input = 32, classes = 10;  // the MLP (the training flags' defaults)
   int64_t parameters = 0;                 // > 0: the width that gives about this many parameters
   std::string memory_per_rank;            // "16G"; empty: no limit
-  std::string strategies = "ddp,zero1,zero2,zero3,tp,gpipe,1f1b,hybrid";
+  std::string strategies = "all";  // all: every strategy the planner prices (planner::planned_strategies)
   std::string csv_path;                   // optional: plan_* rows
   int top = 0;                            // rows of the table printed; 0: every layout
+  std::string optimizer = "sgd";          // what the layouts train with: its state counts in memory
   bool extend = false;                    // --extend: group shapes not measured extended by the ring model
   int verify = 0;                         // never set here: `plan --verify` is parsed as `run plan` (cli.cpp)
   double timeout_seconds = 300;           // -T, as compare's

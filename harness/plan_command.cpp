@@ -3,10 +3,12 @@
 // prints them ranked by step time, those over the memory limit last; --csv writes plan_* rows. No
 // MPI. What the files lack is one line naming it and the command that measures it, exit 2.
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,18 @@ double exposed(const planner::LayoutPrediction& p, const char* group) {
 }  // namespace
 
 int run_plan(const PlanOptions& options) {
+  // One process: under mpirun every rank would print and write the same plan. Refused, said once
+  // (by the job's first rank).
+  for (const auto& [size, rank] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, {"PMI_SIZE", "PMI_RANK"}}) {
+    const char* value = std::getenv(size);
+    if (value == nullptr || std::atoi(value) <= 1) continue;
+    const char* me = std::getenv(rank);
+    if (me == nullptr || std::atoi(me) == 0) {
+      std::fprintf(stderr, "dtsuite: error: plan runs in one process; under mpirun it needs --verify K (the layouts "
+                           "timed on the stack)\n");
+    }
+    return kExitUsage;
+  }
   try {
     std::vector<NamedPath> inputs;
     for (const std::string& path : options.measurements) inputs.push_back({"--measurements", path});
@@ -66,7 +80,13 @@ int run_plan(const PlanOptions& options) {
       if (cluster.memory_per_rank <= 0) throw UsageError("plan: --memory-per-rank must be positive (e.g. 16G)");
     }
     std::vector<std::string> strategies;
-    for (const StrategySpec& s : parse_strategy_list(options.strategies)) strategies.push_back(s.text);
+    if (options.strategies == "all") {
+      strategies = planner::planned_strategies();
+    } else {
+      for (const StrategySpec& s : parse_strategy_list(options.strategies)) strategies.push_back(s.text);
+    }
+    TrainConfig train;
+    train.optimizer = options.optimizer == "adamw" ? OptimizerKind::adamw : OptimizerKind::sgd;
 
     planner::Measurements measurements;
     for (const std::string& path : options.measurements) {
@@ -77,7 +97,7 @@ int run_plan(const PlanOptions& options) {
                   measurements.sources() + " hold no measurement the planner reads (collectives time, topology "
                                            "p2p, one rank's scaling step_time rows)");
     }
-    const planner::Plan planned = planner::plan_layouts(spec, options.batch, cluster, strategies, measurements);
+    const planner::Plan planned = planner::plan_layouts(spec, options.batch, cluster, strategies, measurements, train);
     const std::vector<planner::LayoutPrediction>& plan = planned.layouts;
     if (plan.empty()) {
       throw Error(Error::Kind::invalid_argument, "no layout of " + options.strategies + " on " +
@@ -131,7 +151,7 @@ int run_plan(const PlanOptions& options) {
         base.labels.config = p.layout.describe() + ";batch=" + std::to_string(options.batch) +
                              ";layers=" + std::to_string(spec.layers) + ";width=" + std::to_string(spec.width) +
                              ";input=" + std::to_string(spec.input) + ";classes=" + std::to_string(spec.classes) +
-                             ";plan_rank=" + std::to_string(i + 1);
+                             ";optimizer=" + options.optimizer + ";plan_rank=" + std::to_string(i + 1);
         base.verdict = Verdict::info;
         const auto emit = [&](const char* metric, const char* unit, double value, const std::string& detail) {
           csv.write(planner::row_of(base, metric, unit, value, detail));

@@ -124,7 +124,12 @@ TEST(Plan, RanksTheLayoutsAndWritesTheRows) {
     previous = row.value;
     EXPECT_EQ(dts::config_value(row.labels.config, "plan_rank").value_or(""), std::to_string(layouts));
   }
-  EXPECT_GE(layouts, 8);
+  // ddp, zero1-3 and tp4 once each; hybrid on 4 ranks: dp2-tp2 and dp2-pp2 with and without
+  // ZeRO-1 and tp2-pp2 without (ZeRO needs dp > 1), each at m = 1, 2, 4, 8, 16: 5 x 5.
+  EXPECT_EQ(layouts, 5 + 25);
+  // One rank: every strategy's one-rank layout, no communication priced (none measured for it).
+  const RunResult one = run_dtsuite(0, "plan --measurements " + m.string() + " --ranks 1 --strategy ddp,zero1");
+  EXPECT_EQ(one.exit_code, 0) << one.err;
 }
 
 // Bigger than the measurements, on paper: 8 nodes of 8 ranks from one node and two. Refused as
@@ -282,7 +287,10 @@ TEST(PlanVerify, BadInputIsOneLineExit2) {
   for (const std::string& args :
        std::vector<std::string>{"plan --measurements " + m.string() + " --verify 1 --ranks 2",
                                 "run plan --verify 1", "plan --measurements " + m.string() + " --verify 0",
-                                "plan --measurements " + m.string() + " --verify 1 --memory-per-rank 1"}) {
+                                "plan --measurements " + m.string() + " --verify 1 --memory-per-rank 1",
+                                "plan --measurements " + m.string() + " --verify=1 --extend",
+                                // Under mpirun the offline plan would print and write on every rank.
+                                "plan --measurements " + m.string() + " --ranks 2"}) {
     const RunResult r = run_dtsuite(2, args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
     EXPECT_EQ(our_lines(r.err).size(), 1u) << args << "\n" << r.err;

@@ -49,11 +49,12 @@ struct Pricing {
 
   double seconds(const PlannedCall& call) {
     if (call.collective == "send_recv") {
-      // Two consecutive stages' ranks: dp x tp apart in the numbering.
-      const int r = cluster.ranks_per_node, apart = layout.dp * layout.tp;
-      const std::string link(r > apart ? kSameNode : kOtherNode);
+      const int r = std::max(1, cluster.ranks_per_node);
+      const std::string link(call.from / r == call.to / r ? kSameNode : kOtherNode);
       return priced(m.link(link), call, "point-to-point " + link);
     }
+    // A collective of one rank moves nothing (the loss of a one-rank layout).
+    if (call.group_size < 2) return 0;
     const GroupShape shape = group_shape(layout, call.group, cluster.ranks_per_node);
     std::string dtype(name(call.dtype));
     if (call.loss) {
@@ -140,25 +141,54 @@ std::string layout_text(const std::string& strategy, const ParallelConfig& layou
          (strategy == "hybrid" && layout.pp > 1 ? "-" + std::string(name(layout.schedule)) : "");
 }
 
+std::vector<std::string> planned_strategies() { return {"ddp", "zero1", "zero2", "zero3", "tp", "gpipe", "1f1b", "hybrid"}; }
+
 bool planned_strategy(std::string_view strategy) { return is_data_parallel(strategy) || is_layered(strategy); }
 
 GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node) {
-  // Rank 0's group: its members' world ranks under (pp * dp + d) * tp + t.
-  std::vector<int> members;
+  // Every group of the kind, by its members' layout ranks (pp * dp + d) * tp + t.
+  const int dp = layout.dp, tp = layout.tp, pp = layout.pp;
+  const auto rank = [&](int p, int d, int t) { return (p * dp + d) * tp + t; };
+  std::vector<std::vector<int>> groups;
   if (group == "tp") {
-    for (int t = 0; t < layout.tp; ++t) members.push_back(t);
+    for (int p = 0; p < pp; ++p) {
+      for (int d = 0; d < dp; ++d) {
+        groups.emplace_back();
+        for (int t = 0; t < tp; ++t) groups.back().push_back(rank(p, d, t));
+      }
+    }
   } else if (group == "dp") {
-    for (int d = 0; d < layout.dp; ++d) members.push_back(d * layout.tp);
+    for (int p = 0; p < pp; ++p) {
+      for (int t = 0; t < tp; ++t) {
+        groups.emplace_back();
+        for (int d = 0; d < dp; ++d) groups.back().push_back(rank(p, d, t));
+      }
+    }
   } else if (group == "pp") {
-    for (int p = 0; p < layout.pp; ++p) members.push_back(p * layout.dp * layout.tp);
+    for (int d = 0; d < dp; ++d) {
+      for (int t = 0; t < tp; ++t) {
+        groups.emplace_back();
+        for (int p = 0; p < pp; ++p) groups.back().push_back(rank(p, d, t));
+      }
+    }
   } else {
-    for (int r = 0; r < layout.dp * layout.tp * layout.pp; ++r) members.push_back(r);
+    groups.emplace_back();
+    for (int r = 0; r < dp * tp * pp; ++r) groups.back().push_back(r);
   }
-  std::map<int, int> per_node;
-  for (int r : members) ++per_node[r / std::max(1, ranks_per_node)];
-  int most = 0;
-  for (const auto& [node, count] : per_node) most = std::max(most, count);
-  return GroupShape{static_cast<int>(members.size()), static_cast<int>(per_node.size()), most}.normalized();
+  // The group spanning the most nodes (then the most ranks on one of them): its calls are the
+  // slowest, and the step waits for them.
+  GroupShape worst;
+  for (const std::vector<int>& members : groups) {
+    std::map<int, int> per_node;
+    for (int r : members) ++per_node[r / std::max(1, ranks_per_node)];
+    int most = 0;
+    for (const auto& [node, count] : per_node) most = std::max(most, count);
+    const GroupShape shape{static_cast<int>(members.size()), static_cast<int>(per_node.size()), most};
+    if (worst.ranks == 0 || std::tie(shape.nodes, shape.ranks_per_node) > std::tie(worst.nodes, worst.ranks_per_node)) {
+      worst = shape;
+    }
+  }
+  return worst.normalized();
 }
 
 LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layout, const ModelSpec& spec,
@@ -176,7 +206,8 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
     double flops = training_flops(spec, rows);
     if (strategy == "zero3") flops += forward_flops(spec, rows);  // the forward again, on the second gather
-    p.compute = pricing.compute(flops, 1);
+    // The intercept (the optimizer's pass, mostly) over what a rank steps: ZeRO its shard.
+    p.compute = pricing.compute(flops, strategy == "ddp" ? 1.0 : std::ceil(psi / n) / psi);
     std::vector<PlannedCall> calls;
     if (strategy == "ddp") {
       const BucketPlan buckets = plan_buckets(parameter_layout(spec), size_of(kTrainingDtype), layout.bucket_bytes);
@@ -193,7 +224,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const double window = p.compute / mb * 2 / 3;
     p.exposed["dp"] = std::max(0.0, overlapping - window) + blocking;
     p.exposed["world"] = loss;  // the dp group is the world here
-    p.step_time = p.compute + p.exposed["dp"] + loss;
+    p.step_time = p.compute + p.exposed.at("dp") + loss;
     // Held between steps (the ZeRO model), plus one micro-batch's activations.
     const double shard = std::ceil(psi / n);
     const double params = strategy == "zero3" ? shard : psi;
@@ -211,7 +242,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     // The first micro-batch passes every stage; the other m - 1 follow at the slowest stage's pace:
     // T = sum_s slot_s + (m - 1) max_s slot_s, the bubble being what the slowest stage waits,
     // sum_s slot_s - max_s slot_s ((p - 1) slot when the stages are balanced).
-    double sum_of_slots = 0, slowest = -1;
+    double sum_of_slots = 0, slowest = -1, after_schedule = 0;
     for (int s = 0; s < stages; ++s) {
       double stage_slot = -1;
       for (int t = 0; t < layout.tp; ++t) {
@@ -232,13 +263,18 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
                               in_flight * activation_bytes(stage, ceil_div(replica_rows, mb));
         p.memory = std::max(p.memory, memory);
         stage_slot = std::max(stage_slot, slot);
+        // After the schedule, every rank's dp calls and the loss: the step waits for the longest.
+        const double dp = sum_calls(pricing, calls, "dp"), world = sum_calls(pricing, calls, "world");
+        if (dp + world > after_schedule) {
+          after_schedule = dp + world;
+          p.exposed["dp"] = dp;
+          p.exposed["world"] = world;
+        }
         if (slot <= slowest) continue;
         slowest = slot;
         p.compute = compute;
         p.exposed["tp"] = tp;
         p.exposed["pp"] = pp;
-        p.exposed["dp"] = sum_calls(pricing, calls, "dp");
-        p.exposed["world"] = sum_calls(pricing, calls, "world");
       }
       sum_of_slots += stage_slot;
     }
@@ -249,6 +285,11 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     throw Error(Error::Kind::unsupported, strategy + ": the planner has no cost model of it (parameter servers and "
                                                      "gossip are not planned)");
   }
+  // Only the groups the layout communicates in (a group of one rank has no calls).
+  if (layout.tp == 1) p.exposed.erase("tp");
+  if (layout.pp == 1) p.exposed.erase("pp");
+  if (layout.dp == 1) p.exposed.erase("dp");
+  if (layout.dp * layout.tp * layout.pp == 1) p.exposed.erase("world");
   p.over_memory = cluster.memory_per_rank > 0 && p.memory > cluster.memory_per_rank;
   p.extrapolated.assign(pricing.extrapolated.begin(), pricing.extrapolated.end());
   p.extended.assign(pricing.extended.begin(), pricing.extended.end());

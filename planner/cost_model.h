@@ -11,8 +11,9 @@
 //             micro-batch (2/3 of its compute): buckets run while backward computes, at their
 //             measured speed (what it assumes: progress without the CPU's help);
 //   zero      T = C (+ stage 3's second forward) + sum t(calls): blocking, nothing overlaps;
-//   pipeline  T = (m + p - 1) x max over stages of (C_s + tp calls_s + sends_s) / m, the bubble
-//             (p - 1) / (m + p - 1) of it; then dp's calls and the loss;
+//   pipeline  per stage k a slot s_k = (C_k + tp calls_k + sends_k) / m; T = sum_k s_k + (m - 1)
+//             max_k s_k (the first micro-batch passes every stage, the rest follow at the slowest
+//             stage's pace), the bubble sum_k s_k - max_k s_k; then dp's calls and the loss;
 //   memory    parameters, gradients and optimizer state per the ZeRO model, plus activations
 //             (GPipe keeps all m micro-batches', 1F1B at most p - s).
 // What it ignores: contention between groups that share a link at the same time, stragglers and
@@ -62,6 +63,8 @@ struct LayoutPrediction {
 // The strategies the model prices (ddp, zero1-3, tp, gpipe, 1f1b, hybrid); the parameter servers
 // and gossip are refused by plan_layouts with the reason.
 bool planned_strategy(std::string_view strategy);
+// Those strategies, as a plan takes them by default.
+std::vector<std::string> planned_strategies();
 
 // Every layout of `strategies` on `cluster` for `spec` and a global batch of `batch` rows, each
 // predicted; pipelines with m in {1, 2, 4, 8, 16} micro-batches (m no more than a replica's rows).
@@ -83,8 +86,9 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
 // a pipeline ("dp2-tp1-pp2-mb8-1f1b").
 std::string layout_text(const std::string& strategy, const ParallelConfig& layout);
 
-// The shape of the group of `group` ("dp", "tp", "pp", "world") that holds rank 0's coordinates,
-// given the layout's numbering (tp innermost, then dp, then pp) and ranks_per_node.
+// The shape of the groups of `group` ("dp", "tp", "pp", "world") under the layout's numbering
+// (tp innermost, then dp, then pp) and ranks_per_node: of them all, the one spanning the most
+// nodes (then with the most ranks on one), whose calls the step waits for.
 GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node);
 
 }  // namespace dts::planner

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "strategies/ddp/ddp_strategy.h"
 #include "strategies/strategy_spec.h"
 
 namespace dts::planner {
@@ -137,6 +138,12 @@ TEST(CostModel, GroupShapesFollowTheRankNumbering) {
   EXPECT_EQ(group_shape(c, "dp", 2), (GroupShape{2, 2, 1}));  // ranks 0, 2: a rank on each node
   EXPECT_EQ(group_shape(c, "world", 2), (GroupShape{4, 2, 2}));
   EXPECT_EQ(group_shape(c, "dp", 4), (GroupShape{2, 1, 2}));  // one node of four
+  // tp = 3, dp = 2 on nodes of 4: the first tp group {0, 1, 2} is on one node, the second
+  // {3, 4, 5} spans two; the step waits for the second.
+  ParallelConfig three;
+  three.dp = 2;
+  three.tp = 3;
+  EXPECT_EQ(group_shape(three, "tp", 4), (GroupShape{3, 2, 2}));
 }
 
 TEST(CostModel, DdpIsComputePlusWhatTheBucketsLeaveExposed) {
@@ -159,6 +166,50 @@ TEST(CostModel, DdpIsComputePlusWhatTheBucketsLeaveExposed) {
   EXPECT_TRUE(p.extrapolated.empty()) << p.extrapolated.front();
 }
 
+TEST(CostModel, DdpBucketsHideBehindTheLastBackwardUpToItsLength) {
+  // 64 KiB buckets: several, all but the last (the first layer's) launched during backward, whose
+  // window is 2/3 of the micro-batch's compute. Exact lines: hidden whole; collectives 1000 times
+  // slower: what exceeds the window is exposed.
+  const ModelSpec s = model();
+  ParallelConfig c = data_parallel(4);
+  c.bucket_bytes = 65536;
+  const BucketPlan buckets = plan_buckets(parameter_layout(s), 4, c.bucket_bytes);
+  ASSERT_GT(buckets.buckets.size(), 2u);
+  const double compute = compute_seconds(training_flops(s, 16)), window = compute * 2 / 3;
+  for (const double slower : {1.0, 1000.0}) {
+    SCOPED_TRACE(slower);
+    std::vector<Record> rows = measured({4}, s);
+    for (Record& r : rows) {
+      if (r.suite == "collectives") r.value *= slower;
+    }
+    Measurements m;
+    m.add(rows, "m.csv");
+    double during = 0, last = 0;
+    for (size_t b = 0; b < buckets.buckets.size(); ++b) {
+      const double bytes = static_cast<double>(buckets.buckets[b].second - buckets.buckets[b].first) * 4;
+      (b + 1 < buckets.buckets.size() ? during : last) += slower * collective_seconds(bytes);
+    }
+    const LayoutPrediction p = predict("ddp", c, s, 64, ClusterShape{4, 4, 0}, m);
+    const double exposed = std::max(0.0, during - window) + last;
+    EXPECT_NEAR(p.exposed.at("dp"), exposed, exposed * 1e-12);
+    if (slower == 1) {
+      EXPECT_LT(during, window);  // the case it is about: hidden whole
+    } else {
+      EXPECT_GT(during, window);
+    }
+  }
+}
+
+TEST(CostModel, OneRankHasNoCommunication) {
+  // A one-rank layout's calls are its loss's all_reduce over one rank: nothing moves, nothing is
+  // priced, and no measurement of a one-rank group is asked for.
+  const ModelSpec s = model();
+  const LayoutPrediction p = predict("ddp", data_parallel(1), s, 64, ClusterShape{1, 1, 0}, index_of({4}, s));
+  const double compute = compute_seconds(training_flops(s, 64));
+  EXPECT_NEAR(p.step_time, compute, compute * 1e-12);
+  EXPECT_TRUE(p.exposed.empty());
+}
+
 TEST(CostModel, ZeroShardsMemoryAndBlocksOnEveryCall) {
   const ModelSpec s = model();
   const Measurements m = index_of({4}, s);
@@ -172,8 +223,9 @@ TEST(CostModel, ZeroShardsMemoryAndBlocksOnEveryCall) {
     // Stages 1-2: a reduce_scatter and an all_gather; stage 3: two all_gathers a micro-batch and a
     // reduce_scatter, and the forward computed twice.
     const double calls = (stage == 3 ? 3 : 2) * collective_seconds(buffer) + collective_seconds(8);
-    const double compute =
-        compute_seconds(training_flops(s, 16) + (stage == 3 ? forward_flops(s, 16) : 0));
+    // The line's intercept over the shard a rank steps.
+    const double compute = kComputeAlpha * shard / psi +
+                           (training_flops(s, 16) + (stage == 3 ? forward_flops(s, 16) : 0)) / kFlopRate;
     EXPECT_NEAR(p.step_time, compute + calls, (compute + calls) * 1e-12);
     const double params = stage == 3 ? shard : psi, grads = stage == 1 ? psi : shard;
     EXPECT_DOUBLE_EQ(p.memory, (params + grads + 2 * shard) * 4 + activations);
@@ -208,11 +260,13 @@ TEST(CostModel, APipelineWaitsItsBubble) {
   const double step = sum + 3 * slowest + collective_seconds(8);  // and the loss over the world
   EXPECT_NEAR(p.bubble, sum - slowest, slowest * 1e-12);
   EXPECT_NEAR(p.step_time, step, step * 1e-12);
-  // 1F1B: the same time, fewer micro-batches' activations held on the first stage.
+  // 1F1B: stage k holds min(m, p - k) micro-batches' activations where GPipe holds m. The fullest
+  // rank is stage 1 (65,792 parameters) either way: 3 micro-batches of 16 x (256 + 256) f32 where
+  // GPipe holds 4. The time is the same (the model has no schedule term).
   c.schedule = PipelineSchedule::one_f_one_b;
   const LayoutPrediction q = predict("1f1b", c, s, 64, cluster, m);
   EXPECT_NEAR(q.step_time, p.step_time, step * 1e-12);
-  EXPECT_LE(q.memory, p.memory);
+  EXPECT_DOUBLE_EQ(p.memory - q.memory, 16.0 * (256 + 256) * 4);
 }
 
 TEST(CostModel, CpuRanksComputingAtOnceShareTheNodesCores) {

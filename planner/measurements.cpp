@@ -72,7 +72,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
   std::map<CollectiveKey, std::vector<TimedSize>> collectives;
   std::map<std::string, std::vector<TimedSize>, std::less<>> links;
   std::vector<TimedSize> computes;
-  int file_cores = 0;
+  int file_cores = 0, without_model = 0;
   // The file's stack is taken only once the whole file is read: a refused file leaves nothing.
   StackIdentity file_stack;
   bool file_has_stack = false;
@@ -104,6 +104,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     if (compute) {
       const auto model = timed_model(r.labels.config);
       if (model) computes.push_back({training_flops(model->first, model->second), r.value});
+      else ++without_model;
       const std::string cores = config_value(r.labels.config, "cores").value_or("");
       if (r.labels.device.rfind("cpu", 0) == 0 && !cores.empty()) file_cores = std::max(file_cores, std::atoi(cores.c_str()));
       continue;
@@ -136,6 +137,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     all.insert(all.end(), points.begin(), points.end());
     link_fits_.erase(key);
   }
+  compute_rows_without_model_ += without_model;
   if (!computes.empty()) {
     compute_points_.insert(compute_points_.end(), computes.begin(), computes.end());
     compute_fit_.reset();
@@ -242,6 +244,11 @@ AlphaBetaFit Measurements::link(std::string_view link) const {
 AlphaBetaFit Measurements::compute() const {
   if (compute_fit_) return *compute_fit_;
   std::string why = "not measured";
+  if (compute_rows_without_model_ > 0) {
+    why += " (" + std::to_string(compute_rows_without_model_) +
+           " one-rank ddp step_time rows lack the model they timed: layers, width, input, classes, batch in config; "
+           "rows of a dtsuite that wrote none)";
+  }
   if (!compute_points_.empty()) {
     try {
       compute_fit_ = fit_alpha_beta(compute_points_);

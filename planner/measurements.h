@@ -96,6 +96,7 @@ class Measurements {
   std::vector<TimedSize> compute_points_;
   mutable std::optional<AlphaBetaFit> compute_fit_;
   int compute_cores_ = 0;
+  int compute_rows_without_model_ = 0;
   StackIdentity stack_;
   bool have_stack_ = false;
   std::string stack_source_;

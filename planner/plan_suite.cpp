@@ -105,7 +105,7 @@ class PlanSuite final : public Suite {
     v.sources = m.sources();
     std::vector<std::string> strategies;
     if (t.strategies.empty()) {
-      strategies = {"ddp", "zero1", "zero2", "zero3", "tp", "gpipe", "1f1b", "hybrid"};
+      strategies = planner::planned_strategies();
     } else {
       strategies = t.strategies;
     }
@@ -141,6 +141,19 @@ class PlanSuite final : public Suite {
     const auto& v = std::any_cast<const VerifyCase&>(the_case.params);
     const RunOptions& options = ctx.options();
     Communicator& control = ctx.control();
+    // Every rank planned from its own node's rank count: on an uneven launch the plans differ,
+    // and timing different layouts would leave ranks waiting in one another's collectives.
+    uint64_t digest = kFnvOffsetBasis;
+    for (size_t index : v.chosen) digest = name_hash(v.layouts[index].strategy + ";" + v.layouts[index].layout.describe()) ^ (digest * 31);
+    const auto mine = static_cast<int64_t>(digest >> 1);
+    int64_t lowest = 0, highest = 0;
+    control.all_reduce(&mine, &lowest, 1, DType::i64, ReduceOp::min);
+    control.all_reduce(&mine, &highest, 1, DType::i64, ReduceOp::max);
+    if (lowest != highest) {
+      throw Error(Error::Kind::invalid_argument,
+                  "plan: the ranks planned different layouts (as many ranks on every node are needed: each plans "
+                  "with its own node's count)");
+    }
     std::vector<planner::VerifiedLayout> verified;
     for (size_t index : v.chosen) {
       const planner::LayoutPrediction& p = v.layouts[index];

@@ -118,6 +118,9 @@ struct PlannedCall {
   int64_t bytes = 0;
   int64_t count = 1;               // calls of this size per step
   bool overlaps_backward = false;  // launched while backward still computes (ddp's buckets)
+  // send_recv: the layout ranks it goes from and to (tp innermost, then dp, then pp), so that its
+  // link (same node or not) can be told; -1 for collectives.
+  int from = -1, to = -1;
   // The step's mean loss (one f64 all_reduce): not training traffic, left out of bytes_sent (the
   // equivalence suite allows it 16 bytes).
   bool loss = false;

@@ -87,7 +87,7 @@ class ParallelMlp {
   // backward() returns (the gradient of the stage's input), as this rank holds them.
   int64_t output_width() const { return layout_.layers.back().out_local; }
   int64_t input_width() const { return layout_.layers.front().in_local; }
-  // FNV-1a over every tp all_reduce result so far: alike on every rank of the tp group.
+  // word_digest over every tp all_reduce result so far: alike on every rank of the tp group.
   uint64_t tp_results_digest() const { return tp_results_digest_; }
   // The parameters in this rank's layout, from Philox (workload.h): no communication.
   std::vector<T> initial_parameters() const;
