@@ -223,9 +223,8 @@ TEST(CostModel, ZeroShardsMemoryAndBlocksOnEveryCall) {
     // Stages 1-2: a reduce_scatter and an all_gather; stage 3: two all_gathers a micro-batch and a
     // reduce_scatter, and the forward computed twice.
     const double calls = (stage == 3 ? 3 : 2) * collective_seconds(buffer) + collective_seconds(8);
-    // The line's intercept over the shard a rank steps.
-    const double compute = kComputeAlpha * shard / psi +
-                           (training_flops(s, 16) + (stage == 3 ? forward_flops(s, 16) : 0)) / kFlopRate;
+    // The line's intercept whole (ZeRO handles whole buffers every step).
+    const double compute = kComputeAlpha + (training_flops(s, 16) + (stage == 3 ? forward_flops(s, 16) : 0)) / kFlopRate;
     EXPECT_NEAR(p.step_time, compute + calls, (compute + calls) * 1e-12);
     const double params = stage == 3 ? shard : psi, grads = stage == 1 ? psi : shard;
     EXPECT_DOUBLE_EQ(p.memory, (params + grads + 2 * shard) * 4 + activations);
