@@ -42,7 +42,6 @@ int width_for(int64_t parameters, int layers, int input, int classes) {
   return static_cast<int>(std::lround(w));
 }
 
-std::string layout_text(const planner::LayoutPrediction& p) { return planner::layout_text(p.strategy, p.layout); }
 
 double exposed(const planner::LayoutPrediction& p, const char* group) {
   const auto it = p.exposed.find(group);
@@ -120,7 +119,7 @@ int run_plan(const PlanOptions& options) {
       if (!p.extrapolated.empty()) note += std::string(note.empty() ? "" : "; ") + "extrapolated: " + p.extrapolated.front() +
                                            (p.extrapolated.size() > 1 ? " (+" + std::to_string(p.extrapolated.size() - 1) + " more)" : "");
       std::printf("  %4zu  %-8s %-28s %10.4g %10.4g %9.3g %9.3g %9.3g %9.3g %9.3g %10s  %s\n", i + 1,
-                  p.strategy.c_str(), layout_text(p).c_str(), p.step_time * 1e3, p.compute * 1e3,
+                  p.strategy.c_str(), planner::layout_text(p.strategy, p.layout).c_str(), p.step_time * 1e3, p.compute * 1e3,
                   exposed(p, "dp") * 1e3, exposed(p, "tp") * 1e3, exposed(p, "pp") * 1e3, p.bubble * 1e3,
                   exposed(p, "world") * 1e3, format_bytes(p.memory).c_str(), note.c_str());
     }
@@ -133,54 +132,12 @@ int run_plan(const PlanOptions& options) {
     if (!options.csv_path.empty()) {
       CsvSink csv(options.csv_path);
       const std::string run_id = new_run_id(), timestamp = utc_timestamp();
-      for (size_t i = 0; i < plan.size(); ++i) {
-        const planner::LayoutPrediction& p = plan[i];
-        Record base;
-        base.run_id = run_id;
-        base.timestamp = timestamp;
-        base.suite = "plan";
-        base.case_id = p.strategy + "/" + layout_text(p);
-        base.labels.backend = measurements.stack().backend;
-        base.labels.backend_version = measurements.stack().backend_version;
-        base.labels.mpi_version = measurements.stack().mpi_version;
-        base.labels.device = measurements.stack().device;
-        base.labels.world_size = options.ranks;
-        base.labels.ranks_per_node = options.ranks_per_node;
-        base.labels.nodes = options.ranks / options.ranks_per_node;
-        base.labels.strategy = p.strategy;
-        base.labels.config = p.layout.describe() + ";batch=" + std::to_string(options.batch) +
-                             ";layers=" + std::to_string(spec.layers) + ";width=" + std::to_string(spec.width) +
-                             ";input=" + std::to_string(spec.input) + ";classes=" + std::to_string(spec.classes) +
-                             ";optimizer=" + options.optimizer + ";plan_rank=" + std::to_string(i + 1);
-        base.verdict = Verdict::info;
-        const auto emit = [&](const char* metric, const char* unit, double value, const std::string& detail) {
-          csv.write(planner::row_of(base, metric, unit, value, detail));
-        };
-        std::string detail = "predicted from " + measurements.sources();
-        for (const std::string& e : p.extended) detail += "; not measured, " + e;
-        for (const std::string& e : p.extrapolated) detail += "; extrapolated: " + e;
-        emit("plan_step_time", "seconds", p.step_time, detail);
-        emit("plan_compute_time", "seconds", p.compute, "the slowest rank's compute (the slowest stage's)");
-        for (const char* group : {"dp", "tp", "pp", "world"}) {
-          if (p.exposed.count(group) == 0) continue;
-          Record r = base;
-          r.labels.config += std::string(";group=") + group;
-          r.metric = "plan_exposed_comm_time";
-          r.unit = "seconds";
-          r.value = exposed(p, group);
-          r.detail = std::string("communication of the ") + group + " group not hidden by compute";
-          csv.write(r);
-        }
-        emit("plan_bubble_time", "seconds", p.bubble, "the pipeline's (p-1) idle slots");
-        Record memory = base;
-        memory.metric = "plan_memory";
-        memory.unit = "bytes";
-        memory.value = p.memory;
-        memory.threshold = cluster.memory_per_rank > 0 ? cluster.memory_per_rank : NAN;
-        memory.verdict = Verdict::info;  // a layout over the limit is the plan's answer, not the stack's failure
-        memory.detail = std::string(p.over_memory ? "over --memory-per-rank: " : "") +
-                        "parameters, gradients, optimizer state (the ZeRO model) and activations of the fullest rank";
-        csv.write(memory);
+      const planner::PlanContext context{measurements.stack(), cluster, spec, options.batch, options.optimizer,
+                                         measurements.sources()};
+      for (Record& r : planner::plan_records(plan, context)) {
+        r.run_id = run_id;
+        r.timestamp = timestamp;
+        csv.write(r);
       }
       csv.close();
       std::printf("# %zu layouts written to %s\n", plan.size(), options.csv_path.c_str());

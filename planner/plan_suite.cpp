@@ -143,13 +143,9 @@ class PlanSuite final : public Suite {
     Communicator& control = ctx.control();
     // Every rank planned from its own node's rank count: on an uneven launch the plans differ,
     // and timing different layouts would leave ranks waiting in one another's collectives.
-    uint64_t digest = kFnvOffsetBasis;
-    for (size_t index : v.chosen) digest = name_hash(v.layouts[index].strategy + ";" + v.layouts[index].layout.describe()) ^ (digest * 31);
-    const auto mine = static_cast<int64_t>(digest >> 1);
-    int64_t lowest = 0, highest = 0;
-    control.all_reduce(&mine, &lowest, 1, DType::i64, ReduceOp::min);
-    control.all_reduce(&mine, &highest, 1, DType::i64, ReduceOp::max);
-    if (lowest != highest) {
+    std::string chosen;
+    for (size_t index : v.chosen) chosen += v.layouts[index].strategy + ";" + v.layouts[index].layout.describe() + "\n";
+    if (compare_replicas(control, {{"plan", fnv1a(chosen.data(), chosen.size())}}).mismatches > 0) {
       throw Error(Error::Kind::invalid_argument,
                   "plan: the ranks planned different layouts (as many ranks on every node are needed: each plans "
                   "with its own node's count)");

@@ -47,6 +47,54 @@ Record row_of(const Record& base, const char* metric, const char* unit, double v
   return r;
 }
 
+std::vector<Record> plan_records(const std::vector<LayoutPrediction>& plan, const PlanContext& context) {
+  std::vector<Record> rows;
+  const ClusterShape& cluster = context.cluster;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const LayoutPrediction& p = plan[i];
+    Record base;
+    base.suite = "plan";
+    base.case_id = p.strategy + "/" + layout_text(p.strategy, p.layout);
+    base.labels.backend = context.stack.backend;
+    base.labels.backend_version = context.stack.backend_version;
+    base.labels.mpi_version = context.stack.mpi_version;
+    base.labels.device = context.stack.device;
+    base.labels.world_size = cluster.ranks;
+    base.labels.ranks_per_node = cluster.ranks_per_node;
+    base.labels.nodes = cluster.ranks / cluster.ranks_per_node;
+    base.labels.strategy = p.strategy;
+    const ModelSpec& m = context.model;
+    base.labels.config = p.layout.describe() + ";batch=" + std::to_string(context.batch) +
+                         ";layers=" + std::to_string(m.layers) + ";width=" + std::to_string(m.width) +
+                         ";input=" + std::to_string(m.input) + ";classes=" + std::to_string(m.classes) +
+                         ";optimizer=" + context.optimizer + ";plan_rank=" + std::to_string(i + 1);
+    base.verdict = Verdict::info;
+    std::string detail = "predicted from " + context.sources;
+    for (const std::string& e : p.extended) detail += "; not measured, " + e;
+    for (const std::string& e : p.extrapolated) detail += "; extrapolated: " + e;
+    rows.push_back(row_of(base, "plan_step_time", "seconds", p.step_time, detail));
+    rows.push_back(row_of(base, "plan_compute_time", "seconds", p.compute,
+                          "the slowest rank's compute (the slowest stage's)"));
+    for (const char* group : {"dp", "tp", "pp", "world"}) {
+      const auto exposed = p.exposed.find(group);
+      if (exposed == p.exposed.end()) continue;
+      Record r = row_of(base, "plan_exposed_comm_time", "seconds", exposed->second,
+                        std::string("communication of the ") + group + " group not hidden by compute");
+      r.labels.config += std::string(";group=") + group;
+      rows.push_back(r);
+    }
+    rows.push_back(row_of(base, "plan_bubble_time", "seconds", p.bubble, "the pipeline's (p-1) idle slots"));
+    // A layout over the limit is the plan's answer, not the stack's failure: info either way.
+    Record memory = row_of(base, "plan_memory", "bytes", p.memory,
+                           std::string(p.over_memory ? "over --memory-per-rank: " : "") +
+                               "parameters, gradients, optimizer state (the ZeRO model) and activations of the "
+                               "fullest rank");
+    memory.threshold = cluster.memory_per_rank > 0 ? cluster.memory_per_rank : NAN;
+    rows.push_back(memory);
+  }
+  return rows;
+}
+
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (a.size() != b.size() || a.size() < 2) return nan;
@@ -81,11 +129,10 @@ VerificationSummary summarize(const std::vector<VerifiedLayout>& verified) {
       s.inside_noise += v.predicted.step_time >= st.p05 && v.predicted.step_time <= st.p95;
     }
   }
-  std::vector<double> sorted = errors;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  s.median_abs_error = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  s.max_abs_error = sorted.back();
+  const size_t n = errors.size();
+  const Stats error_stats = compute_stats(errors);
+  s.median_abs_error = error_stats.median;
+  s.max_abs_error = error_stats.max;
   s.rank_correlation = n >= 3 ? spearman(predicted, measured) : std::numeric_limits<double>::quiet_NaN();
   s.best_plan_rank = verified[fastest].plan_rank;
   const bool median_ok = s.median_abs_error <= kMedianErrorGoal, max_ok = s.max_abs_error <= kMaxErrorGoal,

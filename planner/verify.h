@@ -1,6 +1,6 @@
-// The planner checking itself: layouts it predicted, timed on the stack, set against the
-// prediction (the `plan` suite, planner/plan_suite.cpp, times them; this is the arithmetic and the
-// rows, without MPI).
+// The planner's rows: a plan's (`dtsuite plan --csv`), and the planner checking itself, layouts
+// it predicted timed on the stack and set against the prediction (the `plan` suite,
+// planner/plan_suite.cpp, times them; this is the arithmetic and the rows, without MPI).
 #pragma once
 #include <string>
 #include <vector>
@@ -19,6 +19,20 @@ inline constexpr int kBestAmongTop = 3;
 // `base` with one measurement: its metric, unit, value and detail (the plan's and the
 // verification's rows share everything else).
 Record row_of(const Record& base, const char* metric, const char* unit, double value, std::string detail);
+
+// What a plan was made for and from, as its rows say it.
+struct PlanContext {
+  StackIdentity stack;
+  ClusterShape cluster;
+  ModelSpec model;
+  int64_t batch = 0;
+  std::string optimizer;  // "sgd", "adamw"
+  std::string sources;    // the measurement files
+};
+// The rows of a plan (results/SCHEMA.md, *plan*), in its order: per layout plan_step_time,
+// plan_compute_time, a plan_exposed_comm_time per group it communicates in, plan_bubble_time and
+// plan_memory.
+std::vector<Record> plan_records(const std::vector<LayoutPrediction>& plan, const PlanContext& context);
 
 // One layout of a plan, timed.
 struct VerifiedLayout {
