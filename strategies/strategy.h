@@ -217,15 +217,16 @@ class Strategy {
   }
 
  protected:
-  // FNV-1a over the bytes: any differing bit changes the digest (collisions are irrelevant for
-  // replicas that are either identical or corrupted by a fault).
+  // word_digest over the bytes: any differing bit changes the digest (collisions are irrelevant
+  // for replicas that are either identical or corrupted by a fault). Eight bytes at a time, not
+  // FNV-1a's one: gossip digests every model it sends and receives inside its timed step.
   template <class T>
   static uint64_t digest_of(const std::vector<T>& values, uint64_t seed = kFnvOffsetBasis) {
-    return fnv1a(values.data(), values.size() * sizeof(T), seed);
+    return word_digest(values.data(), values.size() * sizeof(T), seed);
   }
   template <class T>
   static uint64_t digest_of(const T* values, size_t count, uint64_t seed = kFnvOffsetBasis) {
-    return fnv1a(values, count * sizeof(T), seed);
+    return word_digest(values, count * sizeof(T), seed);
   }
 };
 
