@@ -110,17 +110,19 @@ int run_plan(const PlanOptions& options) {
                 static_cast<long long>(options.batch), measurements.sources().c_str());
     std::printf("# stack: %s; memory per rank: %s\n", measurements.stack().text().c_str(),
                 cluster.memory_per_rank > 0 ? format_bytes(cluster.memory_per_rank).c_str() : "no limit");
-    std::printf("# %4s  %-8s %-28s %10s %10s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "strategy", "layout", "step ms",
-                "compute", "dp ms", "tp ms", "pp ms", "bubble", "loss ms", "memory", "note");
+    // p2p: a parameter server's pushes and replies, or gossip's exchange with its neighbours.
+    std::printf("# %4s  %-9s %-28s %10s %10s %9s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "strategy", "layout", "step ms",
+                "compute", "dp ms", "tp ms", "pp ms", "p2p ms", "bubble", "loss ms", "memory", "note");
     const size_t shown = options.top > 0 ? std::min(plan.size(), static_cast<size_t>(options.top)) : plan.size();
     for (size_t i = 0; i < shown; ++i) {
       const planner::LayoutPrediction& p = plan[i];
       std::string note = p.over_memory ? "over the memory limit" : "";
       if (!p.extrapolated.empty()) note += std::string(note.empty() ? "" : "; ") + "extrapolated: " + p.extrapolated.front() +
                                            (p.extrapolated.size() > 1 ? " (+" + std::to_string(p.extrapolated.size() - 1) + " more)" : "");
-      std::printf("  %4zu  %-8s %-28s %10.4g %10.4g %9.3g %9.3g %9.3g %9.3g %9.3g %10s  %s\n", i + 1,
+      std::printf("  %4zu  %-9s %-28s %10.4g %10.4g %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %10s  %s\n", i + 1,
                   p.strategy.c_str(), planner::layout_text(p.strategy, p.layout).c_str(), p.step_time * 1e3, p.compute * 1e3,
-                  exposed(p, "dp") * 1e3, exposed(p, "tp") * 1e3, exposed(p, "pp") * 1e3, p.bubble * 1e3,
+                  exposed(p, "dp") * 1e3, exposed(p, "tp") * 1e3, exposed(p, "pp") * 1e3,
+                  (exposed(p, "ps") + exposed(p, "ring")) * 1e3, p.bubble * 1e3,
                   exposed(p, "world") * 1e3, format_bytes(p.memory).c_str(), note.c_str());
     }
     if (shown < plan.size()) std::printf("# %zu more layouts (--top 0 prints every one)\n", plan.size() - shown);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ dts::Labels stack(int ranks, const std::string& backend = "mpi") {
 // Collectives on 2 and 4 ranks (20 us + bytes / 2 GB/s), same-node messages (5 us + bytes / 4
 // GB/s), and one rank's ddp step of a 3 x 64 MLP at two batches (1 ms + FLOPs / 1 GFLOP/s).
 void write_measurements(const fs::path& path, const std::string& backend = "mpi", bool with_two = true,
-                        bool with_compute = true) {
+                        bool with_compute = true, bool with_link = true) {
   dts::CsvSink csv(path.string());
   // What the harness fills in for every record it emits.
   const auto write = [&](dts::Record r) {
@@ -64,6 +65,7 @@ void write_measurements(const fs::path& path, const std::string& backend = "mpi"
     }
   }
   for (int64_t b : {int64_t{8}, int64_t{1} << 22}) {
+    if (!with_link) break;
     dts::Record r;
     r.suite = "topology";
     r.metric = "p2p_latency";
@@ -107,16 +109,20 @@ TEST(Plan, RanksTheLayoutsAndWritesTheRows) {
   EXPECT_NE(r.out.find("on 4 ranks (4 per node), global batch 64"), std::string::npos) << r.out;
   // Every strategy planned appears in the table; the pipelines alone have no layout (4 stages of
   // 3 layers), said in a line of their own.
-  for (const char* s : {"ddp", "zero1", "zero2", "zero3", "tp", "hybrid"}) {
+  for (const char* s : {"ddp", "zero1", "zero2", "zero3", "tp", "hybrid", "ps-sync", "ps-async", "ps-ssp", "ps-backup", "gossip"}) {
     EXPECT_NE(r.out.find(std::string(" ") + s + " "), std::string::npos) << s << "\n" << r.out;
   }
   EXPECT_NE(r.out.find("# no layout: gpipe: 3 layers cannot be split into 4 pipeline stages"), std::string::npos) << r.out;
   const std::vector<dts::Record> rows = dts::read_results_csv(out.string());
   double previous = 0;
   int layouts = 0;
+  std::set<std::string> p2p_groups;
   for (const dts::Record& row : rows) {
     EXPECT_EQ(row.suite, "plan");
     EXPECT_EQ(row.labels.world_size, 4);
+    if (row.metric == "plan_exposed_comm_time" && (row.labels.strategy.starts_with("ps-") || row.labels.strategy == "gossip")) {
+      p2p_groups.insert(row.labels.strategy + ":" + dts::config_value(row.labels.config, "group").value_or(""));
+    }
     if (row.metric != "plan_step_time") continue;
     ++layouts;
     // In rank order, by predicted step time (no memory limit: none over it).
@@ -125,8 +131,12 @@ TEST(Plan, RanksTheLayoutsAndWritesTheRows) {
     EXPECT_EQ(dts::config_value(row.labels.config, "plan_rank").value_or(""), std::to_string(layouts));
   }
   // ddp, zero1-3 and tp4 once each; hybrid on 4 ranks: dp2-tp2 and dp2-pp2 with and without
-  // ZeRO-1 and tp2-pp2 without (ZeRO needs dp > 1), each at m = 1, 2, 4, 8, 16: 5 x 5.
-  EXPECT_EQ(layouts, 5 + 25);
+  // ZeRO-1 and tp2-pp2 without (ZeRO needs dp > 1), each at m = 1, 2, 4, 8, 16: 5 x 5; ps-sync,
+  // ps-async and ps-ssp with 1, 2 or 3 servers, ps-backup (one backup) with the 1 or 2 that leave
+  // it more than one worker; gossip once.
+  EXPECT_EQ(layouts, 5 + 25 + 3 * 3 + 2 + 1);
+  // The parameter servers' and gossip's messages, each in its group.
+  EXPECT_EQ(p2p_groups, (std::set<std::string>{"gossip:ring", "ps-async:ps", "ps-backup:ps", "ps-ssp:ps", "ps-sync:ps"}));
   // One rank: every strategy's one-rank layout, no communication priced (none measured for it).
   const RunResult one = run_dtsuite(0, "plan --measurements " + m.string() + " --ranks 1 --strategy ddp,zero1");
   EXPECT_EQ(one.exit_code, 0) << one.err;
@@ -190,8 +200,10 @@ TEST(Plan, AMemoryLimitMarksTheLayoutsAboveIt) {
 
 TEST(Plan, WhatTheFilesLackIsOneLineWithTheCommandExit2) {
   const fs::path four = scratch_dir() / "four.csv", no_compute = scratch_dir() / "nocompute.csv",
-                 other = scratch_dir() / "other.csv", out = scratch_dir() / "never.csv";
+                 other = scratch_dir() / "other.csv", out = scratch_dir() / "never.csv",
+                 no_link = scratch_dir() / "nolink.csv";
   write_measurements(four, "mpi", /*with_two=*/false);
+  write_measurements(no_link, "mpi", true, true, /*with_link=*/false);
   write_measurements(no_compute, "mpi", true, /*with_compute=*/false);
   write_measurements(other, "nccl");
   // tp = 2 x dp = 2 needs groups of 2.
@@ -207,10 +219,11 @@ TEST(Plan, WhatTheFilesLackIsOneLineWithTheCommandExit2) {
   r = run_dtsuite(0, "plan --measurements " + four.string() + " " + other.string() + " --ranks 4");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(error_line(r).find("another stack"), std::string::npos) << r.err;
-  // The parameter servers have no cost model: refused by name.
-  r = run_dtsuite(0, "plan --measurements " + four.string() + " --ranks 4 --strategy ps-sync");
+  // The parameter servers price their messages on the point-to-point line: a file without it is
+  // refused, naming the topology suite.
+  r = run_dtsuite(0, "plan --measurements " + no_link.string() + " --ranks 4 --strategy ps-sync");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(error_line(r).find("ps-sync"), std::string::npos) << r.err;
+  EXPECT_NE(error_line(r).find("dtsuite run topology"), std::string::npos) << r.err;
 }
 
 TEST(Plan, BadFlagsAndAnOutputOverAnInputExit2) {
@@ -268,17 +281,24 @@ TEST(PlanVerify, TimesTheBestAndTheWorstAndSaysHowWrongThePlanWas) {
 
 // A stack slower than its measurements say (each call on rank 1 delayed 20 ms, where the lines
 // predict about a millisecond a step) misses the goals: the check fails, exit 1.
+// The same through point-to-point messages alone: the parameter servers and gossip.
 TEST(PlanVerify, AStackSlowerThanItsMeasurementsFailsTheCheck) {
-  const fs::path m = scratch_dir() / "mf.csv", out = scratch_dir() / "faulty.csv";
+  const fs::path m = scratch_dir() / "mf.csv";
   write_measurements(m);
-  const RunResult r = run_dtsuite(2, "plan --backend 'faulty(delay(20),mpi)' --fault-rank 1 --measurements " +
-                                         m.string() + " --verify 1 -n 3 -w 1 --csv " + out.string());
-  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
-  auto rows = by_metric(out);
-  const dts::Record& check = rows["check"].at("verify");
-  EXPECT_EQ(check.verdict, dts::Verdict::fail);
-  EXPECT_NE(check.detail.find("missed: median |plan_error|"), std::string::npos) << check.detail;
-  for (const auto& [id, error] : rows["plan_error"]) EXPECT_GT(error.value, 1) << id << ": " << error.detail;
+  for (const std::string strategies : {"all", "ps-sync,ps-async,gossip"}) {
+    SCOPED_TRACE(strategies);
+    const fs::path out = scratch_dir() / ("faulty-" + std::to_string(strategies.size()) + ".csv");
+    const RunResult r = run_dtsuite(2, "plan --backend 'faulty(delay(20),mpi)' --fault-rank 1 --measurements " +
+                                           m.string() + " --strategy " + strategies + " --verify 1 -n 3 -w 1 --csv " +
+                                           out.string());
+    EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
+    auto rows = by_metric(out);
+    const dts::Record& check = rows["check"].at("verify");
+    EXPECT_EQ(check.verdict, dts::Verdict::fail);
+    EXPECT_NE(check.detail.find("missed: median |plan_error|"), std::string::npos) << check.detail;
+    EXPECT_EQ(rows["plan_error"].size(), 2u);
+    for (const auto& [id, error] : rows["plan_error"]) EXPECT_GT(error.value, 1) << id << ": " << error.detail;
+  }
 }
 
 TEST(PlanVerify, BadInputIsOneLineExit2) {

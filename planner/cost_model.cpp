@@ -7,7 +7,9 @@
 
 #include "core/error.h"
 #include "strategies/ddp/ddp_strategy.h"
+#include "strategies/gossip/gossip_strategy.h"
 #include "strategies/hybrid/hybrid_strategy.h"
+#include "strategies/ps/ps_strategy.h"
 #include "strategies/strategy_spec.h"
 #include "strategies/tensor/parallel_mlp.h"
 #include "strategies/zero/zero_strategy.h"
@@ -21,6 +23,9 @@ constexpr DType kTrainingDtype = DType::f32;  // what the strategies train in (t
 
 bool is_data_parallel(std::string_view s) { return s == "ddp" || s == "zero1" || s == "zero2" || s == "zero3"; }
 bool is_layered(std::string_view s) { return s == "tp" || s == "gpipe" || s == "1f1b" || s == "hybrid"; }
+bool is_parameter_server(std::string_view s) {
+  return s == "ps-sync" || s == "ps-async" || s == "ps-ssp" || s == "ps-backup";
+}
 
 // Optimizer state per parameter: AdamW's m and v, SGD's velocity.
 int optimizer_copies(const ParallelConfig& layout) { return layout.train.optimizer == OptimizerKind::adamw ? 2 : 1; }
@@ -96,6 +101,28 @@ struct Pricing {
     const double stretch = m.compute_cores() > 0 ? std::max(1.0, computing / m.compute_cores()) : 1.0;
     return stretch * (line.alpha * parameter_share + flops * line.inverse_beta);
   }
+
+  // Seconds of an optimizer step alone over `parameter_share` of the model (a parameter server's
+  // update of its range): the compute line's intercept in that share.
+  double update(double parameter_share) { return m.compute().pieces.front().alpha * parameter_share; }
+
+  // Every rank's messages priced on their links: per rank, the seconds of what it sends and of
+  // what it receives (a rank's messages are taken to pass one at a time through its end of the
+  // link).
+  struct Endpoints {
+    std::vector<double> out, in;
+  };
+  Endpoints endpoints(const std::vector<std::vector<PlannedCall>>& calls_of_rank) {
+    Endpoints e{std::vector<double>(calls_of_rank.size()), std::vector<double>(calls_of_rank.size())};
+    for (const std::vector<PlannedCall>& calls : calls_of_rank) {
+      for (const PlannedCall& call : calls) {
+        const double t = seconds(call);
+        e.out[static_cast<size_t>(call.from)] += t;
+        e.in[static_cast<size_t>(call.to)] += t;
+      }
+    }
+    return e;
+  }
 };
 
 double sum_calls(Pricing& pricing, const std::vector<PlannedCall>& calls, std::string_view group) {
@@ -141,9 +168,13 @@ std::string layout_text(const std::string& strategy, const ParallelConfig& layou
          (strategy == "hybrid" && layout.pp > 1 ? "-" + std::string(name(layout.schedule)) : "");
 }
 
-std::vector<std::string> planned_strategies() { return {"ddp", "zero1", "zero2", "zero3", "tp", "gpipe", "1f1b", "hybrid"}; }
+std::vector<std::string> planned_strategies() {
+  return {"ddp", "zero1", "zero2", "zero3", "tp", "gpipe", "1f1b", "hybrid", "ps-sync", "ps-async", "ps-ssp", "ps-backup", "gossip"};
+}
 
-bool planned_strategy(std::string_view strategy) { return is_data_parallel(strategy) || is_layered(strategy); }
+bool planned_strategy(std::string_view strategy) {
+  return is_data_parallel(strategy) || is_layered(strategy) || is_parameter_server(strategy) || strategy == "gossip";
+}
 
 GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node) {
   // Every group of the kind, by its members' layout ranks (pp * dp + d) * tp + t.
@@ -283,9 +314,65 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     p.bubble = sum_of_slots - slowest;
     p.step_time = p.compute + p.bubble;
     for (const auto& [group, seconds] : p.exposed) p.step_time += seconds;
+  } else if (is_parameter_server(strategy)) {
+    // S servers (ranks 0..S-1) hold a range each; W workers compute their rows' gradient of the
+    // whole model (no optimizer step: the servers make it), push it by range and wait for the
+    // ranges back (ps_calls). The servers only wait while the workers compute.
+    const int servers = layout.servers, workers = layout.dp, n = servers + workers;
+    const int64_t rows = ceil_div(batch, workers);
+    p.compute = pricing.compute(training_flops(spec, rows), 1, static_cast<double>(workers) / n);
+    std::vector<std::vector<PlannedCall>> calls;
+    for (int r = 0; r < n; ++r) calls.push_back(ps_calls(static_cast<int64_t>(psi), servers, workers, r, kTrainingDtype));
+    const Pricing::Endpoints e = pricing.endpoints(calls);
+    const auto largest = [](const std::vector<double>& v, size_t first, size_t end) {
+      return *std::max_element(v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(end));
+    };
+    const auto s = static_cast<size_t>(servers), all = static_cast<size_t>(n);
+    const double largest_range = static_cast<double>(even_split(static_cast<int64_t>(psi), servers, 0).second);
+    const double update = pricing.update(largest_range / psi);  // one optimizer step of the largest range
+    // The pushes pass through each server's end one at a time (W of them) and each worker's (S);
+    // the replies likewise.
+    const double pushes = std::max(largest(e.in, 0, s), largest(e.out, s, all));
+    const double replies = std::max(largest(e.out, 0, s), largest(e.in, s, all));
+    if (strategy == "ps-sync" || strategy == "ps-backup") {
+      // A round: compute, every push, the update, every reply. ps-backup is the same round when
+      // the workers are alike: its b late gradients still cross and are answered within the step.
+      p.exposed["ps"] = pushes + update + replies;
+    } else {
+      // ps-async, ps-ssp: no round. A worker's cycle is its compute and one round trip, unless a
+      // server is the bottleneck: it serves W pushes per global batch, an update each (the bound
+      // of a closed queue). ps-ssp's bound does not bind when the workers are alike.
+      const double round_trip = largest(e.out, s, all) + update + largest(e.in, s, all);
+      const double server_busy = largest(e.in, 0, s) + workers * update + largest(e.out, 0, s);
+      p.exposed["ps"] = std::max(round_trip, server_busy - p.compute);
+    }
+    p.step_time = p.compute + p.exposed.at("ps");
+    // A server: its range, one receive and one reply buffer per worker, the summing scratch, the
+    // optimizer state (ps-backup: one older version kept for a late worker). A worker: the whole
+    // model and its gradient, and its rows' activations.
+    const double versions = strategy == "ps-backup" ? 2 : 1;
+    const double server = largest_range * (versions + 2.0 * workers + 1 + k) * element;
+    const double worker = 2 * psi * element + activation_bytes(stage_layout(spec, 0, spec.layers, 1, 0), rows);
+    p.memory = std::max(server, worker);
+  } else if (strategy == "gossip") {
+    // Every rank computes its rows' gradient and steps its own optimizer (the whole intercept),
+    // then exchanges its parameters with its ring neighbours (gossip_calls), receiving one model
+    // from each.
+    const int n = layout.dp;
+    const int64_t rows = ceil_div(batch, n);
+    p.compute = pricing.compute(training_flops(spec, rows), 1);
+    std::vector<std::vector<PlannedCall>> calls;
+    for (int r = 0; r < n; ++r) calls.push_back(gossip_calls(static_cast<int64_t>(psi), n, r, kTrainingDtype));
+    const Pricing::Endpoints e = pricing.endpoints(calls);
+    double exchange = 0;
+    for (size_t r = 0; r < e.in.size(); ++r) exchange = std::max({exchange, e.in[r], e.out[r]});
+    if (n > 1) p.exposed["ring"] = exchange;
+    p.step_time = p.compute + exchange;
+    // Its model and, from two ranks, its two neighbours' (held while it mixes), its gradient, its
+    // optimizer state.
+    p.memory = ((n > 1 ? 3 : 1) + 1 + k) * psi * element + activation_bytes(stage_layout(spec, 0, spec.layers, 1, 0), rows);
   } else {
-    throw Error(Error::Kind::unsupported, strategy + ": the planner has no cost model of it (parameter servers and "
-                                                     "gossip are not planned)");
+    throw Error(Error::Kind::unsupported, strategy + ": the planner has no cost model of it");
   }
   // Only the groups the layout communicates in (a group of one rank has no calls).
   if (layout.tp == 1) p.exposed.erase("tp");
@@ -305,8 +392,7 @@ Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& clus
   for (const std::string& text : strategies) {
     const StrategySpec spec_of = parse_strategy_spec(text);
     if (!planned_strategy(spec_of.name)) {
-      throw Error(Error::Kind::invalid_argument, spec_of.name + ": the planner has no cost model of it (parameter "
-                                                               "servers and gossip are not planned); leave it out");
+      throw Error(Error::Kind::invalid_argument, spec_of.name + ": the planner has no cost model of it; leave it out");
     }
     std::set<std::string> seen;
     LayoutDefaults base;

@@ -14,8 +14,16 @@
 //   pipeline  per stage k a slot s_k = (C_k + tp calls_k + sends_k) / m; T = sum_k s_k + (m - 1)
 //             max_k s_k (the first micro-batch passes every stage, the rest follow at the slowest
 //             stage's pace), the bubble sum_k s_k - max_k s_k; then dp's calls and the loss;
+//   ps        (ps_calls) a worker's compute C, then its pushes and the replies, each rank's
+//             messages through its end of the link one at a time, and the server's update U (the
+//             intercept's share of its range): sync and backup T = C + max(server in, worker out)
+//             + U + max(server out, worker in); async and ssp T = max(C + worker out + U + worker
+//             in, server in + W U + server out), the server the bottleneck once its W pushes a
+//             global batch outlast a worker's cycle;
+//   gossip    (gossip_calls) T = C + the neighbours' models a rank receives, one at a time;
 //   memory    parameters, gradients and optimizer state per the ZeRO model, plus activations
-//             (GPipe keeps all m micro-batches', 1F1B at most p - s).
+//             (GPipe keeps all m micro-batches', 1F1B at most p - s); a server its range and a
+//             buffer each way per worker; gossip three models while it mixes.
 // What it ignores: contention between groups that share a link at the same time, stragglers and
 // noise, the optimizer's step (inside the compute line's intercept), compute speed that depends
 // on a GEMM's shape (one FLOP rate for every shard).
@@ -51,7 +59,7 @@ struct LayoutPrediction {
   std::string strategy;
   ParallelConfig layout;
   double compute = 0;                      // seconds: the slowest rank's (the slowest stage's)
-  std::map<std::string, double> exposed;   // seconds of communication not hidden, per group (dp, tp, pp, world)
+  std::map<std::string, double> exposed;   // seconds of communication not hidden, per group (dp, tp, pp, world, ps, ring)
   double bubble = 0;                       // seconds: the pipeline's idle (p - 1) slots
   double step_time = 0;                    // seconds
   double memory = 0;                       // bytes, the fullest rank
@@ -60,8 +68,8 @@ struct LayoutPrediction {
   std::vector<std::string> extended;       // group shapes not measured, extended (ClusterShape::extend)
 };
 
-// The strategies the model prices (ddp, zero1-3, tp, gpipe, 1f1b, hybrid); the parameter servers
-// and gossip are refused by plan_layouts with the reason.
+// The strategies the model prices: every registered one (ddp, zero1-3, tp, gpipe, 1f1b, hybrid,
+// the parameter servers, gossip).
 bool planned_strategy(std::string_view strategy);
 // Those strategies, as a plan takes them by default.
 std::vector<std::string> planned_strategies();

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "strategies/ddp/ddp_strategy.h"
@@ -81,6 +83,17 @@ std::vector<Record> measured(const std::vector<int>& groups, const ModelSpec& sp
 Measurements index_of(const std::vector<int>& groups, const ModelSpec& spec) {
   Measurements m;
   m.add(measured(groups, spec), "m.csv");
+  return m;
+}
+
+// index_of({4}, spec) with every time of `suite`'s rows `factor` times longer.
+Measurements slowed(const ModelSpec& spec, const std::string& suite, double factor) {
+  std::vector<Record> rows = measured({4}, spec);
+  for (Record& r : rows) {
+    if (r.suite == suite) r.value *= factor;
+  }
+  Measurements m;
+  m.add(rows, "m.csv");
   return m;
 }
 
@@ -178,12 +191,7 @@ TEST(CostModel, DdpBucketsHideBehindTheLastBackwardUpToItsLength) {
   const double compute = compute_seconds(training_flops(s, 16)), window = compute * 2 / 3;
   for (const double slower : {1.0, 1000.0}) {
     SCOPED_TRACE(slower);
-    std::vector<Record> rows = measured({4}, s);
-    for (Record& r : rows) {
-      if (r.suite == "collectives") r.value *= slower;
-    }
-    Measurements m;
-    m.add(rows, "m.csv");
+    const Measurements m = slowed(s, "collectives", slower);
     double during = 0, last = 0;
     for (size_t b = 0; b < buckets.buckets.size(); ++b) {
       const double bytes = static_cast<double>(buckets.buckets[b].second - buckets.buckets[b].first) * 4;
@@ -352,7 +360,121 @@ TEST(CostModel, AGroupTheFilesLackIsRefusedWithTheCommand) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dtsuite run scaling --strategy ddp"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(plan_layouts(s, 64, ClusterShape{4, 4, 0}, {"ps-sync"}, m), Error);
+}
+
+// The synthetic point-to-point line, same node.
+double link_seconds(double bytes) { return kLinkAlpha + bytes / kLinkBeta; }
+
+ParallelConfig servers(int s, int w) {
+  ParallelConfig c;
+  c.servers = s;
+  c.dp = w;
+  return c;
+}
+
+TEST(CostModel, ASyncParameterServerIsARoundThroughTheServersEnd) {
+  // One server, three workers of 22 rows (64 / 3 rounded up). A round: the workers' compute (the
+  // line's intercept whole), three pushes (a header of 4 + S words and the whole gradient) taken
+  // in turn by the server, its update (the intercept: an optimizer step of every parameter), three
+  // replies (a version and the parameters) in turn. ps-backup is the same round.
+  const ModelSpec s = model();
+  const Measurements m = index_of({4}, s);
+  const double psi = parameters(s);
+  const double compute = compute_seconds(training_flops(s, 22));
+  const double push = link_seconds(5 * 8) + link_seconds(psi * 4), reply = link_seconds(8) + link_seconds(psi * 4);
+  const double round = compute + 3 * push + kComputeAlpha + 3 * reply;
+  for (const char* mode : {"ps-sync", "ps-backup"}) {
+    SCOPED_TRACE(mode);
+    ParallelConfig c = servers(1, 3);
+    c.backup = std::string(mode) == "ps-backup" ? 1 : 0;
+    const LayoutPrediction p = predict(mode, c, s, 64, ClusterShape{4, 4, 0}, m);
+    EXPECT_NEAR(p.compute, compute, compute * 1e-12);
+    EXPECT_NEAR(p.step_time, round, round * 1e-12);
+    EXPECT_NEAR(p.exposed.at("ps"), round - compute, round * 1e-12);
+  }
+  // Three servers and one worker: the worker's end is the narrower one. It sends three headers and
+  // three ranges (the whole gradient) and takes three replies; each server updates its range (a
+  // third of the intercept, the largest range's share).
+  const LayoutPrediction q = predict("ps-sync", servers(3, 1), s, 64, ClusterShape{4, 4, 0}, m);
+  const double range = std::ceil(psi / 3);  // even_split: the first ranges take the remainder
+  double pushes = 0, replies = 0;
+  for (int j = 0; j < 3; ++j) {
+    const double n = j < static_cast<int>(psi) % 3 ? range : std::floor(psi / 3);
+    pushes += link_seconds(7 * 8) + link_seconds(n * 4);
+    replies += link_seconds(8) + link_seconds(n * 4);
+  }
+  const double one = compute_seconds(training_flops(s, 64)) + pushes + kComputeAlpha * range / psi + replies;
+  EXPECT_NEAR(q.step_time, one, one * 1e-12);
+  // Memory: a server holds its range, a receive and a reply buffer per worker, the summing
+  // scratch and AdamW's two moments; a worker the model, its gradient and its rows' activations.
+  const ParallelConfig c = servers(1, 3);
+  const double server = psi * (1 + 2 * 3 + 1 + 2) * 4, worker = 2 * psi * 4 + 22.0 * (64 + 256 * 3 + 16) * 4;
+  EXPECT_DOUBLE_EQ(predict("ps-sync", c, s, 64, ClusterShape{4, 4, 0}, m).memory, std::max(server, worker));
+}
+
+TEST(CostModel, AnAsyncParameterServerRunsAtItsWorkersPaceUntilTheServerIsTheBottleneck) {
+  // ps-async and ps-ssp: no round. With fast links a worker's cycle is its compute and one round
+  // trip (its push, the server's update of its gradient, the reply); with links 1000 times slower
+  // the server's three pushes, three updates and three replies per global batch outlast it.
+  const ModelSpec s = model();
+  const double psi = parameters(s);
+  const double compute = compute_seconds(training_flops(s, 22));
+  for (const double slower : {1.0, 1000.0}) {
+    SCOPED_TRACE(slower);
+    const Measurements m = slowed(s, "topology", slower);
+    const double push = slower * (link_seconds(5 * 8) + link_seconds(psi * 4));
+    const double reply = slower * (link_seconds(8) + link_seconds(psi * 4));
+    const double worker_cycle = compute + push + kComputeAlpha + reply;
+    const double server_cycle = 3 * (push + kComputeAlpha + reply);
+    for (const char* mode : {"ps-async", "ps-ssp"}) {
+      SCOPED_TRACE(mode);
+      const LayoutPrediction p = predict(mode, servers(1, 3), s, 64, ClusterShape{4, 4, 0}, m);
+      const double expected = std::max(worker_cycle, server_cycle);
+      EXPECT_NEAR(p.step_time, expected, expected * 1e-12);
+    }
+    if (slower == 1) {
+      EXPECT_GT(worker_cycle, server_cycle);  // the case it is about: the workers set the pace
+    } else {
+      EXPECT_GT(server_cycle, worker_cycle);
+    }
+  }
+}
+
+TEST(CostModel, GossipIsComputePlusAModelFromEachNeighbour) {
+  // Each rank receives its neighbours' models (Psi f32 and an 8-byte digest each) one at a time:
+  // two from three ranks on, one on two ranks, none alone. Memory: three models while it mixes
+  // (one alone), its gradient, AdamW's two moments, its rows' activations.
+  const ModelSpec s = model();
+  const Measurements m = index_of({4}, s);
+  const double psi = parameters(s);
+  const double model_message = link_seconds(psi * 4) + link_seconds(8);
+  for (const int n : {1, 2, 3, 4}) {
+    SCOPED_TRACE(n);
+    const int64_t rows = (64 + n - 1) / n;
+    const LayoutPrediction p = predict("gossip", data_parallel(n), s, 64, ClusterShape{n, n, 0}, m);
+    const double neighbours = n == 1 ? 0 : n == 2 ? 1 : 2;
+    const double expected = compute_seconds(training_flops(s, rows)) + neighbours * model_message;
+    EXPECT_NEAR(p.step_time, expected, expected * 1e-12);
+    EXPECT_EQ(p.exposed.count("ring"), n > 1 ? 1u : 0u);
+    const double copies = n == 1 ? 1 : 3;
+    EXPECT_DOUBLE_EQ(p.memory, (copies + 1 + 2) * psi * 4 + static_cast<double>(rows) * (64 + 256 * 3 + 16) * 4);
+  }
+}
+
+TEST(CostModel, EveryRegisteredStrategyIsPlanned) {
+  // The default plan takes every strategy: each has layouts on 4 ranks of this model and a price.
+  const ModelSpec s = model();
+  const Plan plan = plan_layouts(s, 64, ClusterShape{4, 4, 0}, planned_strategies(), index_of({2, 4}, s));
+  std::set<std::string> seen;
+  for (const LayoutPrediction& p : plan.layouts) {
+    seen.insert(p.strategy);
+    EXPECT_GT(p.step_time, 0) << p.strategy;
+  }
+  EXPECT_EQ(seen.size(), planned_strategies().size());
+  // ps-sync: a layout per server count (1 to 3), each once.
+  EXPECT_EQ(std::count_if(plan.layouts.begin(), plan.layouts.end(),
+                          [](const LayoutPrediction& p) { return p.strategy == "ps-sync"; }),
+            3);
 }
 
 TEST(CostModel, PlanRanksEveryLayoutAndMarksThoseOverTheLimit) {

@@ -71,6 +71,18 @@ PlannedCall loss_call(std::string group, int n) {
   return call;
 }
 
+PlannedCall message_call(std::string group, DType dtype, int64_t bytes, int from, int to) {
+  PlannedCall call;
+  call.group = std::move(group);
+  call.collective = "send_recv";
+  call.dtype = dtype;
+  call.group_size = 2;
+  call.bytes = bytes;
+  call.from = from;
+  call.to = to;
+  return call;
+}
+
 ReplicaComparison compare_replicas(Communicator& control, const std::vector<ReplicaDigest>& mine) {
   ReplicaComparison out;
   const int n = control.size();

@@ -133,6 +133,8 @@ double ring_bytes_sent(const PlannedCall& call);
 double bytes_sent(const std::vector<PlannedCall>& calls, std::string_view group);
 // The step's loss: one f64 all_reduce over `group` of `n` ranks (global_mean_loss).
 PlannedCall loss_call(std::string group, int n);
+// One point-to-point message of `bytes` from layout rank `from` to `to` (send_recv, a pair).
+PlannedCall message_call(std::string group, DType dtype, int64_t bytes, int from, int to);
 
 // Digest of state that a set of ranks must hold bit for bit alike: every rank of the case that
 // reports the same `replicated_across` key must report the same digest.

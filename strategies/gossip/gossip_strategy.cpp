@@ -179,11 +179,24 @@ MemoryReport GossipStrategy<T>::memory() const {
           activations_peak_};
 }
 
+std::vector<PlannedCall> gossip_calls(int64_t psi, int n, int rank, DType dtype) {
+  std::vector<PlannedCall> calls;
+  if (n < 2) return calls;
+  const auto message = [&](DType type, int64_t bytes, int to) { return message_call("ring", type, bytes, rank, to); };
+  std::vector<int> neighbours{right_of(rank, n)};
+  if (n > 2) neighbours.push_back(left_of(rank, n));
+  for (int to : neighbours) {
+    calls.push_back(message(dtype, psi * static_cast<int64_t>(size_of(dtype)), to));
+    calls.push_back(message(DType::u64, sizeof(uint64_t), to));
+  }
+  return calls;
+}
+
 template <class T>
 std::vector<TrafficTheory> GossipStrategy<T>::expected_traffic() const {
   const int n = comm_.size();
   if (n == 1) return {};
-  const double bytes = static_cast<double>(params_.size() * sizeof(T) + sizeof(uint64_t)) * (n > 2 ? 2 : 1);
+  const double bytes = bytes_sent(gossip_calls(static_cast<int64_t>(params_.size()), n, comm_.rank(), dtype_of<T>()), "ring");
   return {{"ring", bytes, 0,
            std::string(n > 2 ? "2*" : "") + "(Psi*" + std::to_string(sizeof(T)) + " + 8) (Psi=" +
                std::to_string(params_.size()) + "): the parameters and their digest to each ring neighbour; independent of N"}};

@@ -31,6 +31,11 @@ struct GossipReplay {
 GossipReplay replay_gossip(const ModelSpec& spec, const TrainConfig& train, Precision precision, int ranks,
                            const std::vector<Batch>& batches);
 
+// The messages rank `rank` of `n` sends per step (group "ring", send_recv): its parameters (Psi
+// elements) and their digest (one u64) to its right neighbour, and from 3 ranks to its left one
+// too; none on one rank. expected_traffic() sums its bytes from them; the planner prices them.
+std::vector<PlannedCall> gossip_calls(int64_t psi, int n, int rank, DType dtype);
+
 template <class T>
 class GossipStrategy final : public Strategy {
  public:

@@ -796,13 +796,33 @@ MemoryReport PsStrategy<T>::memory() const {
   return m;
 }
 
+std::vector<PlannedCall> ps_calls(int64_t psi, int servers, int workers, int rank, DType dtype) {
+  const auto message = [](DType type, int64_t bytes, int from, int to) { return message_call("ps", type, bytes, from, to); };
+  const auto e = static_cast<int64_t>(size_of(dtype));
+  std::vector<PlannedCall> calls;
+  if (rank >= servers) {
+    for (int j = 0; j < servers; ++j) {
+      calls.push_back(message(DType::i64, header_words(servers) * 8, rank, j));
+      calls.push_back(message(dtype, even_split(psi, servers, j).second * e, rank, j));
+    }
+    return calls;
+  }
+  const int64_t range = even_split(psi, servers, rank).second;
+  for (int w = 0; w < workers; ++w) {
+    calls.push_back(message(DType::i64, 8, rank, servers + w));
+    calls.push_back(message(dtype, range * e, rank, servers + w));
+  }
+  return calls;
+}
+
 template <class T>
 std::vector<TrafficTheory> PsStrategy<T>::expected_traffic() const {
   const auto e = static_cast<double>(sizeof(T));
   const double header = static_cast<double>(header_words(servers_) * 8);
   const std::string size = std::to_string(sizeof(T));
+  const double sent = bytes_sent(ps_calls(psi_, servers_, workers_, rank_, dtype_of<T>()), "ps");
   if (!is_server()) {
-    TrafficTheory t{"ps", static_cast<double>(psi_) * e + servers_ * header, 0,
+    TrafficTheory t{"ps", sent, 0,
                     "Psi*" + size + " + S*(4+S)*8 (Psi=" + std::to_string(psi_) + ", S=" + std::to_string(servers_) +
                         "): the gradient to its servers"};
     t.received = static_cast<double>(psi_) * e + servers_ * 8.0;
@@ -810,8 +830,7 @@ std::vector<TrafficTheory> PsStrategy<T>::expected_traffic() const {
     return {t};
   }
   // A reply per push, every push of a step served within it.
-  const double reply = 8 + static_cast<double>(count_) * e;
-  TrafficTheory t{"ps", workers_ * reply, 0,
+  TrafficTheory t{"ps", sent, 0,
                   "W*(8 + n_j*" + size + ") (W=" + std::to_string(workers_) + ", n_j=" + std::to_string(count_) +
                       "): its range to every worker; grows with W"};
   t.received = workers_ * (static_cast<double>(count_) * e + header);

@@ -98,6 +98,13 @@ template <class T>
 void ps_apply(const TrainConfig& train, T* params, T* state1, T* state2, int64_t n, int64_t step,
               const std::vector<const T*>& gradients, double scale, std::vector<T>& scratch);
 
+// The messages one rank of a parameter-server layout sends per step (group "ps", send_recv, from
+// and to its ranks: servers 0..S-1, then the W workers): a worker a header of 4 + S int64 and its
+// gradient's range j (even_split of Psi) to each server j; a server a version (one int64) and its
+// range to each worker (a reply per push). expected_traffic() sums its bytes from them; the
+// planner (planner/) prices each message on its link.
+std::vector<PlannedCall> ps_calls(int64_t psi, int servers, int workers, int rank, DType dtype);
+
 template <class T>
 class PsStrategy final : public Strategy {
  public:
