@@ -83,27 +83,27 @@ struct Pricing {
     return static_cast<double>(call.count) * fit.seconds(bytes);
   }
 
-  // Seconds of a rank's compute: `flops` at the measured rate, and of the line's intercept (what a
-  // step costs whatever its rows: the optimizer's pass over the parameters, mostly) the share of
-  // the model's parameters the rank holds. CPU ranks share their node's cores (one BLAS thread
-  // each): when more of them compute at once than it has cores, each is stretched by
-  // computing / cores; `active` is the fraction of the node's ranks computing at once (a
-  // pipeline's stages take turns). The node planned is taken to have the measured one's cores.
-  double compute(double flops, double parameter_share, double active = 1) {
-    const AlphaBetaFit fit = m.compute();
-    if (!fit.covers(flops)) {
-      extrapolated.insert("compute at " + format_number(flops / 1e6, "%.3g") + " MFLOP (measured " +
-                          format_number(fit.pieces.front().first_bytes / 1e6, "%.3g") + " to " +
-                          format_number(fit.pieces.back().last_bytes / 1e6, "%.3g") + " MFLOP)");
+  // Seconds of a rank's compute: `micro_batches` micro-batches of `rows` rows, each of `flops`
+  // FLOPs, at the rate measured at that many rows (Measurements::compute_rate). CPU ranks share
+  // their node's cores (one BLAS thread each): when more of them compute at once than it has
+  // cores, each is stretched by computing / cores; `active` is the fraction of the node's ranks
+  // computing at once (a pipeline's stages take turns; parameter servers wait while their workers
+  // compute). The node planned is taken to have the measured one's cores.
+  double compute(double flops, int64_t rows, int micro_batches, std::string_view strategy, double active = 1) {
+    const auto [fewest, most] = m.compute_rows();
+    const double rate = m.compute_rate(rows, strategy);
+    if (rows < fewest || rows > most) {
+      extrapolated.insert("compute at " + std::to_string(rows) + " rows a micro-batch (measured " +
+                          std::to_string(fewest) + " to " + std::to_string(most) + ")");
     }
-    const AlphaBetaPiece& line = fit.piece(flops);
     const double computing = active * cluster.ranks_per_node;
     const double stretch = m.compute_cores() > 0 ? std::max(1.0, computing / m.compute_cores()) : 1.0;
-    return stretch * (line.alpha * parameter_share + flops * line.inverse_beta);
+    return stretch * micro_batches * flops * rate;
   }
 
   // Seconds of an optimizer step alone over `parameter_share` of the model (a parameter server's
-  // update of its range): the compute line's intercept in that share.
+  // update of its range): the intercept of the line of one rank's step time against its FLOPs
+  // (what a step costs whatever its rows; an upper bound on its optimizer's pass) in that share.
   double update(double parameter_share) { return m.compute().pieces.front().alpha * parameter_share; }
 
   // Every rank's messages priced on their links: per rank, the seconds of what it sends and of
@@ -161,6 +161,10 @@ double training_flops(const ModelSpec& spec, int64_t rows, int first, int end, i
   double flops = 3 * forward_flops(spec, rows, first, end, tp, tp_rank);
   if (first == 0) flops -= forward_flops(spec, rows, 0, 1, tp, tp_rank);  // no gradient of the model's input
   return flops;
+}
+
+double step_flops(std::string_view strategy, const ModelSpec& spec, int64_t rows) {
+  return training_flops(spec, rows) + (strategy == "zero3" ? forward_flops(spec, rows) : 0);
 }
 
 std::string layout_text(const std::string& strategy, const ParallelConfig& layout) {
@@ -234,13 +238,9 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
   if (is_data_parallel(strategy)) {
     const int n = layout.dp, mb = layout.microbatches;
     const int64_t rows = ceil_div(batch, n);  // the fullest rank's
+    const int64_t mb_rows = ceil_div(rows, mb);
     const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
-    double flops = training_flops(spec, rows);
-    if (strategy == "zero3") flops += forward_flops(spec, rows);  // the forward again, on the second gather
-    // The intercept whole: ZeRO steps only its shard, but pads, copies and gathers whole buffers
-    // every step (measured here: charged per shard, zero2 and zero3 on 4 ranks came out 5-13%
-    // under their measured step; charged whole, within 2%).
-    p.compute = pricing.compute(flops, 1);
+    p.compute = pricing.compute(step_flops(strategy, spec, mb_rows), mb_rows, mb, strategy);
     std::vector<PlannedCall> calls;
     if (strategy == "ddp") {
       const BucketPlan buckets = plan_buckets(parameter_layout(spec), size_of(kTrainingDtype), layout.bucket_bytes);
@@ -266,7 +266,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     p.memory = (params + grads + optimizer) * element + activation_bytes(whole, ceil_div(rows, mb));
   } else if (is_layered(strategy)) {
     const int mb = layout.microbatches, stages = layout.pp;
-    const int64_t replica_rows = ceil_div(batch, layout.dp);
+    const int64_t replica_rows = ceil_div(batch, layout.dp), mb_rows = ceil_div(replica_rows, mb);
     const std::vector<int> bounds = balanced_stages(spec, stages);
     // The stages take turns: each is busy m of the m + p - 1 slots of a balanced pipeline, so on
     // average m / (m + p - 1) of the ranks compute at once.
@@ -283,8 +283,8 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
         const std::vector<PlannedCall> calls =
             hybrid_calls(spec, layout, s, t, 0, batch, kTrainingDtype, kTrainingDtype);
         const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
-        const double compute = pricing.compute(training_flops(spec, replica_rows, first, end, layout.tp, t),
-                                               static_cast<double>(stage.count) / psi, active);
+        const double compute =
+            pricing.compute(training_flops(spec, mb_rows, first, end, layout.tp, t), mb_rows, mb, strategy, active);
         const double tp = sum_calls(pricing, calls, "tp"), pp = sum_calls(pricing, calls, "pp");
         const double slot = (compute + tp + pp) / mb;
         double optimizer = k * static_cast<double>(stage.count);
@@ -320,7 +320,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     // ranges back (ps_calls). The servers only wait while the workers compute.
     const int servers = layout.servers, workers = layout.dp, n = servers + workers;
     const int64_t rows = ceil_div(batch, workers);
-    p.compute = pricing.compute(training_flops(spec, rows), 1, static_cast<double>(workers) / n);
+    p.compute = pricing.compute(training_flops(spec, rows), rows, 1, strategy, static_cast<double>(workers) / n);
     std::vector<std::vector<PlannedCall>> calls;
     for (int r = 0; r < n; ++r) calls.push_back(ps_calls(static_cast<int64_t>(psi), servers, workers, r, kTrainingDtype));
     const Pricing::Endpoints e = pricing.endpoints(calls);
@@ -355,12 +355,11 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const double worker = 2 * psi * element + activation_bytes(stage_layout(spec, 0, spec.layers, 1, 0), rows);
     p.memory = std::max(server, worker);
   } else if (strategy == "gossip") {
-    // Every rank computes its rows' gradient and steps its own optimizer (the whole intercept),
-    // then exchanges its parameters with its ring neighbours (gossip_calls), receiving one model
+    // Every rank computes its rows' gradient and steps its own optimizer, then exchanges its parameters with its ring neighbours (gossip_calls), receiving one model
     // from each.
     const int n = layout.dp;
     const int64_t rows = ceil_div(batch, n);
-    p.compute = pricing.compute(training_flops(spec, rows), 1);
+    p.compute = pricing.compute(training_flops(spec, rows), rows, 1, strategy);
     std::vector<std::vector<PlannedCall>> calls;
     for (int r = 0; r < n; ++r) calls.push_back(gossip_calls(static_cast<int64_t>(psi), n, r, kTrainingDtype));
     const Pricing::Endpoints e = pricing.endpoints(calls);

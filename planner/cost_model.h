@@ -2,9 +2,10 @@
 // measurements (measurements.h) and each strategy's own account of what it does (its call plan,
 // strategies/strategy.h PlannedCall: the calls its expected_traffic() is summed from).
 //
-//   compute   C = fit_compute(F), F the training FLOPs of the rank's rows on its shard of the
-//             model (training_flops), fit_compute the alpha-beta line of one rank's measured step
-//             time against its FLOPs (the scaling suite at one rank);
+//   compute   C = m F(r) c(r) per rank: m micro-batches of r rows, F(r) the training FLOPs of r
+//             rows on its shard of the model (training_flops), c(r) the seconds per FLOP of one
+//             rank's measured step at r rows (the scaling suite at one rank; between row counts
+//             measured, linear in log r): a GEMM of few rows runs below the rate of many;
 //   calls     t(call) = fit(collective, dtype, group shape)(bytes) per call, send_recv the
 //             point-to-point line of its link class (same node or not);
 //   ddp       T = C + max(0, sum t(overlapping) - W) + sum t(rest), W the backward of the last
@@ -16,7 +17,7 @@
 //             stage's pace), the bubble sum_k s_k - max_k s_k; then dp's calls and the loss;
 //   ps        (ps_calls) a worker's compute C, then its pushes and the replies, each rank's
 //             messages through its end of the link one at a time, and the server's update U (the
-//             intercept's share of its range): sync and backup T = C + max(server in, worker out)
+//             intercept of one rank's step time against its FLOPs, in its range's share): sync and backup T = C + max(server in, worker out)
 //             + U + max(server out, worker in); async and ssp T = max(C + worker out + U + worker
 //             in, server in + W U + server out), the server the bottleneck once its W pushes a
 //             global batch outlast a worker's cycle;
@@ -25,8 +26,9 @@
 //             (GPipe keeps all m micro-batches', 1F1B at most p - s); a server its range and a
 //             buffer each way per worker; gossip three models while it mixes.
 // What it ignores: contention between groups that share a link at the same time, stragglers and
-// noise, the optimizer's step (inside the compute line's intercept), compute speed that depends
-// on a GEMM's shape (one FLOP rate for every shard).
+// noise, the optimizer's step apart (spread over the FLOPs of the steps measured, so charged once
+// per micro-batch), compute speed that depends on a GEMM's width (a tp shard's narrower GEMMs
+// take the whole model's rate at their rows).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -42,6 +44,11 @@ namespace dts::planner {
 // of layers [first, end) of `spec` on `rows` rows, as one tp rank of `tp` holds them: 2 FLOPs per
 // multiply-add, 3 matrix products per layer (2 for the model's first).
 double training_flops(const ModelSpec& spec, int64_t rows, int first = 0, int end = -1, int tp = 1, int tp_rank = 0);
+// The FLOPs a rank of `strategy` computes per step on `rows` rows of the whole model: its
+// training_flops, and ZeRO-3's forward again (it gathers the parameters a second time for the
+// backward and recomputes). The rate of a strategy's measured steps is taken against the same
+// count.
+double step_flops(std::string_view strategy, const ModelSpec& spec, int64_t rows);
 // The forward's share: 2 FLOPs per multiply-add of each layer.
 double forward_flops(const ModelSpec& spec, int64_t rows, int first = 0, int end = -1, int tp = 1, int tp_rank = 0);
 

@@ -1,6 +1,7 @@
 // The planner's index of measurements (measurements.h).
 #include "planner/measurements.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -72,6 +73,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
   std::map<CollectiveKey, std::vector<TimedSize>> collectives;
   std::map<std::string, std::vector<TimedSize>, std::less<>> links;
   std::vector<TimedSize> computes;
+  std::map<std::string, std::map<int64_t, std::vector<double>>> rates;
   int file_cores = 0, without_model = 0;
   // The file's stack is taken only once the whole file is read: a refused file leaves nothing.
   StackIdentity file_stack;
@@ -84,7 +86,7 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     const bool p2p = r.suite == "topology" && r.labels.bytes >= 0 &&
                      ((r.metric == "p2p_bandwidth" && config_value(r.labels.config, "direction") == "one-way") ||
                       r.metric == "p2p_latency");
-    const bool compute = r.suite == "scaling" && r.metric == "step_time" && r.labels.strategy == "ddp" &&
+    const bool compute = r.suite == "scaling" && r.metric == "step_time" && !r.labels.strategy.empty() &&
                          r.labels.world_size == 1;
     if (!collective && !p2p && !compute) continue;
     const StackIdentity stack = stack_of(r.labels);
@@ -103,8 +105,17 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     const auto bytes = static_cast<double>(r.labels.bytes);
     if (compute) {
       const auto model = timed_model(r.labels.config);
-      if (model) computes.push_back({training_flops(model->first, model->second), r.value});
-      else ++without_model;
+      if (model) {
+        // With gradient accumulation (mb > 1) the step is mb micro-batches of batch / mb rows.
+        const std::string mb_text = config_value(r.labels.config, "mb").value_or("1");
+        const int64_t mb = std::max<int64_t>(1, std::atoll(mb_text.c_str()));
+        const int64_t rows = std::max<int64_t>(1, model->second / mb);
+        const double flops = static_cast<double>(mb) * step_flops(r.labels.strategy, model->first, rows);
+        if (r.labels.strategy == "ddp") computes.push_back({flops, r.value});
+        rates[r.labels.strategy][rows].push_back(r.value / flops);
+      } else if (r.labels.strategy == "ddp") {
+        ++without_model;
+      }
       const std::string cores = config_value(r.labels.config, "cores").value_or("");
       if (r.labels.device.rfind("cpu", 0) == 0 && !cores.empty()) file_cores = std::max(file_cores, std::atoi(cores.c_str()));
       continue;
@@ -141,8 +152,14 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
   if (!computes.empty()) {
     compute_points_.insert(compute_points_.end(), computes.begin(), computes.end());
     compute_fit_.reset();
-    compute_cores_ = std::max(compute_cores_, file_cores);
   }
+  for (auto& [strategy, by_rows] : rates) {
+    for (auto& [rows, values] : by_rows) {
+      std::vector<double>& all = compute_rates_[strategy][rows];
+      all.insert(all.end(), values.begin(), values.end());
+    }
+  }
+  if (!rates.empty()) compute_cores_ = std::max(compute_cores_, file_cores);
   sources_.push_back(source);
 }
 
@@ -259,8 +276,58 @@ AlphaBetaFit Measurements::compute() const {
   }
   throw Error(Error::Kind::invalid_argument,
               "compute (one rank's training step against its FLOPs): " + why + " in " + sources() +
-                  "; measure it with `mpirun -np 2 dtsuite run scaling --strategy ddp --scaling-mode weak,strong "
-                  "--csv FILE` (one rank's step at two batch sizes; the model flags of the plan)");
+                  "; measure it with `dtsuite run scaling --strategy all --scaling-mode weak --rank-batch R --csv "
+                  "FILE` (one rank's steps, the model flags of the plan; once per R, the micro-batch rows the layouts "
+                  "use, e.g. 16, 64, 256)");
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// The value at `rows` of points measured at some row counts: between two, linear in log(rows);
+// outside them, the nearest's. `points` is not empty.
+double at_rows(const std::map<int64_t, double>& points, int64_t rows) {
+  const auto above = points.lower_bound(rows);
+  if (above == points.end()) return std::prev(above)->second;
+  if (above->first == rows || above == points.begin()) return above->second;
+  const auto below = std::prev(above);
+  const double x = std::log(static_cast<double>(rows)), x0 = std::log(static_cast<double>(below->first)),
+               x1 = std::log(static_cast<double>(above->first));
+  return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
+}
+
+std::map<int64_t, double> medians(const std::map<int64_t, std::vector<double>>& by_rows) {
+  std::map<int64_t, double> out;
+  for (const auto& [rows, values] : by_rows) out[rows] = median_of(values);
+  return out;
+}
+
+}  // namespace
+
+double Measurements::compute_rate(int64_t rows, std::string_view strategy) const {
+  const auto ddp = compute_rates_.find("ddp");
+  if (ddp == compute_rates_.end()) compute();  // throws: what is missing, and the command
+  const double rate = at_rows(medians(ddp->second), rows);
+  return strategy == "ddp" ? rate : rate * compute_factor(strategy, rows);
+}
+
+double Measurements::compute_factor(std::string_view strategy, int64_t rows) const {
+  const auto own = compute_rates_.find(strategy);
+  if (strategy == "ddp" || own == compute_rates_.end()) return 1;
+  std::map<int64_t, double> ratios;
+  for (const auto& [measured, rate] : medians(own->second)) ratios[measured] = rate / compute_rate(measured);
+  return at_rows(ratios, rows);
+}
+
+std::pair<int64_t, int64_t> Measurements::compute_rows() const {
+  const auto ddp = compute_rates_.find("ddp");
+  if (ddp == compute_rates_.end() || ddp->second.empty()) return {0, 0};
+  return {ddp->second.begin()->first, ddp->second.rbegin()->first};
 }
 
 std::vector<CollectiveFit> Measurements::collectives() const {

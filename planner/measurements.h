@@ -76,6 +76,22 @@ class Measurements {
   // training_flops; the fit's "bytes" are FLOPs), from the scaling suite's one-rank ddp
   // `step_time` rows and the model their config names. Error as above.
   AlphaBetaFit compute() const;
+  // Seconds per FLOP (step_flops) of one rank's ddp step at `rows` rows a micro-batch: the
+  // measured steps' time / FLOPs at each row count measured (the median where several), between
+  // two row counts linear in log(rows), outside them the nearest's. A GEMM's speed depends on its
+  // rows: here a step of 16 rows ran at 2/3 of the rate of 256. The step's costs that do not grow
+  // with its rows (the optimizer's pass) are spread over its FLOPs at the rows measured.
+  // `strategy`: where the files hold that strategy's own one-rank steps (the scaling suite's
+  // n = 1 reference of each), ddp's rate times its rate over ddp's, taken at the rows it was
+  // measured at and carried between and beyond them as the rate is: what it does beside the
+  // FLOPs (ZeRO-3's gathers into fresh buffers, a pipeline's per-micro-batch work), which weighs
+  // most at few rows. Error as compute() when no ddp row has its model.
+  double compute_rate(int64_t rows, std::string_view strategy = "ddp") const;
+  // The factor compute_rate applies to ddp's rate for `strategy` at `rows`; 1 where it has no
+  // rows of its own.
+  double compute_factor(std::string_view strategy, int64_t rows) const;
+  // The fewest and most rows a micro-batch of the compute rows measured.
+  std::pair<int64_t, int64_t> compute_rows() const;
   // The cores of the node the compute was measured on (the scaling rows' `cores`), on a CPU stack;
   // 0: not known, or a device stack (a GPU rank computes on a device of its own).
   int compute_cores() const { return compute_cores_; }
@@ -94,6 +110,8 @@ class Measurements {
   mutable std::map<CollectiveKey, AlphaBetaFit> collective_fits_;
   mutable std::map<std::string, AlphaBetaFit, std::less<>> link_fits_;
   std::vector<TimedSize> compute_points_;
+  // strategy -> rows a micro-batch -> seconds per FLOP of its one-rank steps
+  std::map<std::string, std::map<int64_t, std::vector<double>>, std::less<>> compute_rates_;
   mutable std::optional<AlphaBetaFit> compute_fit_;
   int compute_cores_ = 0;
   int compute_rows_without_model_ = 0;

@@ -180,5 +180,55 @@ TEST(Measurements, PointToPointLinksFromTheTopologySuite) {
   EXPECT_THROW(m.link(kOtherNode), Error);
 }
 
+TEST(Measurements, ComputeRatePerRowsFromOneRanksSteps) {
+  // One rank's ddp steps of a 2 x 8 MLP (input 4, classes 2): 16 rows in 2 ms, 64 rows in 4 ms,
+  // and 64 rows as 4 micro-batches of 16 (accumulation) in 7 ms. The rate at a row count is the
+  // steps' time over their FLOPs there (16 rows: the median of the two steps'), between two row
+  // counts linear in log(rows), outside them the nearest's.
+  const auto step = [](int64_t batch, int mb, double seconds, const std::string& strategy = "ddp") {
+    Record r;
+    r.suite = "scaling";
+    r.metric = "step_time";
+    r.labels = mpi_stack(1);
+    r.labels.strategy = strategy;
+    r.labels.config = "dp=1;tp=1;pp=1;zero=0;mb=" + std::to_string(mb) + ";mode=weak;layers=2;width=8;input=4;classes=2;"
+                      "batch=" + std::to_string(batch);
+    r.value = seconds;
+    return r;
+  };
+  // Training FLOPs: forward 2 R (4 x 8 + 8 x 2) = 96 R; backward twice that, less the first
+  // layer's input gradient (2 R x 32): 3 x 96 R - 64 R = 224 R.
+  const double per_row = 224;
+  Measurements m;
+  m.add({step(16, 1, 2e-3), step(64, 1, 4e-3), step(64, 4, 7e-3)}, "compute.csv");
+  const double at16 = (2e-3 / (16 * per_row) + 7e-3 / (4 * 16 * per_row)) / 2, at64 = 4e-3 / (64 * per_row);
+  EXPECT_DOUBLE_EQ(m.compute_rate(16), at16);
+  EXPECT_DOUBLE_EQ(m.compute_rate(64), at64);
+  EXPECT_NEAR(m.compute_rate(32), (at16 + at64) / 2, at64 * 1e-12);  // halfway in log(rows)
+  EXPECT_DOUBLE_EQ(m.compute_rate(4), at16);
+  EXPECT_DOUBLE_EQ(m.compute_rate(1000), at64);
+  EXPECT_EQ(m.compute_rows(), (std::pair<int64_t, int64_t>{16, 64}));
+  // A strategy's own one-rank steps: ZeRO-3 at 16 and 64 rows, its FLOPs counting the forward
+  // twice (96 R more), at 2.5 and 1.5 times ddp's rate there; between, the factor too is linear
+  // in log(rows) (2 at 32 rows); beyond, the nearest's. A strategy without rows of its own takes
+  // ddp's.
+  EXPECT_DOUBLE_EQ(m.compute_factor("zero3", 32), 1);
+  m.add({step(16, 1, 2.5 * at16 * 16 * (per_row + 96), "zero3"), step(64, 1, 1.5 * at64 * 64 * (per_row + 96), "zero3")},
+        "zero3.csv");
+  EXPECT_NEAR(m.compute_factor("zero3", 32), 2, 1e-12);
+  EXPECT_NEAR(m.compute_factor("zero3", 8), 2.5, 1e-12);
+  EXPECT_NEAR(m.compute_factor("zero3", 256), 1.5, 1e-12);
+  EXPECT_NEAR(m.compute_rate(32, "zero3"), (at16 + at64), at64 * 1e-12);
+  EXPECT_DOUBLE_EQ(m.compute_rate(32, "gpipe"), m.compute_rate(32));
+  EXPECT_DOUBLE_EQ(m.compute_rate(16), at16);  // ddp's own unchanged
+  // None measured: the refusal names the command.
+  Measurements none;
+  EXPECT_THROW(none.compute_rate(16), Error);
+  // Another strategy's steps alone are no ddp line: refused the same way.
+  Measurements only_zero3;
+  only_zero3.add({step(16, 1, 1e-3, "zero3")}, "z.csv");
+  EXPECT_THROW(only_zero3.compute_rate(16, "zero3"), Error);
+}
+
 }  // namespace
 }  // namespace dts::planner
