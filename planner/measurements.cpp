@@ -254,7 +254,7 @@ AlphaBetaFit Measurements::link(std::string_view link) const {
   }
   throw Error(Error::Kind::invalid_argument,
               "point-to-point messages " + std::string(link) + ": " + why + " in " + sources() +
-                  "; measure them with `mpirun -np 2 dtsuite run topology --csv FILE`" +
+                  "; measure them with `mpirun -np 2 dtsuite run topology --p2p-sweep 8:4M --csv FILE`" +
                   (link == kOtherNode ? " with the two ranks on two nodes" : " with the two ranks on one node"));
 }
 

@@ -83,4 +83,25 @@ TEST(Topology, CorruptedPointToPointDataFailsTheVictimsPairs) {
   EXPECT_EQ(failed, (std::set<std::string>{"p2p/0-1", "p2p/1-2", "p2p/1-3", "link/all_reduce/262144"}));
 }
 
+// --p2p-sweep: one-way rows at every size from MIN to MAX (x4) beside --p2p-bytes, each size and
+// direction once per pair (the planner's line of the link); bad ranges are one line, exit 2.
+TEST(Topology, ASweepTimesOneWayMessagesOfEverySize) {
+  const fs::path csv = scratch_dir() / "sweep.csv";
+  const RunResult r = run_dtsuite(2, "run topology " + kSmall + " --p2p-sweep 8:8K --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::map<int64_t, int> one_way;  // bytes -> rows
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric != "p2p_bandwidth" || config(row, "direction") != "one-way") continue;
+    EXPECT_TRUE(std::isfinite(row.value) && row.value > 0) << row.labels.bytes;
+    ++one_way[row.labels.bytes];
+  }
+  // 8, 32, 128, 512, 2K, 8K and the matrix's 64K, each direction of the one pair.
+  EXPECT_EQ(one_way, (std::map<int64_t, int>{{8, 2}, {32, 2}, {128, 2}, {512, 2}, {2048, 2}, {8192, 2}, {65536, 2}}));
+  for (const std::string bad : {"4K", "8K:1K", "0:4K", "x:4K"}) {
+    const RunResult b = run_dtsuite(2, "run topology " + kSmall + " --p2p-sweep " + bad);
+    EXPECT_EQ(b.exit_code, 2) << bad << "\n" << b.err;
+    EXPECT_EQ(our_lines(b.err).size(), 1u) << bad << "\n" << b.err;
+  }
+}
+
 }  // namespace

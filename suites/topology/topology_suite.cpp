@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ class TopologyFlags final : public FlagGroup {
   int64_t latency_bytes = 8;              // one message of the latency matrix
   int64_t link_bytes = int64_t{64} << 20; // the collective whose wire bytes are counted
   double link_speed = 0;                  // bits per second; 0: each link's own rated speed
+  // One-way message sizes timed beside --p2p-bytes (--p2p-sweep MIN:MAX, x4): the line a
+  // message's time follows between latency and bandwidth, where a library may change protocol.
+  std::vector<int64_t> sweep;
 
   void declare(CLI::App& g) override {
     g.add_option("--p2p-bytes", p2p_text_, "message size of the point-to-point bandwidth matrix (suffixes K, M, G)")
@@ -41,6 +45,8 @@ class TopologyFlags final : public FlagGroup {
         ->capture_default_str();
     g.add_option("--link-speed", speed_text_, "rated speed of the links, bits per second (1gbit, 100G); default: "
                                               "what each interface reports");
+    g.add_option("--p2p-sweep", sweep_text_, "also time one-way messages of every size from MIN to MAX, x4 "
+                                             "(e.g. 8:4M; the planner's line of a link between latency and bandwidth)");
   }
   void finish(const RunOptions& common) override {
     p2p_bytes = parse_size(p2p_text_);
@@ -59,15 +65,33 @@ class TopologyFlags final : public FlagGroup {
                                                      std::to_string(p2p_bytes) + ")");
     }
     link_speed = speed_text_.empty() ? 0 : parse_link_speed(speed_text_);
+    sweep.clear();
+    if (!sweep_text_.empty()) {
+      const size_t colon = sweep_text_.find(':');
+      if (colon == std::string::npos) {
+        throw Error(Error::Kind::invalid_argument, "--p2p-sweep takes MIN:MAX (e.g. 8:4M), not '" + sweep_text_ + "'");
+      }
+      const int64_t lo = parse_size(sweep_text_.substr(0, colon));
+      int64_t hi = parse_size(sweep_text_.substr(colon + 1));
+      if (lo <= 0 || hi < lo) {
+        throw Error(Error::Kind::invalid_argument, "--p2p-sweep MIN:MAX needs 0 < MIN <= MAX, not '" + sweep_text_ + "'");
+      }
+      if (common.quick) hi = std::min<int64_t>(hi, int64_t{256} << 10);
+      for (int64_t b = lo; b <= hi && b > 0; b *= 4) {
+        if (b != p2p_bytes) sweep.push_back(b);
+        if (b > std::numeric_limits<int64_t>::max() / 4) break;
+      }
+    }
   }
   std::string describe() const override {
-    return "topology: p2p " + std::to_string(p2p_bytes) + " B, latency " + std::to_string(latency_bytes) +
-           " B, link all_reduce " + std::to_string(link_bytes) + " B" +
+    return "topology: p2p " + std::to_string(p2p_bytes) + " B" +
+           (sweep.empty() ? "" : " (one way also " + std::to_string(sweep.front()) + " to " + std::to_string(sweep.back()) + " B)") +
+           ", latency " + std::to_string(latency_bytes) + " B, link all_reduce " + std::to_string(link_bytes) + " B" +
            (link_speed > 0 ? ", rated " + std::to_string(link_speed / 1e9) + " Gbit/s" : "");
   }
 
  private:
-  std::string p2p_text_ = "4M", latency_text_ = "8", link_text_ = "64M", speed_text_;
+  std::string p2p_text_ = "4M", latency_text_ = "8", link_text_ = "64M", speed_text_, sweep_text_;
 };
 DTS_REGISTER_FLAGS(TopologyFlags, "Topology suite");
 
@@ -125,13 +149,17 @@ class TopologySuite final : public Suite {
     const NodeMap& nodes = ctx.topology().nodes;
     const bool same_node = nodes.node_of_rank[static_cast<size_t>(p.a)] == nodes.node_of_rank[static_cast<size_t>(p.b)];
 
-    // Times in seconds, each the slower member's, per iteration: [a->b, b->a, both, latency].
-    std::vector<std::vector<double>> times(4);
+    // Times in seconds, each the slower member's, per iteration: [a->b, b->a, both, latency], then
+    // a->b and b->a at each size of the sweep.
+    std::vector<std::vector<double>> times(4 + 2 * f.sweep.size());
     std::exception_ptr failure;
     if (member) try {
       const int peer = rank == p.a ? p.b : p.a;
       const size_t big = static_cast<size_t>(f.p2p_bytes), small = static_cast<size_t>(std::max<int64_t>(f.latency_bytes, 1));
-      std::vector<uint8_t> out(big, static_cast<uint8_t>(rank + 1)), in(big, 0), ack(1, 0);
+      int64_t largest = f.p2p_bytes;
+      for (int64_t b : f.sweep) largest = std::max(largest, b);
+      std::vector<uint8_t> out(static_cast<size_t>(largest), static_cast<uint8_t>(rank + 1)),
+          in(static_cast<size_t>(largest), 0), ack(1, 0);
       const auto timed = [&](const std::function<void()>& body) {
         std::vector<double> samples;
         for (int i = 0; i < common.warmup + common.iters; ++i) {
@@ -146,19 +174,23 @@ class TopologySuite final : public Suite {
       };
       // One way: the sender's time until the receiver's one-byte acknowledgement is back, so the
       // whole message has arrived (the ack's latency is small beside a large message).
-      const auto one_way = [&](int from) {
+      const auto one_way = [&](int from, size_t bytes) {
         return timed([&] {
           if (rank == from) {
-            comm.send(out.data(), big, DType::u8, peer);
+            comm.send(out.data(), bytes, DType::u8, peer);
             comm.recv(ack.data(), 1, DType::u8, peer);
           } else {
-            comm.recv(in.data(), big, DType::u8, peer);
+            comm.recv(in.data(), bytes, DType::u8, peer);
             comm.send(ack.data(), 1, DType::u8, peer);
           }
         });
       };
-      times[0] = one_way(p.a);
-      times[1] = one_way(p.b);
+      for (size_t k = 0; k < f.sweep.size(); ++k) {
+        times[4 + 2 * k] = one_way(p.a, static_cast<size_t>(f.sweep[k]));
+        times[5 + 2 * k] = one_way(p.b, static_cast<size_t>(f.sweep[k]));
+      }
+      times[0] = one_way(p.a, big);
+      times[1] = one_way(p.b, big);
       times[2] = timed([&] { comm.send_recv(out.data(), peer, in.data(), peer, big, DType::u8); });
       // Latency: half a round trip of a small message (ping-pong), kRoundTrips of them back to back
       // per sample, so the skew of the members leaving the barrier is spread over them.
@@ -192,10 +224,11 @@ class TopologySuite final : public Suite {
       if (rank == p.a && p.a != 0) send_times(control, times);
       return;
     }
-    if (p.a != 0) times = receive_times(control, p.a);
+    if (p.a != 0) times = receive_times(control, p.a, times.size());
     const std::string link = same_node ? "same-node" : "other-node";
     const auto row = [&](const std::string& metric, const std::string& unit, int src, int dst,
-                         const std::string& direction, const std::vector<double>& samples, double scale) {
+                         const std::string& direction, const std::vector<double>& samples, double scale,
+                         int64_t message = 0) {
       Record r;
       r.suite = "topology";
       r.case_id = c.id;
@@ -213,6 +246,7 @@ class TopologySuite final : public Suite {
       r.stats = compute_stats(values);
       r.value = r.stats.median;  // the same number the distribution's median column shows
       if (scale <= 0) r.labels.bytes = f.latency_bytes;
+      if (message > 0) r.labels.bytes = message;
       r.verdict = Verdict::info;
       ctx.emit(r);
     };
@@ -223,6 +257,11 @@ class TopologySuite final : public Suite {
     row("p2p_bandwidth", "bytes_per_second", p.b, p.a, "both", times[2], bytes);
     row("p2p_latency", "seconds", p.a, p.b, "round-trip-half", times[3], 0);
     row("p2p_latency", "seconds", p.b, p.a, "round-trip-half", times[3], 0);
+    for (size_t k = 0; k < f.sweep.size(); ++k) {
+      const int64_t b = f.sweep[k];
+      row("p2p_bandwidth", "bytes_per_second", p.a, p.b, "one-way", times[4 + 2 * k], static_cast<double>(b), b);
+      row("p2p_bandwidth", "bytes_per_second", p.b, p.a, "one-way", times[5 + 2 * k], static_cast<double>(b), b);
+    }
   }
 
   static void send_times(Communicator& control, const std::vector<std::vector<double>>& times) {
@@ -232,8 +271,8 @@ class TopologySuite final : public Suite {
       control.send(t.data(), t.size(), DType::f64, 0);
     }
   }
-  static std::vector<std::vector<double>> receive_times(Communicator& control, int from) {
-    std::vector<std::vector<double>> times(4);
+  static std::vector<std::vector<double>> receive_times(Communicator& control, int from, size_t count) {
+    std::vector<std::vector<double>> times(count);
     for (auto& t : times) {
       int64_t n = 0;
       control.recv(&n, 1, DType::i64, from);
