@@ -106,22 +106,32 @@ struct Pricing {
   // (what a step costs whatever its rows; an upper bound on its optimizer's pass) in that share.
   double update(double parameter_share) { return m.compute().pieces.front().alpha * parameter_share; }
 
-  // Every rank's messages priced on their links: per rank, the seconds of what it sends and of
-  // what it receives (a rank's messages are taken to pass one at a time through its end of the
-  // link).
-  struct Endpoints {
-    std::vector<double> out, in;
-  };
-  Endpoints endpoints(const std::vector<std::vector<PlannedCall>>& calls_of_rank) {
-    Endpoints e{std::vector<double>(calls_of_rank.size()), std::vector<double>(calls_of_rank.size())};
-    for (const std::vector<PlannedCall>& calls : calls_of_rank) {
-      for (const PlannedCall& call : calls) {
-        const double t = seconds(call);
-        e.out[static_cast<size_t>(call.from)] += t;
-        e.in[static_cast<size_t>(call.to)] += t;
+  // Point-to-point messages priced on their links and charged to what they pass through: a
+  // message inside a node to both ranks' ends (shared memory: the processes copy it, one message
+  // at a time), a message between nodes to the sending node's link out and the receiving node's
+  // link in (each node's link carries its messages one at a time, whichever ranks send them).
+  // Keys: ("rank out", r), ("rank in", r), ("node out", n), ("node in", n).
+  using Loads = std::map<std::pair<std::string, int>, double>;
+  Loads loads(const std::vector<PlannedCall>& calls) {
+    Loads l;
+    const int per_node = std::max(1, cluster.ranks_per_node);
+    for (const PlannedCall& call : calls) {
+      const double t = seconds(call);
+      const int from_node = call.from / per_node, to_node = call.to / per_node;
+      if (from_node == to_node) {
+        l[{"rank out", call.from}] += t;
+        l[{"rank in", call.to}] += t;
+      } else {
+        l[{"node out", from_node}] += t;
+        l[{"node in", to_node}] += t;
       }
     }
-    return e;
+    return l;
+  }
+  static double busiest(const Loads& l) {
+    double most = 0;
+    for (const auto& [what, seconds] : l) most = std::max(most, seconds);
+    return most;
   }
 };
 
@@ -321,32 +331,72 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const int servers = layout.servers, workers = layout.dp, n = servers + workers;
     const int64_t rows = ceil_div(batch, workers);
     p.compute = pricing.compute(training_flops(spec, rows), rows, 1, strategy, static_cast<double>(workers) / n);
-    std::vector<std::vector<PlannedCall>> calls;
-    for (int r = 0; r < n; ++r) calls.push_back(ps_calls(static_cast<int64_t>(psi), servers, workers, r, kTrainingDtype));
-    const Pricing::Endpoints e = pricing.endpoints(calls);
-    const auto largest = [](const std::vector<double>& v, size_t first, size_t end) {
-      return *std::max_element(v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(end));
-    };
-    const auto s = static_cast<size_t>(servers), all = static_cast<size_t>(n);
     const double largest_range = static_cast<double>(even_split(static_cast<int64_t>(psi), servers, 0).second);
     const double update = pricing.update(largest_range / psi);  // one optimizer step of the largest range
-    // The pushes pass through each server's end one at a time (W of them) and each worker's (S);
-    // the replies likewise.
-    const double pushes = std::max(largest(e.in, 0, s), largest(e.out, s, all));
-    const double replies = std::max(largest(e.out, 0, s), largest(e.in, s, all));
-    if (strategy == "ps-sync" || strategy == "ps-backup") {
-      // A round: compute, every push, the update, every reply. ps-backup is the same round when
-      // the workers are alike: its b late gradients still cross and are answered within the step.
-      p.exposed["ps"] = pushes + update + replies;
-    } else {
-      // ps-async, ps-ssp: no round. A worker's cycle is its compute and one round trip, unless a
-      // server is the bottleneck: it serves W pushes per global batch, an update each (the bound
-      // of a closed queue). ps-ssp's bound does not bind when the workers are alike.
-      const double round_trip = largest(e.out, s, all) + update + largest(e.in, s, all);
-      const double server_busy = largest(e.in, 0, s) + workers * update + largest(e.out, 0, s);
-      p.exposed["ps"] = std::max(round_trip, server_busy - p.compute);
+    // Worker w's pushes (to every server) and the replies it gets (from every server).
+    std::vector<std::vector<PlannedCall>> pushes(static_cast<size_t>(workers)), replies(static_cast<size_t>(workers));
+    for (int r = 0; r < n; ++r) {
+      for (const PlannedCall& call : ps_calls(static_cast<int64_t>(psi), servers, workers, r, kTrainingDtype)) {
+        if (r >= servers) pushes[static_cast<size_t>(r - servers)].push_back(call);
+        else replies[static_cast<size_t>(call.to - servers)].push_back(call);
+      }
     }
-    p.step_time = p.compute + p.exposed.at("ps");
+    // A worker's own round trip, alone: its pushes, the update, the replies.
+    std::vector<double> round_trip(static_cast<size_t>(workers));
+    for (size_t w = 0; w < round_trip.size(); ++w) {
+      round_trip[w] = Pricing::busiest(pricing.loads(pushes[w])) + update + Pricing::busiest(pricing.loads(replies[w]));
+    }
+    if (strategy == "ps-sync" || strategy == "ps-backup") {
+      // A round: compute, every push at once (each end and link taking its messages in turn),
+      // the update, every reply. ps-backup's update waits for the W - b first gradients: the b
+      // workers of the longest round trips are left out of the round (measured on two nodes: a
+      // late worker's push and reply did not hold the step).
+      std::vector<size_t> order(round_trip.size());
+      for (size_t w = 0; w < order.size(); ++w) order[w] = w;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return round_trip[a] < round_trip[b]; });
+      const size_t counted = order.size() - static_cast<size_t>(strategy == "ps-backup" ? layout.backup : 0);
+      std::vector<PlannedCall> push_phase, reply_phase;
+      for (size_t i = 0; i < counted; ++i) {
+        push_phase.insert(push_phase.end(), pushes[order[i]].begin(), pushes[order[i]].end());
+        reply_phase.insert(reply_phase.end(), replies[order[i]].begin(), replies[order[i]].end());
+      }
+      p.exposed["ps"] = Pricing::busiest(pricing.loads(push_phase)) + update + Pricing::busiest(pricing.loads(reply_phase));
+      p.step_time = p.compute + p.exposed.at("ps");
+    } else {
+      // ps-async, ps-ssp: no round. Worker w cycles in c_w = compute + its round trip, unless
+      // what its messages pass through (an end, a node's link; a server's end also makes an
+      // update per push) is busier than it can be: an end or link loaded rho = sum over its
+      // workers of their seconds there / c_w > 1 stretches the cycles of the workers using it
+      // by rho. The step the scaling suite reports for a free-running layout is the global batch
+      // over the rows trained per second, batch / sum_w rows_w / c_w: a worker near its server
+      // counts for its rate. ps-ssp lets none run more than s steps ahead of the slowest: in a
+      // long run every worker keeps the slowest's pace, max_w c_w.
+      std::vector<double> cycle(round_trip.size());
+      std::vector<Pricing::Loads> own(round_trip.size());
+      Pricing::Loads rho;
+      for (size_t w = 0; w < cycle.size(); ++w) {
+        cycle[w] = p.compute + round_trip[w];
+        std::vector<PlannedCall> messages = pushes[w];
+        messages.insert(messages.end(), replies[w].begin(), replies[w].end());
+        // A server's end takes in, updates and answers in one process: one resource.
+        for (const auto& [what, seconds] : pricing.loads(messages)) {
+          const bool server_end = what.first.starts_with("rank") && what.second < servers;
+          own[w][server_end ? std::make_pair(std::string("server"), what.second) : what] += seconds;
+        }
+        for (int j = 0; j < servers; ++j) own[w][{"server", j}] += update;
+        for (const auto& [what, seconds] : own[w]) rho[what] += seconds / cycle[w];
+      }
+      double rate = 0, slowest = 0;
+      for (size_t w = 0; w < cycle.size(); ++w) {
+        double stretch = 1;
+        for (const auto& [what, seconds] : own[w]) stretch = std::max(stretch, rho.at(what));
+        cycle[w] *= stretch;
+        rate += static_cast<double>(even_split(batch, workers, static_cast<int>(w)).second) / cycle[w];
+        slowest = std::max(slowest, cycle[w]);
+      }
+      p.step_time = strategy == "ps-ssp" ? slowest : static_cast<double>(batch) / rate;
+      p.exposed["ps"] = p.step_time - p.compute;
+    }
     // A server: its range, one receive and one reply buffer per worker, the summing scratch, the
     // optimizer state (ps-backup: one older version kept for a late worker). A worker: the whole
     // model and its gradient, and its rows' activations.
@@ -355,16 +405,18 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const double worker = 2 * psi * element + activation_bytes(stage_layout(spec, 0, spec.layers, 1, 0), rows);
     p.memory = std::max(server, worker);
   } else if (strategy == "gossip") {
-    // Every rank computes its rows' gradient and steps its own optimizer, then exchanges its parameters with its ring neighbours (gossip_calls), receiving one model
-    // from each.
+    // Every rank computes its rows' gradient and steps its own optimizer, then exchanges its
+    // parameters with its ring neighbours (gossip_calls), receiving one model from each.
     const int n = layout.dp;
     const int64_t rows = ceil_div(batch, n);
     p.compute = pricing.compute(training_flops(spec, rows), rows, 1, strategy);
-    std::vector<std::vector<PlannedCall>> calls;
-    for (int r = 0; r < n; ++r) calls.push_back(gossip_calls(static_cast<int64_t>(psi), n, r, kTrainingDtype));
-    const Pricing::Endpoints e = pricing.endpoints(calls);
-    double exchange = 0;
-    for (size_t r = 0; r < e.in.size(); ++r) exchange = std::max({exchange, e.in[r], e.out[r]});
+    std::vector<PlannedCall> calls;
+    for (int r = 0; r < n; ++r) {
+      const std::vector<PlannedCall> mine = gossip_calls(static_cast<int64_t>(psi), n, r, kTrainingDtype);
+      calls.insert(calls.end(), mine.begin(), mine.end());
+    }
+    // Every rank sends at once: the busiest end or node link sets the exchange's time.
+    const double exchange = Pricing::busiest(pricing.loads(calls));
     if (n > 1) p.exposed["ring"] = exchange;
     p.step_time = p.compute + exchange;
     // Its model and, from two ranks, its two neighbours' (held while it mixes), its gradient, its

@@ -15,17 +15,20 @@
 //   pipeline  per stage k a slot s_k = (C_k + tp calls_k + sends_k) / m; T = sum_k s_k + (m - 1)
 //             max_k s_k (the first micro-batch passes every stage, the rest follow at the slowest
 //             stage's pace), the bubble sum_k s_k - max_k s_k; then dp's calls and the loss;
-//   ps        (ps_calls) a worker's compute C, then its pushes and the replies, each rank's
-//             messages through its end of the link one at a time, and the server's update U (the
-//             intercept of one rank's step time against its FLOPs, in its range's share): sync and backup T = C + max(server in, worker out)
-//             + U + max(server out, worker in); async and ssp T = max(C + worker out + U + worker
-//             in, server in + W U + server out), the server the bottleneck once its W pushes a
-//             global batch outlast a worker's cycle;
-//   gossip    (gossip_calls) T = C + the neighbours' models a rank receives, one at a time;
+//   messages  (ps, gossip) each charged to what it passes through, one at a time: both ranks'
+//             ends inside a node, the nodes' links between nodes; messages sent at once take as
+//             long as their busiest end or link;
+//   ps        (ps_calls) a worker's compute C, the server's update U (the intercept of one rank's
+//             step time against its FLOPs, in its range's share): sync T = C + pushes + U +
+//             replies; backup the same without the b workers of the longest round trips; async
+//             worker w cycles in c_w = C + its round trip, stretched by the load of a busier end
+//             or link, T = batch / sum_w rows_w / c_w (the free-running step); ssp max_w c_w;
+//   gossip    (gossip_calls) T = C + the exchange with both neighbours at once;
 //   memory    parameters, gradients and optimizer state per the ZeRO model, plus activations
 //             (GPipe keeps all m micro-batches', 1F1B at most p - s); a server its range and a
 //             buffer each way per worker; gossip three models while it mixes.
-// What it ignores: contention between groups that share a link at the same time, stragglers and
+// What it ignores: contention between collectives of groups that share a link at the same time
+// (the ps and gossip messages are charged to it), stragglers and
 // noise, the optimizer's step apart (spread over the FLOPs of the steps measured, so charged once
 // per micro-batch), compute speed that depends on a GEMM's width (a tp shard's narrower GEMMs
 // take the whole model's rate at their rows).
