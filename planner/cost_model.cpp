@@ -104,12 +104,21 @@ struct Pricing {
   // Seconds of an optimizer step alone over `parameter_share` of the model (a parameter server's
   // update of its range): the intercept of the line of one rank's step time against its FLOPs
   // (what a step costs whatever its rows; an upper bound on its optimizer's pass) in that share.
-  double update(double parameter_share) { return m.compute().pieces.front().alpha * parameter_share; }
+  // With one row count measured there is no line: the update is left out, and said.
+  double update(double parameter_share) {
+    try {
+      return m.compute().pieces.front().alpha * parameter_share;
+    } catch (const Error&) {
+      extrapolated.insert("a server's update not priced (one-rank ddp steps at one batch size: no line through them)");
+      return 0;
+    }
+  }
 
   // Point-to-point messages priced on their links and charged to what they pass through: a
-  // message inside a node to both ranks' ends (shared memory: the processes copy it, one message
-  // at a time), a message between nodes to the sending node's link out and the receiving node's
-  // link in (each node's link carries its messages one at a time, whichever ranks send them).
+  // message inside a node to the sender's end out and the receiver's end in (shared memory: the
+  // processes copy, one message at a time each way; a rank sends and receives at once), a
+  // message between nodes to the sending node's link out and the receiving node's link in (each
+  // node's link carries its messages one at a time each way, whichever ranks send them).
   // Keys: ("rank out", r), ("rank in", r), ("node out", n), ("node in", n).
   using Loads = std::map<std::pair<std::string, int>, double>;
   Loads loads(const std::vector<PlannedCall>& calls) {
@@ -281,13 +290,25 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     // The stages take turns: each is busy m of the m + p - 1 slots of a balanced pipeline, so on
     // average m / (m + p - 1) of the ranks compute at once.
     const double active = static_cast<double>(mb) / (mb + stages - 1);
-    // Per stage, its slowest tp rank's slot: one micro-batch's compute, tp all_reduces and sends.
+    // Per stage, its slowest tp rank's slot: one micro-batch's compute, tp all_reduces and sends
+    // (the stage's, charged to what they pass through: the ranks' ends, the nodes' links).
     // The first micro-batch passes every stage; the other m - 1 follow at the slowest stage's pace:
     // T = sum_s slot_s + (m - 1) max_s slot_s, the bubble being what the slowest stage waits,
     // sum_s slot_s - max_s slot_s ((p - 1) slot when the stages are balanced).
     double sum_of_slots = 0, slowest = -1, after_schedule = 0;
     for (int s = 0; s < stages; ++s) {
       double stage_slot = -1;
+      // The stage's sends, every dp and tp rank's at once: where the stage boundary crosses
+      // nodes, they share the node's link.
+      std::vector<PlannedCall> stage_sends;
+      for (int d = 0; d < layout.dp; ++d) {
+        for (int t = 0; t < layout.tp; ++t) {
+          for (const PlannedCall& call : hybrid_calls(spec, layout, s, t, d, batch, kTrainingDtype, kTrainingDtype)) {
+            if (call.group == "pp") stage_sends.push_back(call);
+          }
+        }
+      }
+      const double pp = Pricing::busiest(pricing.loads(stage_sends));
       for (int t = 0; t < layout.tp; ++t) {
         const int first = bounds[static_cast<size_t>(s)], end = bounds[static_cast<size_t>(s) + 1];
         const std::vector<PlannedCall> calls =
@@ -295,7 +316,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
         const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
         const double compute =
             pricing.compute(training_flops(spec, mb_rows, first, end, layout.tp, t), mb_rows, mb, strategy, active);
-        const double tp = sum_calls(pricing, calls, "tp"), pp = sum_calls(pricing, calls, "pp");
+        const double tp = sum_calls(pricing, calls, "tp");
         const double slot = (compute + tp + pp) / mb;
         double optimizer = k * static_cast<double>(stage.count);
         if (layout.zero == 1) optimizer = k * std::ceil(static_cast<double>(stage.count) / layout.dp);
@@ -354,7 +375,8 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
       std::vector<size_t> order(round_trip.size());
       for (size_t w = 0; w < order.size(); ++w) order[w] = w;
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return round_trip[a] < round_trip[b]; });
-      const size_t counted = order.size() - static_cast<size_t>(strategy == "ps-backup" ? layout.backup : 0);
+      const size_t dropped = strategy == "ps-backup" ? static_cast<size_t>(std::max(0, layout.backup)) : 0;
+      const size_t counted = order.size() - std::min(dropped, order.size() - 1);  // at least one gradient
       std::vector<PlannedCall> push_phase, reply_phase;
       for (size_t i = 0; i < counted; ++i) {
         push_phase.insert(push_phase.end(), pushes[order[i]].begin(), pushes[order[i]].end());

@@ -15,7 +15,7 @@
 //   pipeline  per stage k a slot s_k = (C_k + tp calls_k + sends_k) / m; T = sum_k s_k + (m - 1)
 //             max_k s_k (the first micro-batch passes every stage, the rest follow at the slowest
 //             stage's pace), the bubble sum_k s_k - max_k s_k; then dp's calls and the loss;
-//   messages  (ps, gossip) each charged to what it passes through, one at a time: both ranks'
+//   messages  (pipeline sends, ps, gossip) each charged to what it passes through, one at a time: both ranks'
 //             ends inside a node, the nodes' links between nodes; messages sent at once take as
 //             long as their busiest end or link;
 //   ps        (ps_calls) a worker's compute C, the server's update U (the intercept of one rank's

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "planner/cost_model.h"
+#include "results/noise.h"
 
 namespace dts::planner {
 
@@ -104,13 +105,17 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
     }
     const auto bytes = static_cast<double>(r.labels.bytes);
     if (compute) {
+      // A step slowed on purpose (a straggler injected) times the injection, not the stack.
+      if (config_value(r.labels.config, "straggler")) continue;
       const auto model = timed_model(r.labels.config);
-      if (model) {
-        // With gradient accumulation (mb > 1) the step is mb micro-batches of batch / mb rows.
-        const std::string mb_text = config_value(r.labels.config, "mb").value_or("1");
-        const int64_t mb = std::max<int64_t>(1, std::atoll(mb_text.c_str()));
-        const int64_t rows = std::max<int64_t>(1, model->second / mb);
-        const double flops = static_cast<double>(mb) * step_flops(r.labels.strategy, model->first, rows);
+      const std::string mb_text = config_value(r.labels.config, "mb").value_or("1");
+      char* mb_end = nullptr;
+      const long long mb = std::strtoll(mb_text.c_str(), &mb_end, 10);
+      if (model && *mb_end == '\0' && mb >= 1 && mb <= model->second) {
+        // With gradient accumulation (mb > 1) the step is mb micro-batches, the fullest of
+        // ceil(batch / mb) rows: its rate is keyed by those rows, over the whole batch's FLOPs.
+        const int64_t rows = (model->second + mb - 1) / mb;
+        const double flops = step_flops(r.labels.strategy, model->first, model->second);
         if (r.labels.strategy == "ddp") computes.push_back({flops, r.value});
         rates[r.labels.strategy][rows].push_back(r.value / flops);
       } else if (r.labels.strategy == "ddp") {
@@ -283,12 +288,6 @@ AlphaBetaFit Measurements::compute() const {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-
 // The value at `rows` of points measured at some row counts: between two, linear in log(rows);
 // outside them, the nearest's. `points` is not empty.
 double at_rows(const std::map<int64_t, double>& points, int64_t rows) {
@@ -311,7 +310,10 @@ std::map<int64_t, double> medians(const std::map<int64_t, std::vector<double>>& 
 
 double Measurements::compute_rate(int64_t rows, std::string_view strategy) const {
   const auto ddp = compute_rates_.find("ddp");
-  if (ddp == compute_rates_.end()) compute();  // throws: what is missing, and the command
+  if (ddp == compute_rates_.end()) {
+    compute();  // throws what is missing, and the command, when no ddp row was taken
+    throw Error(Error::Kind::invalid_argument, "compute: no one-rank ddp steps in " + sources());
+  }
   const double rate = at_rows(medians(ddp->second), rows);
   return strategy == "ddp" ? rate : rate * compute_factor(strategy, rows);
 }

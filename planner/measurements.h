@@ -50,8 +50,9 @@ class Measurements {
  public:
   // Takes the rows of one results file (`source`, its path, for messages) that the model uses:
   // collectives `time` rows (out of place, of more than 0 bytes; reductions with redop=sum), topology one-way
-  // `p2p_bandwidth` and `p2p_latency` rows, scaling `step_time` rows of ddp on one rank;
-  // skipped, failed or timed-out rows are left out.
+  // `p2p_bandwidth` and `p2p_latency` rows, scaling `step_time` rows of one rank (every strategy's:
+  // ddp's make the compute rate, the others' their factor over it); skipped, failed or timed-out
+  // rows are left out, and so are steps with a straggler injected.
   // Error{invalid_argument} naming both files, and nothing of the file taken, when its rows are
   // of another stack than the files added before or than each other.
   void add(const std::vector<Record>& records, const std::string& source);

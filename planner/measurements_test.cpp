@@ -221,6 +221,17 @@ TEST(Measurements, ComputeRatePerRowsFromOneRanksSteps) {
   EXPECT_NEAR(m.compute_rate(32, "zero3"), (at16 + at64), at64 * 1e-12);
   EXPECT_DOUBLE_EQ(m.compute_rate(32, "gpipe"), m.compute_rate(32));
   EXPECT_DOUBLE_EQ(m.compute_rate(16), at16);  // ddp's own unchanged
+  // Accumulation that does not divide the batch: 10 rows as 4 micro-batches, the fullest of 3
+  // rows, over the whole batch's FLOPs; a step with a straggler injected, or an mb that is not a
+  // number, is not taken.
+  Measurements uneven;
+  Record straggled = step(16, 1, 1.0);
+  straggled.labels.config += ";straggler=0:3";
+  Record bad_mb = step(16, 1, 1.0);
+  bad_mb.labels.config = std::string(bad_mb.labels.config).replace(bad_mb.labels.config.find("mb=1"), 4, "mb=x");
+  uneven.add({step(10, 4, 3e-3), straggled, bad_mb}, "uneven.csv");
+  EXPECT_DOUBLE_EQ(uneven.compute_rate(3), 3e-3 / (10 * per_row));
+  EXPECT_EQ(uneven.compute_rows(), (std::pair<int64_t, int64_t>{3, 3}));
   // None measured: the refusal names the command.
   Measurements none;
   EXPECT_THROW(none.compute_rate(16), Error);

@@ -67,8 +67,8 @@ const std::vector<RunKey> kRunKeys{
     {"scaled-lr", RunKind::any}, {"sweep", RunKind::any}, {"group-ranks", RunKind::any},
     {"target-accuracy", RunKind::any},
     // Topology.
-    {"p2p-bytes", RunKind::any}, {"latency-bytes", RunKind::any}, {"link-bytes", RunKind::any},
-    {"link-speed", RunKind::any},
+    {"p2p-bytes", RunKind::any}, {"p2p-sweep", RunKind::any}, {"latency-bytes", RunKind::any},
+    {"link-bytes", RunKind::any}, {"link-speed", RunKind::any},
     // The planner verified.
     {"measurements", RunKind::list}, {"verify", RunKind::any}, {"memory-per-rank", RunKind::any}};
 
