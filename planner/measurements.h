@@ -80,7 +80,7 @@ class Measurements {
   // Seconds per FLOP (step_flops) of one rank's ddp step at `rows` rows a micro-batch: the
   // measured steps' time / FLOPs at each row count measured (the median where several), between
   // two row counts linear in log(rows), outside them the nearest's. A GEMM's speed depends on its
-  // rows: here a step of 16 rows ran at 2/3 of the rate of 256. The step's costs that do not grow
+  // rows: here a step of 16 rows ran at 0.6 of the rate of 256. The step's costs that do not grow
   // with its rows (the optimizer's pass) are spread over its FLOPs at the rows measured.
   // `strategy`: where the files hold that strategy's own one-rank steps (the scaling suite's
   // n = 1 reference of each), ddp's rate times its rate over ddp's, taken at the rows it was
