@@ -252,13 +252,13 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
   p.layout = layout;
   Pricing pricing{m, layout, cluster, {}, {}};
   const double element = static_cast<double>(size_of(kTrainingDtype));
-  const auto psi = static_cast<double>(stage_layout(spec, 0, spec.layers, 1, 0).count);
+  const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
+  const auto psi = static_cast<double>(whole.count);
   const int k = optimizer_copies(layout);
   if (is_data_parallel(strategy)) {
     const int n = layout.dp, mb = layout.microbatches;
     const int64_t rows = ceil_div(batch, n);  // the fullest rank's
     const int64_t mb_rows = ceil_div(rows, mb);
-    const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
     p.compute = pricing.compute(step_flops(strategy, spec, mb_rows), mb_rows, mb, strategy);
     std::vector<PlannedCall> calls;
     if (strategy == "ddp") {
@@ -299,20 +299,22 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     for (int s = 0; s < stages; ++s) {
       double stage_slot = -1;
       // The stage's sends, every dp and tp rank's at once: where the stage boundary crosses
-      // nodes, they share the node's link.
+      // nodes, they share the node's link. The first replica's calls price each tp rank's slot.
       std::vector<PlannedCall> stage_sends;
+      std::vector<std::vector<PlannedCall>> first_replica;
       for (int d = 0; d < layout.dp; ++d) {
         for (int t = 0; t < layout.tp; ++t) {
-          for (const PlannedCall& call : hybrid_calls(spec, layout, s, t, d, batch, kTrainingDtype, kTrainingDtype)) {
+          std::vector<PlannedCall> calls = hybrid_calls(spec, layout, s, t, d, batch, kTrainingDtype, kTrainingDtype);
+          for (const PlannedCall& call : calls) {
             if (call.group == "pp") stage_sends.push_back(call);
           }
+          if (d == 0) first_replica.push_back(std::move(calls));
         }
       }
       const double pp = Pricing::busiest(pricing.loads(stage_sends));
       for (int t = 0; t < layout.tp; ++t) {
         const int first = bounds[static_cast<size_t>(s)], end = bounds[static_cast<size_t>(s) + 1];
-        const std::vector<PlannedCall> calls =
-            hybrid_calls(spec, layout, s, t, 0, batch, kTrainingDtype, kTrainingDtype);
+        const std::vector<PlannedCall>& calls = first_replica[static_cast<size_t>(t)];
         const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
         const double compute =
             pricing.compute(training_flops(spec, mb_rows, first, end, layout.tp, t), mb_rows, mb, strategy, active);
@@ -424,7 +426,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     // model and its gradient, and its rows' activations.
     const double versions = strategy == "ps-backup" ? 2 : 1;
     const double server = largest_range * (versions + 2.0 * workers + 1 + k) * element;
-    const double worker = 2 * psi * element + activation_bytes(stage_layout(spec, 0, spec.layers, 1, 0), rows);
+    const double worker = 2 * psi * element + activation_bytes(whole, rows);
     p.memory = std::max(server, worker);
   } else if (strategy == "gossip") {
     // Every rank computes its rows' gradient and steps its own optimizer, then exchanges its
@@ -443,7 +445,7 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     p.step_time = p.compute + exchange;
     // Its model and, from two ranks, its two neighbours' (held while it mixes), its gradient, its
     // optimizer state.
-    p.memory = ((n > 1 ? 3 : 1) + 1 + k) * psi * element + activation_bytes(stage_layout(spec, 0, spec.layers, 1, 0), rows);
+    p.memory = ((n > 1 ? 3 : 1) + 1 + k) * psi * element + activation_bytes(whole, rows);
   } else {
     throw Error(Error::Kind::unsupported, strategy + ": the planner has no cost model of it");
   }

@@ -75,12 +75,10 @@ std::vector<Record> plan_records(const std::vector<LayoutPrediction>& plan, cons
     rows.push_back(row_of(base, "plan_step_time", "seconds", p.step_time, detail));
     rows.push_back(row_of(base, "plan_compute_time", "seconds", p.compute,
                           "the slowest rank's compute (the slowest stage's)"));
-    for (const char* group : {"dp", "tp", "pp", "world", "ps", "ring"}) {
-      const auto exposed = p.exposed.find(group);
-      if (exposed == p.exposed.end()) continue;
-      Record r = row_of(base, "plan_exposed_comm_time", "seconds", exposed->second,
-                        std::string("communication of the ") + group + " group not hidden by compute");
-      r.labels.config += std::string(";group=") + group;
+    for (const auto& [group, seconds] : p.exposed) {
+      Record r = row_of(base, "plan_exposed_comm_time", "seconds", seconds,
+                        "communication of the " + group + " group not hidden by compute");
+      r.labels.config += ";group=" + group;
       rows.push_back(r);
     }
     rows.push_back(row_of(base, "plan_bubble_time", "seconds", p.bubble, "the pipeline's (p-1) idle slots"));

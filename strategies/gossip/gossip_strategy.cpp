@@ -182,12 +182,11 @@ MemoryReport GossipStrategy<T>::memory() const {
 std::vector<PlannedCall> gossip_calls(int64_t psi, int n, int rank, DType dtype) {
   std::vector<PlannedCall> calls;
   if (n < 2) return calls;
-  const auto message = [&](DType type, int64_t bytes, int to) { return message_call("ring", type, bytes, rank, to); };
   std::vector<int> neighbours{right_of(rank, n)};
   if (n > 2) neighbours.push_back(left_of(rank, n));
   for (int to : neighbours) {
-    calls.push_back(message(dtype, psi * static_cast<int64_t>(size_of(dtype)), to));
-    calls.push_back(message(DType::u64, sizeof(uint64_t), to));
+    calls.push_back(message_call("ring", dtype, psi * static_cast<int64_t>(size_of(dtype)), rank, to));
+    calls.push_back(message_call("ring", DType::u64, sizeof(uint64_t), rank, to));
   }
   return calls;
 }

@@ -52,30 +52,27 @@ std::vector<PlannedCall> hybrid_calls(const ModelSpec& spec, const ParallelConfi
                                           bounds[static_cast<size_t>(stage) + 1], c.tp, tp_index);
   const auto element = static_cast<int64_t>(size_of(dtype));
   std::vector<PlannedCall> calls;
-  const auto call = [&](const char* group, const char* collective, int n, int64_t bytes, DType type, int to = -1) {
+  const auto call = [&](const char* group, const char* collective, int n, int64_t bytes, DType type) {
     PlannedCall planned;
     planned.group = group;
     planned.collective = collective;
     planned.dtype = type;
     planned.group_size = n;
     planned.bytes = bytes;
-    if (to >= 0) {
-      planned.from = world_rank(c, stage, dp_index, tp_index);
-      planned.to = to;
-    }
     calls.push_back(planned);
   };
+  const int me = world_rank(c, stage, dp_index, tp_index);
   const bool first_stage = stage == 0, last_stage = stage == c.pp - 1;
   for (const auto& [first, rows] : microbatch_rows(batch, c, dp_index)) {
     (void)first;
     const auto wire_bytes = static_cast<int64_t>(size_of(wire));
     if (!last_stage) {
-      call("pp", "send_recv", 2, rows * layout.layers.back().out_local * wire_bytes, wire,
-           world_rank(c, stage + 1, dp_index, tp_index));
+      calls.push_back(message_call("pp", wire, rows * layout.layers.back().out_local * wire_bytes, me,
+                                   world_rank(c, stage + 1, dp_index, tp_index)));
     }
     if (!first_stage) {
-      call("pp", "send_recv", 2, rows * layout.layers.front().in_local * wire_bytes, wire,
-           world_rank(c, stage - 1, dp_index, tp_index));
+      calls.push_back(message_call("pp", wire, rows * layout.layers.front().in_local * wire_bytes, me,
+                                   world_rank(c, stage - 1, dp_index, tp_index)));
     }
     if (c.tp == 1) continue;
     for (const LocalLayer& layer : layout.layers) {

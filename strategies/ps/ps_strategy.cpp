@@ -797,20 +797,19 @@ MemoryReport PsStrategy<T>::memory() const {
 }
 
 std::vector<PlannedCall> ps_calls(int64_t psi, int servers, int workers, int rank, DType dtype) {
-  const auto message = [](DType type, int64_t bytes, int from, int to) { return message_call("ps", type, bytes, from, to); };
   const auto e = static_cast<int64_t>(size_of(dtype));
   std::vector<PlannedCall> calls;
   if (rank >= servers) {
     for (int j = 0; j < servers; ++j) {
-      calls.push_back(message(DType::i64, header_words(servers) * 8, rank, j));
-      calls.push_back(message(dtype, even_split(psi, servers, j).second * e, rank, j));
+      calls.push_back(message_call("ps", DType::i64, header_words(servers) * 8, rank, j));
+      calls.push_back(message_call("ps", dtype, even_split(psi, servers, j).second * e, rank, j));
     }
     return calls;
   }
   const int64_t range = even_split(psi, servers, rank).second;
   for (int w = 0; w < workers; ++w) {
-    calls.push_back(message(DType::i64, 8, rank, servers + w));
-    calls.push_back(message(dtype, range * e, rank, servers + w));
+    calls.push_back(message_call("ps", DType::i64, 8, rank, servers + w));
+    calls.push_back(message_call("ps", dtype, range * e, rank, servers + w));
   }
   return calls;
 }

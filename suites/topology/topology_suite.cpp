@@ -18,6 +18,7 @@
 #include "comm/text.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "results/noise.h"
 #include "suites/suite.h"
 #include "suites/topology/link_counters.h"
 
@@ -263,7 +264,7 @@ class TopologySuite final : public Suite {
     row("p2p_latency", "seconds", p.b, p.a, "round-trip-half", times[3], 0);
     // The sweep's one-way times less the acknowledgement's way back (the pair's half round trip
     // of a small message): at a few bytes the ack is half of what the sender waits.
-    const double ack = times[3].empty() ? 0 : compute_stats(times[3]).median;
+    const double ack = times[3].empty() ? 0 : median_of(times[3]);
     for (size_t k = 0; k < f.sweep.size(); ++k) {
       const int64_t b = f.sweep[k];
       for (const size_t i : {4 + 2 * k, 5 + 2 * k}) {
