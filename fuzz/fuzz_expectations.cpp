@@ -1,10 +1,12 @@
 // Fuzz target: parse_expectations (results/expectations.h), the TOML files of `run --expect` and
 // `compare --expect`, and deviation_kinds, the reader of a wrong row's detail. Every input is a
 // file or Error{invalid_argument} "PATH:LINE: reason" on one line; a file that parses has a
-// library, a deviation and a citation in every entry, and judges a failed row built for each
+// library that starts with a name, only kinds the checks classify and a citation that is not
+// blank in every entry, and judges a failed row built for each
 // entry: xfail exactly when the row's kinds are all the entry's, one summary row per entry of
 // the stack. The input read as a detail gives kinds that each appear in it.
 #include <algorithm>
+#include <set>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,6 +15,7 @@
 
 #include "core/error.h"
 #include "fuzz/fuzz_check.h"
+#include "results/catalog.h"
 #include "results/expectations.h"
 
 namespace {
@@ -52,9 +55,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const dts::ExpectationFile file = dts::parse_expectations(text, path);
     DTS_FUZZ_CHECK(!file.entries.empty(), "a file without entries was accepted");
+    std::set<std::string> waivable;
+    for (const dts::DeviationKind& k : dts::catalog_deviation_kinds()) waivable.insert(k.kind);
     for (const dts::Expectation& e : file.entries) {
       DTS_FUZZ_CHECK(!e.libraries.empty() && !e.deviations.empty() && !e.citation.empty(),
                      "an entry without a library, deviation or citation was accepted");
+      for (const std::string& kind : e.deviations) {
+        DTS_FUZZ_CHECK(waivable.count(kind) == 1, "a kind no check names was accepted");
+      }
+      for (const std::string& pattern : e.libraries) {
+        DTS_FUZZ_CHECK(pattern.front() != '*' && pattern.front() != '?', "a library pattern that names no library was accepted");
+      }
+      DTS_FUZZ_CHECK(e.citation.find_first_not_of(" \t\n\r\f\v") != std::string::npos, "a blank citation was accepted");
       // A library name its own first pattern matches once its wildcards are dropped.
       std::string library = e.libraries.front();
       std::erase_if(library, [](char c) { return c == '*' || c == '?'; });

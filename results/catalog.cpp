@@ -35,6 +35,12 @@ std::vector<std::string> catalog_metrics() {
   return names;
 }
 
+std::vector<DeviationKind> catalog_deviation_kinds() {
+  std::vector<DeviationKind> kinds;
+  for (const auto& [suite, info] : catalog()) kinds.insert(kinds.end(), info.deviation_kinds.begin(), info.deviation_kinds.end());
+  return kinds;
+}
+
 std::string record_key(const Record& record, const std::string& key) {
   const Labels& l = record.labels;
   if (key == "op") return l.op;

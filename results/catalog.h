@@ -50,10 +50,19 @@ struct SectionSpec {
   std::vector<PlotSpec> plots;
 };
 
+// A deviation kind a suite's check names in a failed row's detail ("saturates at 127", "NaN
+// dropped by max"), and the rows that can carry it: their dtype and their config's redop ("none"
+// for data movement). An expectation file may waive only these (results/expectations.h), and an
+// entry's kind is stale only where one of its selected rows could have shown it.
+struct DeviationKind {
+  std::string kind, dtype, redop;
+};
+
 struct SuiteInfo {
   std::string name, summary;
   std::vector<MetricInfo> metrics;
   std::vector<SectionSpec> sections;
+  std::vector<DeviationKind> deviation_kinds;  // what its check classifies; empty: none
 };
 
 // Registers (or replaces) the entry of info.name; returns true so it can initialize a static.
@@ -62,6 +71,8 @@ bool register_suite_info(SuiteInfo info);
 std::vector<SuiteInfo> suite_catalog();
 // The metrics any record may carry: "check" (every suite's verdict rows) and each suite's.
 std::vector<std::string> catalog_metrics();
+// Every suite's deviation kinds (a kind once per dtype and redop that can carry it).
+std::vector<DeviationKind> catalog_deviation_kinds();
 // The value of `key` in `record`: a label (op, dtype, strategy, placement, backend, device) or,
 // failing that, a config key; "" when absent.
 std::string record_key(const Record& record, const std::string& key);

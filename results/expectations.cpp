@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
 
 #include "core/error.h"
+#include "results/catalog.h"
 #include "results/toml_reader.h"
 
 namespace dts {
@@ -12,6 +15,40 @@ namespace {
 
 bool contains(const std::vector<std::string>& items, std::string_view item) {
   return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+constexpr std::string_view kUnclassified = "wrong value";
+
+bool blank(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+}
+
+// Levenshtein distance, two rows: kinds are a few dozen characters.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
+
+// Each kind the catalog's checks name, with the rows that can carry it ("f32/min", "u8/none").
+using KindRows = std::map<std::string, std::set<std::string>>;
+
+std::string row_class(std::string_view dtype, std::string_view redop) { return std::string(dtype) + "/" + std::string(redop); }
+
+const KindRows& waivable_kinds() {
+  static const KindRows vocabulary = [] {
+    KindRows kinds;
+    for (const DeviationKind& k : catalog_deviation_kinds()) kinds[k.kind].insert(row_class(k.dtype, k.redop));
+    return kinds;
+  }();
+  return vocabulary;
 }
 
 std::string joined(const std::vector<std::string>& items, const char* separator = ", ") {
@@ -80,6 +117,7 @@ class Loader : public TomlReader {
         continue;
       } else if (name == "library") {
         e.libraries = strings_of(node, what);
+        for (const auto& pattern : e.libraries) check_library(node, what, pattern);
       } else if (name == "redop") {
         e.redops = names_of(node, what, "redop", kRedops);
       } else if (name == "mpi_datatype") {
@@ -91,8 +129,10 @@ class Loader : public TomlReader {
         e.metric = string_of(node, what);
       } else if (name == "deviation") {
         e.deviations = strings_of(node, what);
+        for (const auto& kind : e.deviations) check_kind(node, what, kind);
       } else if (name == "citation") {
         e.citation = string_of(node, what);
+        if (blank(e.citation)) fail(node, what + " is blank: cite an upstream issue, or a sentence of the standard");
       } else if (name == "note") {
         e.note = string_of(node, what);
       } else {
@@ -106,6 +146,46 @@ class Loader : public TomlReader {
     check_selector(*this, e.line, where, e);
     return e;
   }
+
+  // A library pattern names the library: one that starts with a wildcard ("*", "*MPI*") would
+  // waive the deviation on stacks nobody measured.
+  void check_library(const toml::node& node, const std::string& what, const std::string& pattern) const {
+    if (blank(pattern) || pattern.front() == '*' || pattern.front() == '?' || std::isspace(static_cast<unsigned char>(pattern.front()))) {
+      fail(node, what + ": '" + pattern + "' does not name a library: start with its name (e.g. \"Open MPI 4.1.*\"), " +
+                     "an entry for every library would hide a fault on stacks nobody measured");
+    }
+  }
+
+  // Only a kind the checks classify may be waived: "wrong value" (what a check says of a failure
+  // it cannot classify: a bit flip, a lost update) never, and a misspelt kind is refused here
+  // rather than left to look stale.
+  void check_kind(const toml::node& node, const std::string& what, const std::string& kind) const {
+    if (kind == kUnclassified || kind.rfind(std::string(kUnclassified) + " ", 0) == 0) {
+      fail(node, what + ": '" + kind + "' is a failure the check could not classify: it is never waivable");
+    }
+    if (vocabulary_.empty()) fail(node, what + ": this build has no check that classifies deviations: nothing can be waived");
+    if (vocabulary_.count(kind) > 0) return;
+    fail(node, what + ": '" + kind + "' is no deviation kind a check names" + nearest(kind) +
+                   " (results/expectations/README.md lists them)");
+  }
+
+  // "; did you mean 'NaN dropped by min'?" for the known kind closest in edit distance, when it is
+  // close (a third of the kind's length or less).
+  std::string nearest(const std::string& kind) const {
+    size_t best = std::string::npos;
+    const std::string* best_kind = nullptr;
+    for (const auto& [known, rows] : vocabulary_) {
+      const size_t distance = edit_distance(kind, known);
+      if (distance < best) {
+        best = distance;
+        best_kind = &known;
+      }
+    }
+    if (!best_kind || best > std::max<size_t>(1, kind.size() / 3)) return "";
+    return "; did you mean '" + *best_kind + "'?";
+  }
+
+  const KindRows& vocabulary_ = waivable_kinds();
 };
 
 // Whether the row's config holds `key` with one of `values` (any, when `values` is empty).
@@ -140,17 +220,18 @@ std::string ExpectationFile::file_name() const {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-InputLimits expectation_limits() {
+InputLimits expectation_limits(double timeout_seconds) {
   InputLimits limits;
   limits.max_bytes = kExpectationsMaxBytes;
   limits.max_line = kExpectationsMaxLine;
+  limits.timeout_seconds = timeout_seconds;
   return limits;
 }
 
 ExpectationFile parse_expectations(std::string_view text, const std::string& path) { return Loader(path).load(text); }
 
-ExpectationFile load_expectations(const std::string& path) {
-  return parse_expectations(read_input_file(path, "expectation file", expectation_limits()), path);
+ExpectationFile load_expectations(const std::string& path, double timeout_seconds) {
+  return parse_expectations(read_input_file(path, "expectation file", expectation_limits(timeout_seconds)), path);
 }
 
 std::string stack_library(const Labels& labels) {
@@ -229,7 +310,10 @@ std::vector<std::string> deviation_kinds(std::string_view detail) {
 
 ExpectationJudge::ExpectationJudge(std::vector<ExpectationFile> files) : files_(std::move(files)) {
   for (const ExpectationFile& file : files_) {
-    for (const Expectation& e : file.entries) tallies_.push_back(Tally{&file, &e, false, 0, 0});
+    for (const Expectation& e : file.entries) {
+      tallies_.push_back(Tally{&file, &e, false, 0, 0, std::vector<int64_t>(e.deviations.size()),
+                               std::vector<int64_t>(e.deviations.size())});
+    }
   }
 }
 
@@ -253,8 +337,20 @@ void ExpectationJudge::apply(Record& record) {
     ++t.selected;
     matching.push_back(&t);
   }
-  if (record.verdict == Verdict::pass || matching.empty()) return;
-  const std::vector<std::string> kinds = deviation_kinds(record.detail);
+  if (matching.empty()) return;
+  const std::string row = row_class(record.labels.dtype, config_value(record.labels.config, "redop").value_or("none"));
+  const std::vector<std::string> kinds =
+      record.verdict == Verdict::pass ? std::vector<std::string>{} : deviation_kinds(record.detail);
+  for (Tally* t : matching) {
+    for (size_t k = 0; k < t->entry->deviations.size(); ++k) {
+      const std::string& kind = t->entry->deviations[k];
+      const auto carriers = waivable_kinds().find(kind);
+      const bool showed = contains(kinds, kind);
+      if (showed || (carriers != waivable_kinds().end() && carriers->second.count(row) > 0)) ++t->could_show[k];
+      if (showed) ++t->showed[k];
+    }
+  }
+  if (record.verdict == Verdict::pass) return;
   if (kinds.empty()) return;  // a failure the check did not classify: not what any entry names
   std::vector<std::string> unexpected, cites;
   for (const std::string& kind : kinds) {
@@ -304,14 +400,22 @@ std::vector<Record> ExpectationJudge::summary() const {
       if (!e.redops.empty()) parts.push_back("redop " + joined(e.redops, "|"));
       if (!e.mpi_datatypes.empty()) parts.push_back(joined(e.mpi_datatypes, "|"));
       const std::string what = joined(e.deviations, " / ") + " in " + (parts.empty() ? "every row" : joined(parts));
-      if (t.selected == 0) {
+      std::vector<std::string> stale, carried;
+      for (size_t k = 0; k < e.deviations.size(); ++k) {
+        if (t.could_show[k] == 0) continue;
+        carried.push_back(e.deviations[k]);
+        if (t.showed[k] == 0) stale.push_back(e.deviations[k] + " (0 of " + std::to_string(t.could_show[k]) + " rows)");
+      }
+      if (t.selected == 0 || carried.empty()) {
         r.verdict = Verdict::skip;
-        r.detail = "unused: selects no row of this run (" + what + ")";
-      } else if (t.seen == 0) {
+        r.detail = t.selected == 0 ? "unused: selects no row of this run (" + what + ")"
+                                   : "unused: none of the " + std::to_string(t.selected) +
+                                         " rows it selects has a dtype and redop that can show " + what;
+      } else if (!stale.empty()) {
         r.verdict = Verdict::xpass;
-        r.detail = "XPASS: none of the " + std::to_string(t.selected) + " rows it selects shows " + what +
-                   ": the deviation is gone, or the entry is wrong; update " + file.file_name() + " (line " +
-                   std::to_string(e.line) + ")";
+        r.detail = "XPASS: of the " + std::to_string(t.selected) + " rows it selects, none that could shows " +
+                   joined(stale, "; ") + " (" + what + "): the deviation is gone, or the entry is wrong; update " +
+                   file.file_name() + " (line " + std::to_string(e.line) + ")";
       } else {
         r.verdict = Verdict::info;
         r.detail = "known deviation, on " + std::to_string(t.seen) + " of " + std::to_string(t.selected) +

@@ -7,9 +7,12 @@
 // 127", "NaN dropped by max", ...), with a required citation.
 //
 // A failed row matched by entries, whose every deviation kind some matching entry names, becomes
-// `xfail`; a failed row with any other kind stays `fail` ("not expected: ..."). An entry whose
-// selected rows show none of its kinds is `xpass`, which fails the run: the deviation is gone, and
-// a stale waiver would hide its return. An entry for this stack that selects no row is `unused`.
+// `xfail`; a failed row with any other kind stays `fail` ("not expected: ..."). An entry may name
+// only the kinds a check classifies (the suite catalog's deviation_kinds): never "wrong value",
+// never a misspelt kind, and its library must be named, not a wildcard. An entry one of whose
+// kinds shows on none of the selected rows that could carry it is `xpass`, which fails the run:
+// the deviation is gone, and a stale waiver would hide its return. An entry for this stack that
+// selects no row is `unused`.
 // No MPI here: the harness judges on rank 0 (`run --expect`), and `compare --expect` judges the
 // candidate file's rows.
 #pragma once
@@ -51,11 +54,13 @@ struct ExpectationFile {
 // them, a line past them).
 inline constexpr int64_t kExpectationsMaxBytes = 1 << 20;
 inline constexpr int64_t kExpectationsMaxLine = 64 * 1024;
-InputLimits expectation_limits();
+// timeout_seconds: how long a FIFO or pipe may give no bytes (the command's -T); 0: no limit.
+InputLimits expectation_limits(double timeout_seconds = 0);
 
 // Any problem (TOML syntax, unknown key, wrong type, no library, deviation or citation) throws
-// Error{invalid_argument} "PATH:LINE: reason"; an unreadable file Error{io}.
-ExpectationFile load_expectations(const std::string& path);
+// Error{invalid_argument} "PATH:LINE: reason"; an unreadable file Error{io}; a FIFO or pipe that
+// gives no bytes for `timeout_seconds` (the command's -T; 0: no limit) Error{timeout}.
+ExpectationFile load_expectations(const std::string& path, double timeout_seconds = 0);
 ExpectationFile parse_expectations(std::string_view text, const std::string& path);
 
 // The library a row ran on, in a few words without "v": "Open MPI 4.1.4", "MPICH 4.0.2",
@@ -83,9 +88,10 @@ class ExpectationJudge {
   // records (suite "expect") are left alone.
   void apply(Record& record);
 
-  // One `check` record per entry for the stack that ran (suite "expect", case "FILE#N"): info
-  // when its deviation was seen (value: rows), xpass when it selected rows and none showed it,
-  // skip ("unused") when it selected none; and per file one info record counting the entries for
+  // One `check` record per entry for the stack that ran (suite "expect", case "FILE#N"), judged
+  // kind by kind: xpass when some kind it lists showed on none of the selected rows that could
+  // carry it (their dtype and redop), info when every such kind was seen (value: rows), skip
+  // ("unused") when it selected no row, or none that could carry any of its kinds; and per file one info record counting the entries for
   // other stacks. Identity labels are for the caller to fill.
   std::vector<Record> summary() const;
 
@@ -98,6 +104,9 @@ class ExpectationJudge {
     const Expectation* entry = nullptr;
     bool this_stack = false;
     int64_t selected = 0, seen = 0;
+    // Per deviation kind of the entry, in its order: the selected rows that could carry it (their
+    // dtype and redop), and those that showed it.
+    std::vector<int64_t> could_show, showed;
   };
   std::vector<ExpectationFile> files_;
   std::vector<Tally> tallies_;

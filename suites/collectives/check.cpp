@@ -468,6 +468,20 @@ std::string describe(Deviation deviation, DType dtype, ReduceOp op, bool reducin
   return "wrong value";
 }
 
+std::vector<DeviationKind> deviation_vocabulary() {
+  std::vector<DeviationKind> kinds;
+  for (size_t i = 1; i < kDeviationCount; ++i) {  // 0 is Deviation::other, "wrong value"
+    const auto deviation = static_cast<Deviation>(i);
+    for (const DType dtype : kAllDTypes) {
+      for (const ReduceOp op : kAllReduceOps) {
+        kinds.push_back({describe(deviation, dtype, op, true), std::string(name(dtype)), std::string(name(op))});
+      }
+      kinds.push_back({describe(deviation, dtype, ReduceOp::sum, false), std::string(name(dtype)), "none"});
+    }
+  }
+  return kinds;
+}
+
 std::string describe(const DeviationCounts& counts, DType dtype, ReduceOp op, bool reducing) {
   std::vector<size_t> order(kDeviationCount);
   std::iota(order.begin(), order.end(), 0);

@@ -27,9 +27,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/dtype.h"
+#include "results/catalog.h"
 #include "suites/collectives/collective.h"
 
 namespace dts {
@@ -95,6 +97,9 @@ using DeviationCounts = std::array<int64_t, kDeviationCount>;
 std::string describe(Deviation deviation, DType dtype, ReduceOp op, bool reducing);
 // "saturates at 127: 6, NaN dropped by max: 2" (elements), most frequent first; "" when none.
 std::string describe(const DeviationCounts& counts, DType dtype, ReduceOp op, bool reducing);
+// Every kind describe() can name but "wrong value" (which is no classification), once per dtype
+// and redop ("none": data movement) that can carry it: what an expectation may waive.
+std::vector<DeviationKind> deviation_vocabulary();
 
 struct CheckResult {
   int64_t checked = 0;
