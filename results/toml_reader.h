@@ -12,6 +12,26 @@
 
 namespace dts {
 
+// The deepest a TOML file dtsuite reads may nest. Each part of a dotted key or of a [table] or
+// [[array]] header is one level, and so is each inline table or array a value opens:
+// `a.b = { c = [1] }` under `[x]` reaches 6. toml++ 3.3.0 recurses once per level and has no
+// limit of its own on dotted keys: a 30,773-part key (or 30,784-part header) overflows the 8 MiB
+// main stack, and 3,791 parts the 1 MiB that is the least any thread of dtsuite gets
+// (harness/thread_stack.cpp). 64 is about 60 times under that, with room to spare for the two
+// nodes an [[array]] part becomes, and far over what a file written by hand needs (the shipped
+// profiles and expectation files reach 3).
+inline constexpr int kTomlMaxDepth = 64;
+
+// How deep `text` nests, counted as kTomlMaxDepth says, and the line where it first gets that
+// deep; the scan stops at the first level past `stop_above`. One pass, no recursion, memory
+// bounded by `stop_above`; text in strings and comments is skipped. Exact for text that toml++
+// accepts; for text it refuses, toml++ says why once the depth is in bounds.
+struct TomlDepth {
+  int depth = 0;
+  int line = 1;
+};
+TomlDepth toml_depth(std::string_view text, int stop_above = kTomlMaxDepth);
+
 // "a string", "an integer", ...: a node's type in an error message.
 std::string toml_type_name(const toml::node& node);
 
@@ -27,7 +47,8 @@ class TomlReader {
   explicit TomlReader(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  // The whole text parsed; a syntax error is fail() at its line.
+  // The whole text parsed; a syntax error is fail() at its line, and so is nesting deeper than
+  // kTomlMaxDepth, found before toml++ parses (which would overflow the stack).
   toml::table parse(std::string_view text) const;
 
   // Error{invalid_argument} "PATH:LINE: reason"; the reason passes through printable(), so that
