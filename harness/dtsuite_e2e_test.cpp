@@ -457,6 +457,85 @@ TEST(Outputs, OneFileForTwoOutputsIsRefusedWithNothingWritten) {
   EXPECT_FALSE(fs::exists(shared));
 }
 
+// A fresh folder of the scratch folder for one case of the tests below.
+fs::path fresh_folder(const std::string& name) {
+  const fs::path dir = scratch_dir() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// One output aliased to another through a link, dangling or not, a ".." after a linked folder, a
+// hard link, or a loop of links: one line naming both flags, exit 2, and no file written (before,
+// `ln -s p.prom q.csv; run --csv q.csv --prom p.prom` exited 0 with the CSV's rows gone).
+TEST(Outputs, AliasesThroughLinksAreRefusedWithNothingWritten) {
+  struct Alias {
+    std::string name, flags, expected;
+  };
+  const fs::path d = fresh_folder("aliases");
+  fs::create_symlink("p.prom", d / "q.csv");  // dangling until p.prom is written
+  fs::create_directories(d / "s4");
+  fs::create_symlink("../s4/j.xml", d / "s4" / "q.csv");  // read from s4/: s4/j.xml
+  fs::create_directories(d / "other" / "deep");
+  fs::create_symlink(d / "other" / "deep", d / "sub");  // sub/../j.xml is other/j.xml
+  std::ofstream(d / "kept.csv") << "kept\n";
+  fs::create_hard_link(d / "kept.csv", d / "kept.prom");
+  fs::create_symlink("loop_b", d / "loop_a");
+  fs::create_symlink("loop_a", d / "loop_b");
+  const std::string p = d.string() + "/";
+  for (const Alias& alias : {
+           Alias{"link", " --csv " + p + "q.csv --prom " + p + "p.prom",
+                 "--prom '" + p + "p.prom' is the same file as --csv '" + p + "q.csv'"},
+           Alias{"dotdot", " --junit " + p + "s4/j.xml --csv " + p + "s4/q.csv",
+                 "--junit '" + p + "s4/j.xml' is the same file as --csv '" + p + "s4/q.csv'"},
+           Alias{"linked folder", " --junit " + p + "other/j.xml --csv " + p + "sub/../j.xml",
+                 "--junit '" + p + "other/j.xml' is the same file as --csv '" + p + "sub/../j.xml'"},
+           Alias{"hard link", " --csv " + p + "kept.csv --prom " + p + "kept.prom",
+                 "--prom '" + p + "kept.prom' is the same file as --csv '" + p + "kept.csv'"},
+           Alias{"loop", " --csv " + p + "loop_a", "--csv '" + p + "loop_a': Too many levels of symbolic links"}}) {
+    const RunResult r = run_dtsuite(kOutputRanks, "run " + kOneCase + alias.flags);
+    EXPECT_EQ(r.exit_code, 2) << alias.name << ": " << r.err;
+    const auto ours = our_lines(r.err);
+    ASSERT_EQ(ours.size(), 1u) << alias.name << ": " << r.err;
+    EXPECT_NE(ours[0].find(alias.expected), std::string::npos) << alias.name << ": " << ours[0];
+    EXPECT_EQ(r.out.find("all_reduce"), std::string::npos) << alias.name << ": no case ran\n" << r.out;
+  }
+  for (const char* never_written : {"p.prom", "s4/j.xml", "other/j.xml", "j.xml"}) {
+    EXPECT_FALSE(fs::exists(d / never_written)) << never_written;
+  }
+  EXPECT_EQ(read_file(d / "kept.csv"), "kept\n");
+}
+
+// Every command with outputs compares them by the file they resolve to: an output linked to an
+// input, or to another output (dangling), is refused before anything is read or written.
+TEST(Outputs, EveryCommandRefusesAnOutputLinkedToAnotherFile) {
+  const fs::path d = fresh_folder("command_aliases");
+  const std::string p = d.string() + "/";
+  std::ofstream(d / "in.csv") << "an input\n";
+  std::ofstream(d / "current.csv") << "another input\n";
+  fs::create_symlink("in.csv", d / "to_input");
+  fs::create_symlink("first.out", d / "to_first");  // dangling: first.out is an output not yet written
+  fs::create_directories(d / "rounds");
+  for (const auto& [command, expected] : {
+           std::pair{"report " + p + "in.csv -o " + p + "to_input", "-o '" + p + "to_input' is the same file as"},
+           std::pair{"compare " + p + "in.csv " + p + "current.csv --report " + p + "to_input",
+                     "--report '" + p + "to_input' is the same file as"},
+           std::pair{"compare " + p + "in.csv " + p + "current.csv --csv " + p + "first.out --junit " + p + "to_first",
+                     "--junit '" + p + "to_first' is the same file as --csv '" + p + "first.out'"},
+           std::pair{"plan --measurements " + p + "in.csv --ranks 4 --csv " + p + "to_input",
+                     "--csv '" + p + "to_input' is the same file as --measurements"},
+           std::pair{"ab --out " + p + "rounds --csv " + p + "first.out --report " + p + "to_first",
+                     "--report '" + p + "to_first' is the same file as --csv '" + p + "first.out'"}}) {
+    const RunResult r = run_dtsuite(0, command);
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
+    const auto ours = our_lines(r.err);
+    ASSERT_EQ(ours.size(), 1u) << command << "\n" << r.err;
+    EXPECT_NE(ours[0].find(expected), std::string::npos) << ours[0];
+  }
+  EXPECT_EQ(read_file(d / "in.csv"), "an input\n");
+  EXPECT_FALSE(fs::exists(d / "first.out"));
+}
+
 TEST(Commands, ListVersionAndHelpExitZero) {
   RunResult r = run_dtsuite(0, "list");
   EXPECT_EQ(r.exit_code, 0);

@@ -1,5 +1,6 @@
-// check_outputs: stat(2) for the file type and identity, std::filesystem for the path of a file
-// that does not exist yet. Callers run it before they open anything (results/output_paths.h).
+// check_outputs: stat(2) for the file type and identity; lstat(2) and readlink(2), one name at a
+// time, for where a path that does not exist yet will be created. Callers run it before they
+// open anything (results/output_paths.h).
 #include "results/output_paths.h"
 
 #include <fcntl.h>
@@ -9,8 +10,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <filesystem>
-#include <optional>
 #include <utility>
 
 #include "core/error.h"
@@ -30,23 +31,83 @@ const char* type_of(mode_t mode) {
 
 std::string quoted(const NamedPath& p) { return p.flag + " '" + p.path + "'"; }
 
-// What makes two paths one file: the inode where one exists, else where it would be created.
-struct FileIdentity {
-  std::optional<std::pair<dev_t, ino_t>> inode;
-  std::filesystem::path normal;  // only when there is no inode
-  bool operator==(const FileIdentity& other) const {
-    if (inode || other.inode) return inode == other.inode;
-    return normal == other.normal;
+// Linux's own bound on the links of one lookup (MAXSYMLINKS): where open(2) would fail with ELOOP,
+// the check fails too, and a loop of links ends after this many hops instead of running on.
+constexpr int kMaxSymlinkHops = 40;
+
+void push_components(std::deque<std::string>& pending, const std::filesystem::path& path) {
+  std::vector<std::string> parts;
+  for (const std::filesystem::path& part : path.relative_path()) parts.push_back(part.string());
+  pending.insert(pending.begin(), parts.begin(), parts.end());
+}
+
+}  // namespace
+
+std::filesystem::path resolved_path(const NamedPath& named) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // getcwd(3) names the real folder, without links: the walk below keeps `now` free of them.
+  fs::path now = fs::path(named.path).is_absolute() ? fs::path("/") : fs::current_path(ec);
+  if (ec) throw Error(Error::Kind::io, "cannot check " + quoted(named) + ": " + ec.message());
+  std::deque<std::string> pending;
+  push_components(pending, named.path);
+  int hops = 0;
+  while (!pending.empty()) {
+    const std::string part = std::move(pending.front());
+    pending.pop_front();
+    if (part.empty() || part == ".") continue;
+    // `now` holds no link, so its parent is the folder ".." reaches (a link's parent need not be).
+    if (part == "..") {
+      now = now.parent_path();
+      continue;
+    }
+    fs::path next = now / part;
+    struct stat st {};
+    // A name that does not exist (yet) is kept: the folders a writer creates for it are plain ones.
+    if (::lstat(next.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+      now = std::move(next);
+      continue;
+    }
+    if (++hops > kMaxSymlinkHops) {
+      throw Error(Error::Kind::invalid_argument, "cannot check " + quoted(named) + ": " + std::strerror(ELOOP) +
+                                                     " (more than " + std::to_string(kMaxSymlinkHops) + ", a loop?)");
+    }
+    const fs::path target = fs::read_symlink(next, ec);
+    if (ec) throw Error(Error::Kind::io, "cannot check " + quoted(named) + ": " + ec.message());
+    // The target, dangling or not, replaces the link: relative to the link's folder, or from "/".
+    if (target.is_absolute()) now = "/";
+    push_components(pending, target);
   }
+  return now;
+}
+
+namespace {
+
+// What makes two paths one file: the deepest existing file or folder on the path each resolves
+// to, by inode (a hard link, or a bind mount of the folder, is the same one), and the names below
+// it that are still to be created (none where the file exists).
+struct FileIdentity {
+  std::pair<dev_t, ino_t> existing{};
+  std::filesystem::path below_existing;
+  bool operator==(const FileIdentity& other) const = default;
 };
 
-FileIdentity identity_of(const std::string& path) {
+FileIdentity identity_of(const NamedPath& named) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) return {std::make_pair(st.st_dev, st.st_ino), {}};
-  std::error_code ec;
-  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  if (ec) absolute = path;
-  return {std::nullopt, absolute.lexically_normal()};
+  // Where the kernel finds a file, its inode is the answer (so too for /proc's links, which name
+  // no path); else the walk below finds where it will be, or names a loop.
+  if (::stat(named.path.c_str(), &st) == 0) return {std::make_pair(st.st_dev, st.st_ino), {}};
+  std::filesystem::path path = resolved_path(named);
+  std::filesystem::path below;
+  // `path` is absolute and free of links, "." and "..": walking up by name ends at "/" at the latest.
+  while (::stat(path.c_str(), &st) != 0) {
+    if (!path.has_relative_path()) {
+      throw Error(Error::Kind::io, "cannot check " + quoted(named) + ": " + std::strerror(errno));
+    }
+    below = below.empty() ? path.filename() : path.filename() / below;
+    path = path.parent_path();
+  }
+  return {std::make_pair(st.st_dev, st.st_ino), below};
 }
 
 }  // namespace
@@ -83,13 +144,13 @@ int open_output_file(const NamedPath& output, int access) {
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
   std::vector<std::pair<const NamedPath*, FileIdentity>> seen;
   for (const NamedPath& input : inputs) {
-    if (!input.path.empty()) seen.emplace_back(&input, identity_of(input.path));
+    if (!input.path.empty()) seen.emplace_back(&input, identity_of(input));
   }
   const size_t input_count = seen.size();
   for (const NamedPath& output : outputs) {
     if (output.path.empty()) continue;
+    const FileIdentity id = identity_of(output);  // first: a loop of links is named as a loop
     check_output_path(output);
-    const FileIdentity id = identity_of(output.path);
     for (size_t i = 0; i < seen.size(); ++i) {
       if (!(seen[i].second == id)) continue;
       const bool is_input = i < input_count;

@@ -2,6 +2,7 @@
 // checks before anything is written, so an output never replaces a device, FIFO or socket, never
 // overwrites one of the command's inputs and never shares a file with another output of it.
 #pragma once
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,11 +26,21 @@ void check_output_path(const NamedPath& output);
 // and the reason; returns the descriptor.
 int open_output_file(const NamedPath& output, int access);
 
+// Where opening `path` lands: an absolute path without links, "." or "..". Symbolic links are
+// followed one name at a time as the kernel does, dangling ones included (a target is read
+// relative to the link's folder), and ".." after a linked folder leaves the folder linked to.
+// Names that do not exist yet are kept as written, ".." among them taken by name, as the plain
+// folders a writer creates for them would be. Throws Error{invalid_argument} after 40 links (the
+// kernel's ELOOP bound: a loop), Error{io} when the working folder or a link cannot be read.
+std::filesystem::path resolved_path(const NamedPath& named);
+
 // The checks of one command, in one place: each output passes check_output_path, no output is
-// one of `inputs`, and no two outputs are the same file. "The same" is by identity: st_dev and
-// st_ino where the file exists, else the lexically normal absolute path (./x.csv is x.csv).
-// Throws Error{invalid_argument} with one line naming both flags and paths (Error{io} from
-// check_output_path).
+// one of `inputs`, and no two outputs are the same file. "The same" is by the file each path
+// resolves to (resolved_path): the inode where it exists (hard links are one file), else the
+// inode of the deepest folder that exists and the names below it (q.csv -> p.prom, dangling or
+// not, is p.prom; sub/../x.csv with sub -> elsewhere is elsewhere/../x.csv). Throws
+// Error{invalid_argument} with one line naming both flags and paths, or a loop of links (Error{io}
+// from check_output_path).
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 // Replaces `output` with `text` whole or not at all: the text goes to a new file beside it (same

@@ -1,5 +1,6 @@
 // Tests of check_outputs and open_output_file (results/output_paths.h): special files refused,
-// outputs that are an input or each other refused, by identity rather than by spelling.
+// outputs that are an input or each other refused, by the file each path resolves to (links,
+// dangling ones too, "..", hard links) rather than by spelling.
 #include "results/output_paths.h"
 
 #include <fcntl.h>
@@ -71,6 +72,111 @@ TEST_F(OutputPaths, AnOutputThatIsAnInputIsRefusedByInode) {
   EXPECT_NE(what.find("is the same file as the baseline 'baseline.csv': refusing to overwrite an input"), std::string::npos) << what;
   fs::create_symlink(dir_ / "baseline.csv", "link.csv");
   message_of({{"the input", "link.csv"}}, {{"-o", "./baseline.csv"}}, Error::Kind::invalid_argument);
+}
+
+// The fault: `ln -s p.prom q.csv`, then --csv q.csv --prom p.prom. With p.prom not written yet the
+// link dangles; stat saw no file and the spellings differ, so the CSV's rows went into p.prom and
+// the Prometheus text then replaced them.
+TEST_F(OutputPaths, ASymlinkToAnotherOutputIsThatOutputDanglingOrNot) {
+  fs::create_symlink("p.prom", "q.csv");
+  const std::string what = message_of({}, {{"--prom", "p.prom"}, {"--csv", "q.csv"}}, Error::Kind::invalid_argument);
+  EXPECT_NE(what.find("--csv 'q.csv' is the same file as --prom 'p.prom': each output needs a file of its own"),
+            std::string::npos) << what;
+  message_of({}, {{"--csv", "q.csv"}, {"--prom", "p.prom"}}, Error::Kind::invalid_argument);  // either order
+  fs::create_symlink(dir_ / "absent" / "j.xml", "absolute.csv");  // an absolute target, in a folder not made yet
+  message_of({}, {{"--junit", "absent/j.xml"}, {"--csv", "absolute.csv"}}, Error::Kind::invalid_argument);
+  EXPECT_FALSE(fs::exists("p.prom"));
+  EXPECT_FALSE(fs::exists("absent"));
+}
+
+// q.csv -> ../s4/j.xml read from the link's folder, not from the working folder: here the link
+// sits in a folder reached through another link, so the spelling points somewhere else entirely.
+TEST_F(OutputPaths, ADanglingLinkThroughDotDotIsReadFromTheLinksOwnFolder) {
+  fs::create_directories("s4");
+  fs::current_path("s4");
+  fs::create_symlink("../s4/j.xml", "q.csv");
+  message_of({}, {{"--junit", "j.xml"}, {"--csv", "q.csv"}}, Error::Kind::invalid_argument);
+  fs::current_path(dir_);
+  fs::create_directories("real/runs");
+  fs::create_symlink(dir_ / "real" / "runs", "runs_link");
+  fs::create_symlink("../j.xml", "real/runs/q.csv");  // from real/runs: real/j.xml, not ./j.xml
+  message_of({}, {{"--junit", "real/j.xml"}, {"--csv", "runs_link/q.csv"}}, Error::Kind::invalid_argument);
+  EXPECT_NO_THROW(check_outputs({}, {{"--junit", "j.xml"}, {"--csv", "runs_link/q.csv"}}));
+}
+
+// sub -> other/deep: sub/../j.xml is other/j.xml (the kernel walks ".." from the folder linked
+// to), which the lexical path called ./j.xml: one alias missed, one distinct pair refused.
+TEST_F(OutputPaths, DotDotAfterALinkedFolderLeavesTheFolderLinkedTo) {
+  fs::create_directories("other/deep");
+  fs::create_symlink(dir_ / "other" / "deep", "sub");
+  const std::string what =
+      message_of({}, {{"--junit", "other/j.xml"}, {"--csv", "sub/../j.xml"}}, Error::Kind::invalid_argument);
+  EXPECT_NE(what.find("--csv 'sub/../j.xml' is the same file as --junit 'other/j.xml'"), std::string::npos) << what;
+  EXPECT_NO_THROW(check_outputs({}, {{"--junit", "j.xml"}, {"--csv", "sub/../j.xml"}}));
+  EXPECT_EQ(resolved_path({"--csv", "sub/../j.xml"}), fs::canonical(dir_) / "other" / "j.xml");
+  // A folder not made yet, then "..": the sink makes the folder, so this is ./j.xml, which exists.
+  std::ofstream("j.xml") << "rows";
+  message_of({}, {{"--junit", "j.xml"}, {"--csv", "not_made_yet/../j.xml"}}, Error::Kind::invalid_argument);
+}
+
+TEST_F(OutputPaths, AHardLinkBetweenTwoOutputsIsOneFile) {
+  std::ofstream("a.csv") << "old rows";
+  fs::create_hard_link("a.csv", "b.prom");
+  const std::string what = message_of({}, {{"--csv", "a.csv"}, {"--prom", "b.prom"}}, Error::Kind::invalid_argument);
+  EXPECT_NE(what.find("--prom 'b.prom' is the same file as --csv 'a.csv'"), std::string::npos) << what;
+}
+
+// A chain of links ends where its last link points, however many hops, up to the kernel's bound.
+TEST_F(OutputPaths, AChainOfLinksIsFollowedToItsEnd) {
+  fs::create_directories("d");
+  fs::create_symlink("d/l2", "l1");
+  fs::create_symlink("../l3", "d/l2");  // relative to d/: ./l3
+  fs::create_symlink("d", "l3_folder");
+  fs::create_symlink("l3_folder/../target.prom", "l3");  // d/../target.prom: ./target.prom
+  message_of({}, {{"--prom", "target.prom"}, {"--csv", "l1"}}, Error::Kind::invalid_argument);
+  // 40 hops resolve (Linux's MAXSYMLINKS, which open(2) allows); the 41st is a loop's error.
+  for (int i = 0; i < 41; ++i) fs::create_symlink("hop" + std::to_string(i + 1), "hop" + std::to_string(i));
+  EXPECT_EQ(resolved_path({"--csv", "hop1"}), fs::canonical(dir_) / "hop41");
+  EXPECT_THROW(resolved_path({"--csv", "hop0"}), Error);
+}
+
+// A loop of links is refused with one line, at once: no hang, no run.
+TEST_F(OutputPaths, ALoopOfLinksIsRefusedWithOneLine) {
+  fs::create_symlink("b.csv", "a.csv");
+  fs::create_symlink("a.csv", "b.csv");
+  fs::create_symlink("self", "self");
+  for (const char* path : {"a.csv", "self", "self/x.csv"}) {
+    const std::string what = message_of({}, {{"--csv", path}}, Error::Kind::invalid_argument);
+    EXPECT_NE(what.find(std::string("cannot check --csv '") + path + "': " + std::strerror(ELOOP)), std::string::npos)
+        << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  message_of({{"--profile", "a.csv"}}, {{"--csv", "out.csv"}}, Error::Kind::invalid_argument);  // an input's loop too
+}
+
+// An output linked to an input is the input, whether the link was made before the input existed
+// or after, and wherever the link points from.
+TEST_F(OutputPaths, AnOutputLinkedToAnInputIsRefused) {
+  fs::create_symlink("profiles/acceptance.toml", "results.csv");  // dangling when made
+  fs::create_directories("profiles");
+  std::ofstream("profiles/acceptance.toml") << "[run]\n";
+  const std::string what = message_of({{"--profile", "profiles/acceptance.toml"}}, {{"--csv", "results.csv"}},
+                                      Error::Kind::invalid_argument);
+  EXPECT_NE(what.find("is the same file as --profile 'profiles/acceptance.toml': refusing to overwrite an input"),
+            std::string::npos) << what;
+  std::ifstream in("profiles/acceptance.toml");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "[run]\n");
+}
+
+// Links that lead to distinct files are distinct outputs, dangling or not.
+TEST_F(OutputPaths, LinksToDistinctFilesAreAccepted) {
+  fs::create_directories("s4");
+  fs::create_symlink("s4/j.xml", "j_link");
+  fs::create_symlink("../s4/q.csv", "s4/q_link");
+  fs::create_symlink(".", "here");
+  EXPECT_NO_THROW(check_outputs({{"--profile", "here/profile.toml"}},
+                                {{"--junit", "j_link"}, {"--csv", "s4/q_link"}, {"--prom", "here/s4/p.prom"}}));
+  EXPECT_EQ(resolved_path({"--prom", "here/here/./s4/p.prom"}), fs::canonical(dir_) / "s4" / "p.prom");
 }
 
 TEST_F(OutputPaths, FifoAndDirectoryAreRefused) {
