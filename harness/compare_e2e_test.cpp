@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -449,6 +451,54 @@ TEST(Compare, MalformedCsvIsOneLineAndExitTwo) {
   const auto ours = our_lines(r.err);
   ASSERT_EQ(ours.size(), 1u) << r.err;
   EXPECT_NE(ours[0].find(bad.string() + ":4: too few fields"), std::string::npos) << ours[0];
+}
+
+// Rows no measurement gives, each judged before (`ok`, `blind`, 608 rows `improved`, exit 0):
+// malformed input now, one line naming the file, the line and what is impossible, exit 2, and
+// no verdict printed, whichever side holds it.
+TEST(Compare, RowsNoMeasurementGivesAreRefusedNamingTheLine) {
+  const std::vector<dts::Record> baseline = dts::read_results_csv(baseline_csv().string());
+  // The first time row whose p05 lies below its p95, so that swapping them puts them out of order.
+  const auto row = std::find_if(baseline.begin(), baseline.end(), [](const dts::Record& r) {
+    return r.metric == "time" && r.stats.p05 < r.stats.p95;
+  });
+  ASSERT_NE(row, baseline.end());
+  const size_t index = static_cast<size_t>(row - baseline.begin());
+  const std::string line = ":" + std::to_string(index + 2) + ": ";  // the header is line 1
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const struct {
+    std::string name;
+    std::function<void(dts::Record&)> change;
+    std::string says;
+  } faults[] = {
+      {"p05_above_p95", [](dts::Record& r) { std::swap(r.stats.p05, r.stats.p95); }, "p05 "},
+      {"nan_p05", [&](dts::Record& r) { r.stats.p05 = nan; }, "p05 is nan"},
+      {"median_100_max", [](dts::Record& r) { r.value = r.stats.median = 100 * r.stats.max; }, "median "},
+      {"max_below_min", [](dts::Record& r) { std::swap(r.stats.min, r.stats.max); }, "min "},
+      {"every_time_0",
+       [](dts::Record& r) {
+         r.value = r.stats.min = r.stats.p05 = r.stats.median = r.stats.p95 = r.stats.max = 0;
+         for (double& s : r.samples) s = 0;
+       },
+       "value 0 seconds: time is read from a clock"},
+  };
+  for (const auto& fault : faults) {
+    std::vector<dts::Record> changed = baseline;
+    for (size_t i = index; i < changed.size(); ++i) {
+      if (changed[i].metric != "time") continue;
+      fault.change(changed[i]);
+      if (fault.name != "every_time_0") break;
+    }
+    const fs::path bad = write_run(fault.name + ".csv", changed);
+    for (const std::string& args : {baseline_csv().string() + " " + bad.string(), bad.string() + " " + baseline_csv().string()}) {
+      const RunResult r = run_dtsuite(0, "compare " + args + " --min-runs 1");
+      EXPECT_EQ(r.exit_code, 2) << fault.name << "\n" << r.out.substr(0, 600);
+      const auto ours = our_lines(r.err);
+      ASSERT_EQ(ours.size(), 1u) << fault.name << ": " << r.err;
+      EXPECT_NE(ours[0].find(bad.string() + line + fault.says), std::string::npos) << fault.name << ": " << ours[0];
+      EXPECT_EQ(r.out.find(" time "), std::string::npos) << fault.name << ": a verdict was printed\n" << r.out;
+    }
+  }
 }
 
 TEST(Compare, UnreadableMissingCasesAndOtherStacksAreExitTwo) {

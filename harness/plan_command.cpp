@@ -17,6 +17,7 @@
 #include "harness/commands.h"
 #include "harness/runner.h"
 #include "planner/cost_model.h"
+#include "planner/measurements.h"
 #include "planner/verify.h"
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
@@ -64,6 +65,7 @@ int run_plan(const PlanOptions& options) {
     return kExitUsage;
   }
   try {
+    planner::refuse_repeated_files(options.measurements, "--measurements");
     std::vector<NamedPath> inputs;
     for (const std::string& path : options.measurements) inputs.push_back({"--measurements", path});
     check_outputs(inputs, {{"--csv", options.csv_path}});

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "results/record.h"  // format_number
 #include "suites/memory_fit.h"  // format_bytes
 
 namespace dts::planner {
@@ -19,6 +20,7 @@ namespace {
 // Relative RSS per point below which a fit counts as exact (timer resolution, ~1e-6 relative).
 constexpr double kResolutionRss = 1e-12;
 constexpr size_t kMaxSizes = 1024;
+constexpr double kMaxSizePerTime = 1e140;  // sizes (bytes, FLOPs) per second; see fit_alpha_beta
 
 struct Line {
   double alpha = 0, inverse_beta = 0, rss = 0;
@@ -116,8 +118,16 @@ AlphaBetaFit fit_alpha_beta(std::vector<TimedSize> points, int max_pieces, int m
   const auto refuse = [](const std::string& why) { return Error(Error::Kind::invalid_argument, "alpha-beta fit: " + why); };
   if (max_pieces < 1 || min_sizes < 2) throw refuse("needs max_pieces >= 1 and min_sizes >= 2");
   for (const TimedSize& p : points) {
-    if (!(p.seconds > 0) || !std::isfinite(p.seconds)) throw refuse("a time of " + std::to_string(p.seconds) + " s");
-    if (!(p.bytes >= 0) || !std::isfinite(p.bytes)) throw refuse("a size of " + std::to_string(p.bytes) + " bytes");
+    if (!(p.seconds >= kShortestFitTime && p.seconds <= kLongestFitTime)) {
+      throw refuse("a time of " + format_number(p.seconds) + " s, outside what a clock reads (" +
+                   format_number(kShortestFitTime) + " .. " + format_number(kLongestFitTime) + " s)");
+    }
+    if (!(p.bytes >= 0) || !std::isfinite(p.bytes)) throw refuse("a size of " + format_number(p.bytes) + " bytes");
+    // The sums hold (size / time)^2 per point: kept below 1e280, so that even 1e20 points stay
+    // finite (1e300 bytes in 1 s made them infinite and the line a constant).
+    if (!(p.bytes / p.seconds <= kMaxSizePerTime)) {
+      throw refuse("a size of " + format_number(p.bytes) + " in " + format_number(p.seconds) + " s overflows the sums");
+    }
   }
   std::sort(points.begin(), points.end(), [](const TimedSize& a, const TimedSize& b) {
     return a.bytes < b.bytes || (a.bytes == b.bytes && a.seconds < b.seconds);
@@ -128,7 +138,10 @@ AlphaBetaFit fit_alpha_beta(std::vector<TimedSize> points, int max_pieces, int m
     if (i == 0 || points[i].bytes != points[i - 1].bytes) starts.push_back(i);
   }
   const size_t m = starts.size(), n = points.size();
-  if (m < 2) throw refuse("needs at least two distinct sizes, got " + std::to_string(m));
+  if (m < 2) {
+    throw refuse("needs at least two distinct sizes, got " + std::to_string(m) +
+                 (m == 1 ? " (" + format_bytes(points.front().bytes) + ")" : ""));
+  }
   // The breakpoint search holds m^2 lines: a sweep of sizes has tens (nccl-tests' -f 2 from 8 B
   // to 16 GiB: 32), never thousands.
   if (m > kMaxSizes) throw refuse(std::to_string(m) + " distinct sizes, more than " + std::to_string(kMaxSizes));

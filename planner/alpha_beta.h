@@ -11,7 +11,14 @@
 
 namespace dts::planner {
 
-// One measurement: a call moving `bytes` took `seconds` (> 0).
+// The times a fit takes, in seconds: a clock's readings. No clock resolves a femtosecond (the
+// topology sweep's times, cut to 1/1000 of a nanosecond clock's reading at the least, stay above
+// it), and no run has measured 1e9 s (32 years). Within them the fit's sums (1/t^2 times sizes^2)
+// stay finite for every size a run moves; outside, 1e200 s made the weights 0 and priced every
+// call at 0 s.
+inline constexpr double kShortestFitTime = 1e-15, kLongestFitTime = 1e9;
+
+// One measurement: a call moving `bytes` took `seconds` (kShortestFitTime .. kLongestFitTime).
 struct TimedSize {
   double bytes = 0;
   double seconds = 0;
@@ -54,8 +61,10 @@ struct AlphaBetaFit {
 // n ln(RSS / n) + (3k - 1) ln n (two parameters per piece, k - 1 breakpoints), so a piece is
 // added only where a change of slope stands out of the noise. A relative RSS below 1e-12 per
 // point (timer resolution) counts as 1e-12, so exact data is not split to fit rounding.
-// Error{invalid_argument} for fewer than two distinct sizes or more than 1,024, a time <= 0 or
-// not finite, a size < 0, max_pieces < 1 or min_sizes < 2.
+// Error{invalid_argument} for fewer than two distinct sizes ("needs at least two distinct sizes,
+// got 1 (8 B)") or more than 1,024, a time outside kShortestFitTime .. kLongestFitTime or not a
+// number, a size < 0 or not finite, a size over its time above 1e140 per second (its square
+// would overflow the sums), max_pieces < 1 or min_sizes < 2.
 AlphaBetaFit fit_alpha_beta(std::vector<TimedSize> points, int max_pieces = 3, int min_sizes = 3);
 
 }  // namespace dts::planner

@@ -111,6 +111,34 @@ TEST(AlphaBeta, TwoSizesAreOneExactLineAndFewerAreRefused) {
   EXPECT_THROW(fit_alpha_beta({{-1, 1e-6}, {2000, 3e-6}}), Error);
   EXPECT_THROW(fit_alpha_beta({{1000, NAN}, {2000, 3e-6}}), Error);
   EXPECT_THROW(fit_alpha_beta({{1000, 2e-6}, {2000, 3e-6}}, 0), Error);
+  // Times no clock reads: 1e200 s made every weight 1/t^2 zero and the line 0 s for every call.
+  for (const double seconds : {1e200, 2e9, 1e-16, -1e-6}) {
+    try {
+      fit_alpha_beta({{1000, seconds}, {2000, seconds * 2}});
+      ADD_FAILURE() << "fitted " << seconds;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside what a clock reads (1e-15 .. 1e+09 s)"), std::string::npos) << e.what();
+    }
+  }
+  // The bounds themselves fit, to a line that is not 0.
+  const AlphaBetaFit longest = fit_alpha_beta({{1000, kLongestFitTime / 2}, {2000, kLongestFitTime}});
+  EXPECT_NEAR(longest.seconds(2000), kLongestFitTime, kLongestFitTime * 1e-9);
+  const AlphaBetaFit shortest = fit_alpha_beta({{1000, kShortestFitTime}, {2000, 2 * kShortestFitTime}});
+  EXPECT_NEAR(shortest.seconds(2000), 2 * kShortestFitTime, kShortestFitTime * 1e-9);
+  // Sizes so large that the sums overflow (1e600): refused, not fitted by a constant.
+  try {
+    fit_alpha_beta({{1e300, 1}, {2e300, 2}});
+    ADD_FAILURE() << "1e300 bytes were fitted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows the sums"), std::string::npos) << e.what();
+  }
+  try {
+    fit_alpha_beta({{8, 1e-6}, {8, 2e-6}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs at least two distinct sizes, got 1 (8 bytes)"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(AlphaBeta, DescribesEachPiece) {

@@ -1,6 +1,8 @@
 // The planner's index of measurements (measurements.h).
 #include "planner/measurements.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -37,8 +39,21 @@ std::optional<std::pair<ModelSpec, int64_t>> timed_model(const std::string& conf
   return std::make_pair(spec, batch);
 }
 
-bool usable(const Record& r) {
-  return r.verdict != Verdict::skip && !is_failure(r.verdict) && r.verdict != Verdict::xfail && r.value > 0;
+// Rows that measured something: a skipped, failed or timed-out case's numbers are not the stack's.
+bool usable(const Record& r) { return r.verdict != Verdict::skip && !is_failure(r.verdict) && r.verdict != Verdict::xfail; }
+
+// The time a row the planner takes stands for (a bandwidth's: its bytes over the rate), refused
+// at its line when no clock reads it: NaN, zero and 1e200 s were left out in silence or priced
+// every call at 0 s.
+void check_figure(const Record& r, const std::string& where) {
+  const bool bandwidth = r.metric == "p2p_bandwidth";
+  const double seconds = bandwidth ? static_cast<double>(r.labels.bytes) / r.value : r.value;
+  if (r.value > 0 && seconds >= kShortestFitTime && seconds <= kLongestFitTime) return;
+  throw Error(Error::Kind::invalid_argument,
+              where + ": " + r.metric + " " + format_number(r.value) + " " + r.unit +
+                  (bandwidth ? " (" + std::to_string(r.labels.bytes) + " bytes in " + format_number(seconds) + " s)" : "") +
+                  " is no clock's reading: the planner fits times of " + format_number(kShortestFitTime) + " .. " +
+                  format_number(kLongestFitTime) + " s");
 }
 
 }  // namespace
@@ -79,17 +94,21 @@ void Measurements::add(const std::vector<Record>& records, const std::string& so
   // The file's stack is taken only once the whole file is read: a refused file leaves nothing.
   StackIdentity file_stack;
   bool file_has_stack = false;
-  for (const Record& r : records) {
+  for (size_t row = 0; row < records.size(); ++row) {
+    const Record& r = records[row];
     if (!usable(r)) continue;
     // An empty call is the library's no-op, not a point of its line.
     const bool collective = r.suite == "collectives" && r.metric == "time" && r.labels.placement == "out_of_place" &&
                             r.labels.bytes > 0 && !r.labels.op.empty();
+    // A message of no bytes has no bandwidth to turn into a time.
     const bool p2p = r.suite == "topology" && r.labels.bytes >= 0 &&
-                     ((r.metric == "p2p_bandwidth" && config_value(r.labels.config, "direction") == "one-way") ||
+                     ((r.metric == "p2p_bandwidth" && r.labels.bytes > 0 &&
+                       config_value(r.labels.config, "direction") == "one-way") ||
                       r.metric == "p2p_latency");
     const bool compute = r.suite == "scaling" && r.metric == "step_time" && !r.labels.strategy.empty() &&
                          r.labels.world_size == 1;
     if (!collective && !p2p && !compute) continue;
+    check_figure(r, source + ":" + std::to_string(row + 2));
     const StackIdentity stack = stack_of(r.labels);
     if (!file_has_stack) {
       file_stack = stack;
@@ -188,9 +207,19 @@ AlphaBetaFit Measurements::collective(std::string_view collective, std::string_v
       why = std::string(e.what()) + " from " + std::to_string(points->second.size()) + " rows";
     }
   } else {
+    // A shape measured at one size has no line to extend from: said, with the sizes it has.
     std::set<std::string> measured;
     for (const auto& [k, v] : collective_points_) {
-      if (std::get<0>(k) == collective && std::get<1>(k) == dtype) measured.insert(std::get<2>(k).text());
+      if (std::get<0>(k) != collective || std::get<1>(k) != dtype) continue;
+      std::string shape_text = std::get<2>(k).text();
+      if (!collective_fits_.count(k)) {
+        try {
+          collective_fits_.emplace(k, fit_alpha_beta(v));
+        } catch (const Error& e) {
+          shape_text += " (" + std::string(e.what()) + ")";
+        }
+      }
+      measured.insert(shape_text);
     }
     why = "not measured";
     if (!measured.empty()) {
@@ -343,6 +372,18 @@ std::vector<CollectiveFit> Measurements::collectives() const {
     }
   }
   return out;
+}
+
+void refuse_repeated_files(const std::vector<std::string>& paths, std::string_view flag) {
+  std::map<std::pair<dev_t, ino_t>, const std::string*> seen;
+  for (const std::string& path : paths) {
+    struct stat file {};
+    if (::stat(path.c_str(), &file) != 0) continue;
+    const auto [at, first] = seen.emplace(std::pair{file.st_dev, file.st_ino}, &path);
+    if (first) continue;
+    throw Error(Error::Kind::invalid_argument, std::string(flag) + " " + *at->second + " and " + std::string(flag) + " " +
+                                                   path + " are one file: its rows would count twice; give each once");
+  }
 }
 
 }  // namespace dts::planner

@@ -54,7 +54,10 @@ class Measurements {
   // ddp's make the compute rate, the others' their factor over it); skipped, failed or timed-out
   // rows are left out, and so are steps with a straggler injected.
   // Error{invalid_argument} naming both files, and nothing of the file taken, when its rows are
-  // of another stack than the files added before or than each other.
+  // of another stack than the files added before or than each other; and "SOURCE:LINE: ..." when
+  // a row it takes holds a figure no clock reads: not a number, <= 0, or a time (a bandwidth's:
+  // bytes / rate) outside kShortestFitTime .. kLongestFitTime (alpha_beta.h), which would
+  // overflow the fit. `records` as read_results_csv gives them: the i-th is line i + 2.
   void add(const std::vector<Record>& records, const std::string& source);
 
   // The fit of `collective` in `dtype` on `shape`. Error{invalid_argument}, one line, naming what
@@ -121,5 +124,11 @@ class Measurements {
   std::string stack_source_;
   std::vector<std::string> sources_;
 };
+
+// Refuses two of `paths` (each given with `flag`) that are one file: the same device and inode,
+// symbolic links followed (./m.csv and m.csv, a link and its target, two hard links). Its rows
+// would count twice. Error{invalid_argument}, one line naming both; a path that cannot be
+// reached is left to the reader, which names the reason.
+void refuse_repeated_files(const std::vector<std::string>& paths, std::string_view flag);
 
 }  // namespace dts::planner

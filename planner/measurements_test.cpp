@@ -3,6 +3,12 @@
 #include "planner/measurements.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 
 #include "core/error.h"
 
@@ -109,6 +115,97 @@ TEST(Measurements, WhatIsMissingIsOneLineWithTheCommandThatMeasuresIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("two distinct sizes"), std::string::npos) << e.what();
   }
+}
+
+// Figures no clock reads, in a row the planner takes: refused at their line (row i of the file is
+// line i + 2), not left out (NaN and 0 were, and the group was then "not measured") nor fitted
+// (1e200 s made the fit's weights 0 and priced every call at 0 s).
+TEST(Measurements, FiguresNoClockReadsAreRefusedAtTheirLine) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // kLongestFitTime is 1e9 s and kShortestFitTime 1e-15 s: just past each, and far past.
+  for (const double seconds : {nan, 0.0, -1e-6, 2e9, 1e200, 1e300, 1e-16}) {
+    std::vector<Record> rows = all_reduce_rows(mpi_stack(4));
+    rows[2].value = seconds;  // line 4
+    Measurements m;
+    try {
+      m.add(rows, "m.csv");
+      ADD_FAILURE() << "taken: " << seconds;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("m.csv:4: time ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no clock's reading"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(m.empty()) << "a refused file left rows behind";
+  }
+  // A bandwidth is bytes over a time: 4 MiB at 1e-300 bytes/s would take 4e306 s.
+  Record bw;
+  bw.suite = "topology";
+  bw.metric = "p2p_bandwidth";
+  bw.unit = "bytes_per_second";
+  bw.labels = mpi_stack(2);
+  bw.labels.bytes = 4 << 20;
+  bw.labels.config = "src=0;dst=1;direction=one-way;link=same-node";
+  bw.value = 1e-300;
+  Measurements m;
+  try {
+    m.add({bw}, "topo.csv");
+    ADD_FAILURE() << "a bandwidth of 1e-300 bytes/s was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("topo.csv:2: p2p_bandwidth 1e-300 bytes_per_second (4194304 bytes in"),
+              std::string::npos) << e.what();
+  }
+  // The rows it leaves out are not judged: a skipped case's 0, an empty message's bandwidth.
+  std::vector<Record> rows = all_reduce_rows(mpi_stack(4));
+  rows.push_back(time_row(mpi_stack(4), "all_reduce", "f32", 4096, 0));
+  rows.back().verdict = Verdict::skip;
+  bw.labels.bytes = 0;
+  bw.value = 0;
+  rows.push_back(bw);
+  EXPECT_NO_THROW(m.add(rows, "m.csv"));
+}
+
+// A group measured at one size has no line: where another group would be extended from it, the
+// message says so, not just "not measured".
+TEST(Measurements, AGroupOfOneSizeSaysAFitNeedsTwo) {
+  Measurements m;
+  m.add({time_row(mpi_stack(4), "all_reduce", "f32", 64, 1e-5), time_row(mpi_stack(4), "all_reduce", "f32", 64, 2e-5)},
+        "one.csv");
+  try {
+    m.collective("all_reduce", "f32", {8, 1, 8});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not measured (measured on 4 ranks on 1 node (alpha-beta fit: needs at least two "
+                                         "distinct sizes, got 1 (64 bytes)))"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The same file twice (by name, through ./, a symbolic link or a hard link): refused, one line.
+TEST(Measurements, OneFileGivenTwiceIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dts_measurements_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "m.csv", other = dir / "n.csv";
+  std::ofstream(file) << "x\n";
+  std::ofstream(other) << "y\n";
+  fs::create_symlink(file, dir / "link.csv");
+  fs::create_hard_link(file, dir / "hard.csv");
+  const std::string f = file.string();
+  for (const std::string& again : {f, (dir / "." / "m.csv").string(), (dir / "link.csv").string(),
+                                   (dir / "hard.csv").string(), (dir / ".." / dir.filename() / "m.csv").string()}) {
+    try {
+      refuse_repeated_files({f, other.string(), again}, "--measurements");
+      ADD_FAILURE() << "accepted twice: " << again;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), "--measurements " + f + " and --measurements " + again +
+                                           " are one file: its rows would count twice; give each once");
+    }
+  }
+  // Two files, and a path that is not there (the reader names why), pass.
+  EXPECT_NO_THROW(refuse_repeated_files({f, other.string(), (dir / "absent.csv").string()}, "--measurements"));
+  fs::remove_all(dir);
 }
 
 TEST(Measurements, FilesOfAnotherStackAreRefusedNotMixed) {

@@ -138,6 +138,68 @@ std::vector<double> parse_samples(const std::string& text) {
   return samples;
 }
 
+// A number as CsvSink writes it (the shortest text that reads back to it), so a message quotes
+// the file.
+std::string shortest(double value) {
+  char buffer[32];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return ec == std::errc() ? std::string(buffer, end) : format_number(value);
+}
+
+// Metrics that are a clock's reading, or bytes over one: a timed call takes some time and moves
+// its bytes in it, so none of their numbers is 0, negative or infinite. Not here, because 0 is a
+// real result of them: derived times (comm_time and exposed_comm_time on one rank, idle_time,
+// the plan's predictions), busbw (all_reduce's bus factor is 0 on one rank), counts and errors
+// (`wrong`, `check`, ...). `with_bytes`: only a row that moved bytes (a 0-byte call's algbw is 0).
+struct ClockMeasured {
+  std::string_view metric, unit;
+  bool with_bytes;
+};
+constexpr ClockMeasured kClockMeasured[] = {
+    {"time", "seconds", false},           {"step_time", "seconds", false},
+    {"p2p_latency", "seconds", false},    {"algbw", "bytes_per_second", true},
+    {"p2p_bandwidth", "bytes_per_second", true},
+};
+
+bool clock_measured(const Record& r) {
+  return std::any_of(std::begin(kClockMeasured), std::end(kClockMeasured), [&](const ClockMeasured& m) {
+    return r.metric == m.metric && r.unit == m.unit && (!m.with_bytes || r.labels.bytes > 0);
+  });
+}
+
+// Why a clock-measured row's `column` value is impossible, or empty.
+std::string not_a_reading(const Record& r, const std::string& column, double value) {
+  if (value > 0 && std::isfinite(value)) return "";
+  return column + " " + shortest(value) + " " + r.unit + ": " + r.metric + " is read from a clock" +
+         (r.unit == "seconds" ? "" : " (bytes over a time)") + ", so it is > 0 and finite";
+}
+
+// The order statistics of a row with n > 0, or why they cannot be any sample's: each finite, and
+// min <= p05 <= median <= p95 <= max. A row without a unit (consensus_spread: a spread of the
+// parameters the stack computed) may hold NaN or inf where the stack's results did, and then no
+// order: those are the stack's numbers, not a measurement's.
+std::string impossible_stats(const Record& r) {
+  const std::pair<const char*, double> order[] = {
+      {"min", r.stats.min}, {"p05", r.stats.p05}, {"median", r.stats.median}, {"p95", r.stats.p95}, {"max", r.stats.max}};
+  for (const auto& [column, value] : order) {
+    if (std::isfinite(value)) continue;
+    if (r.unit.empty()) return "";
+    return column + std::string(" is ") + shortest(value) + ": the statistics of a measurement are finite numbers";
+  }
+  // The pair farthest apart that is out of order says the most (p05 > p95, not p05 > median).
+  for (size_t gap = std::size(order) - 1; gap >= 1; --gap) {
+    for (size_t i = 0; i + gap < std::size(order); ++i) {
+      const auto& [low, a] = order[i];
+      const auto& [high, b] = order[i + gap];
+      if (a > b) {
+        return low + (" " + shortest(a)) + " > " + high + " " + shortest(b) + ": the order statistics of one sample "
+               "hold min <= p05 <= median <= p95 <= max";
+      }
+    }
+  }
+  return "";
+}
+
 // One row's fields, in csv_columns() order, into a Record. `version` is the row's schema_version.
 Record to_record(const std::vector<std::string>& f) {
   const auto& c = csv_columns();
@@ -204,6 +266,7 @@ Record to_record(const std::vector<std::string>& f) {
     }
     r.repetition = static_cast<int>(repetition);
   }
+  if (std::string fault = impossible_measurement(r); !fault.empty()) throw RowError(std::move(fault));
   return r;
 }
 
@@ -311,6 +374,31 @@ InputLimits csv_limits(double timeout_seconds) {
 }
 
 }  // namespace
+
+std::string impossible_measurement(const Record& r) {
+  if (r.stats.n > 0) {
+    if (std::string fault = impossible_stats(r); !fault.empty()) return fault;
+    // results/SCHEMA.md, `value`: a timed quantity's (and a bandwidth's) is the median.
+    if ((r.unit == "seconds" || r.unit == "bytes_per_second") && !(r.value == r.stats.median)) {
+      return "value " + shortest(r.value) + " is not the median " + shortest(r.stats.median) +
+             ": a timing's value is its median";
+    }
+    for (double sample : r.samples) {
+      if (!std::isfinite(sample) && !r.unit.empty()) {
+        return "samples hold " + shortest(sample) + ": the samples of a measurement are finite numbers";
+      }
+    }
+  }
+  if (!clock_measured(r)) return "";
+  if (std::string fault = not_a_reading(r, "value", r.value); !fault.empty()) return fault;
+  if (r.stats.n > 0) {
+    if (std::string fault = not_a_reading(r, "min", r.stats.min); !fault.empty()) return fault;
+  }
+  for (double sample : r.samples) {
+    if (std::string fault = not_a_reading(r, "a sample", sample); !fault.empty()) return fault;
+  }
+  return "";
+}
 
 std::vector<Record> read_results_csv(const std::string& path, const CsvReadOptions& options) {
   InputFile file(path, "results CSV", csv_limits(options.timeout_seconds));

@@ -26,9 +26,20 @@ struct CsvReadOptions {
 // before reading), Error{timeout} for a FIFO with no bytes for options.timeout_seconds, and
 // Error{invalid_argument} with "PATH:LINE: reason" when it is malformed (a line longer than
 // kMaxCsvLine, missing/unknown columns, bad number, negative time, unknown verdict,
-// schema_version newer than this build).
+// schema_version newer than this build, numbers no measurement gives: impossible_measurement).
+// The i-th record returned is the input's line i + 2: the header is line 1, and every row is one
+// line, none skipped (results/SCHEMA.md), so a reader's user can name a row's line too.
 std::vector<Record> read_results_csv(const std::string& path, const CsvReadOptions& options = {});
 // The same from a stream; `name` stands for the path in messages.
 std::vector<Record> read_results_csv(std::istream& in, const std::string& name, const CsvReadOptions& options = {});
+
+// Why no measurement could give `record`'s numbers (results/SCHEMA.md, *What the readers
+// refuse*), in a few words naming the column and its value ("p05 2.1e-05 > p95 1.9e-05: ..."),
+// or empty when some run could. A row with statistics (n > 0) has them finite (a row without a
+// unit excepted: its NaN are the stack's results) and min <= p05 <= median <= p95 <= max; a
+// timing's or bandwidth's value is its median; a clock's reading (`time`, `step_time`,
+// `p2p_latency`, and `algbw`, `p2p_bandwidth` of more than 0 bytes) is > 0 and finite in value,
+// min and samples. read_results_csv refuses such a row with its line.
+std::string impossible_measurement(const Record& record);
 
 }  // namespace dts

@@ -68,7 +68,8 @@ Record full_record() {
   r.labels.strategy = "zero2";
   r.labels.config = "redop=sum;root=-1;count=262144";
   r.value = 0.1 + 0.2;  // needs all 17 digits: the shortest round-trip form must keep it
-  r.stats = compute_stats({3e-6, 1e-6, 2e-6, 5e-6, 4e-6});
+  // A timing's value is its median (the reader refuses another): the middle of five samples.
+  r.stats = compute_stats({0.2, 0.1, 0.1 + 0.2, 0.5, 0.4});
   r.verdict = Verdict::fail;
   r.threshold = 2.0 / 3.0;
   r.detail = "  leading spaces, a \"quote\", a comma";
@@ -123,6 +124,8 @@ TEST_F(CsvReaderTest, RoundTripsWhatCsvSinkWrites) {
   sparse.detail = "unsupported, by \"design\"";
   written.push_back(sparse);
   Record special = full_record();  // inf, -inf and nan as values
+  special.metric = "max_ulp";  // not a timing: its value need not be a clock's reading or the median
+  special.unit = "ulp";
   special.value = std::numeric_limits<double>::infinity();
   special.threshold = -std::numeric_limits<double>::infinity();
   special.verdict = Verdict::timeout;
@@ -260,6 +263,12 @@ std::vector<Malformed> malformed_cases() {
   const std::string ok = kGoodRow;
   const std::string newer = replace_field(ok, 0, "5");
   const std::string newer_with_extra = newer.substr(0, newer.size() - 1) + ",x\n";
+  std::string zero_time = ok;  // every number of the time 0, as a hand edit would make it
+  for (size_t column : {20, 23, 24, 25, 26, 27}) zero_time = replace_field(zero_time, column, "0");
+  zero_time = replace_field(zero_time, 31, "0;0;0");
+  // An algbw of 8 bytes, a single value (n empty), of 0.
+  std::string zero_algbw = replace_field(replace_field(replace_field(ok, 19, "algbw"), 21, "bytes_per_second"), 20, "0");
+  for (size_t column : {22, 23, 24, 25, 26, 27, 31}) zero_algbw = replace_field(zero_algbw, column, "");
   // Line numbers: the header is line 1, kGoodRow line 2, the bad row line 3.
   return {
       {"empty", "", 1, "no header"},
@@ -287,6 +296,22 @@ std::vector<Malformed> malformed_cases() {
       // kGoodRow is a time (seconds): no clock gives a negative one.
       {"negative_time", h + ok + replace_field(ok, 20, "-0.5"), 3, "column 'value': a time of -0.5 s is negative"},
       {"negative_p05", h + ok + replace_field(ok, 24, "-1e-6"), 3, "column 'p05': a time of -1e-6 s is negative"},
+      // Numbers no measurement gives (kGoodRow: n 3, min 1e-06, p05 1e-06, median 2e-06, p95
+      // 3e-06, max 3e-06, value 2e-06, samples 1e-06;2e-06;3e-06); compare judged each before.
+      {"p05_above_p95", h + ok + replace_field(replace_field(ok, 24, "3e-06"), 26, "1e-06"), 3, "p05 3e-06 > p95 1e-06"},
+      {"nan_p05", h + ok + replace_field(ok, 24, "nan"), 3, "p05 is nan"},
+      {"inf_max", h + ok + replace_field(ok, 27, "inf"), 3, "max is inf"},
+      {"median_above_max", h + ok + replace_field(replace_field(ok, 25, "0.0003"), 20, "0.0003"), 3,
+       "median 3e-04 > max 3e-06"},
+      {"max_below_min", h + ok + replace_field(replace_field(ok, 23, "3e-06"), 27, "1e-06"), 3, "min 3e-06 > max 1e-06"},
+      {"value_not_median", h + ok + replace_field(ok, 20, "2.5e-06"), 3, "value 2.5e-06 is not the median 2e-06"},
+      {"zero_time", h + ok + zero_time, 3, "value 0 seconds: time is read from a clock"},
+      {"zero_min", h + ok + replace_field(replace_field(ok, 23, "0"), 24, "0"), 3, "min 0 seconds: time is read"},
+      {"zero_sample", h + ok + replace_field(ok, 31, "0;2e-06;3e-06"), 3, "a sample 0 seconds"},
+      {"nan_sample", h + ok + replace_field(ok, 31, "nan;2e-06;3e-06"), 3, "samples hold nan"},
+      {"zero_algbw", h + ok + zero_algbw, 3, "value 0 bytes_per_second: algbw is read from a clock (bytes over a time)"},
+      // Each row is one line, none skipped: the fifth line is the fourth row.
+      {"impossible_on_line_5", h + ok + ok + ok + replace_field(ok, 24, "nan"), 5, "p05 is nan"},
       // A bad last row that does end its line was written whole: it is wrong, not torn.
       {"bad_last_row_with_newline", h + ok + "4,r\n", 3, "too few fields"},
   };
@@ -294,6 +319,47 @@ std::vector<Malformed> malformed_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Inputs, CsvReaderMalformed, ::testing::ValuesIn(malformed_cases()),
                          [](const auto& param_info) { return param_info.param.name; });
+
+// What runs write and must still read: 0 where 0 is the result (no wrong element, busbw on one
+// rank, whose bus factor is 0, the algbw of a 0-byte call, no communication or waiting on one
+// rank), a value that is not the median where the schema says another (rank_load: the busiest
+// rank's), and NaN or inf among the stack's own numbers (consensus_spread has no unit).
+TEST_F(CsvReaderTest, ZerosAndNonFiniteResultsThatRunsWriteAreRead) {
+  std::vector<Record> written;
+  const auto add = [&](const char* metric, const char* unit, double value, Stats stats, int64_t bytes, int world) {
+    Record r;
+    r.suite = "collectives";
+    r.case_id = std::string(metric) + "/" + std::to_string(written.size());
+    r.metric = metric;
+    r.unit = unit;
+    r.value = value;
+    r.stats = stats;
+    r.labels.bytes = bytes;
+    r.labels.world_size = world;
+    written.push_back(r);
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  add("wrong", "elements", 0, {}, 8, 2);
+  add("check", "", 0, {}, -1, 2);
+  add("busbw", "bytes_per_second", 0, compute_stats({0, 0, 0}), 8, 1);
+  add("algbw", "bytes_per_second", 0, compute_stats({0, 0, 0}), 0, 2);
+  add("comm_time", "seconds", 0, compute_stats({0, 0, 0}), -1, 1);
+  add("idle_time", "seconds", 0, compute_stats({0, 0, 1e-6}), -1, 2);  // median 0 of three
+  add("rank_load", "bytes", 4000, compute_stats({1000, 4000, 2000}), -1, 3);  // the busiest, not the median
+  add("consensus_spread", "", nan, Stats{3, 0.5, nan, inf, nan, 0.25}, -1, 2);
+  add("max_abs_error", "", nan, {}, -1, 2);
+  add("link_utilization", "ratio", nan, {}, 8, 2);
+  add("time", "seconds", 2e-6, compute_stats({2e-6, 2e-6, 2e-6}), 8, 2);  // every sample alike
+  const fs::path path = dir_ / "legitimate.csv";
+  {
+    CsvSink sink(path.string());
+    for (const Record& r : written) sink.write(r);
+  }
+  std::vector<Record> read;
+  ASSERT_NO_THROW(read = read_results_csv(path.string()));
+  EXPECT_EQ(read.size(), written.size());
+  for (const Record& r : written) EXPECT_EQ(impossible_measurement(r), "") << r.metric;
+}
 
 TEST_F(CsvReaderTest, UnreadableFileIsAnIoError) {
   for (const std::string& path : {(dir_ / "absent.csv").string(), dir_.string()}) {
@@ -315,7 +381,7 @@ TEST_F(CsvReaderTest, HeaderOnlyIsNoRecords) {
 TEST_F(CsvReaderTest, AStreamReadsAsTheFileDoes) {
   // The stream entry point (the fuzz target's): the same records as from a file, and the same
   // errors, with the name given where the path would be.
-  const std::string text = "\xEF\xBB\xBF" + header_line() + kGoodRow + replace_field(kGoodRow, 20, "inf");
+  const std::string text = "\xEF\xBB\xBF" + header_line() + kGoodRow + replace_field(kGoodRow, 4, "all_reduce/f32/sum/16");
   std::istringstream in(text);
   const std::vector<Record> read = read_results_csv(in, "in-memory");
   const std::vector<Record> from_file = read_results_csv(write_text("good.csv", text).string());

@@ -139,6 +139,7 @@ Record sample_record() {
   r.labels.config = "redop=sum;root=-1;count=262144";
   r.value = 0.1 + 0.2;  // 0.30000000000000004: only the shortest round-trip form keeps it
   r.stats = compute_stats({1.0 / 3.0, 0.25, 2e-7, 1e300});
+  r.stats.median = r.value;  // a timing's value is its median: the reader refuses another
   r.verdict = Verdict::pass;
   r.threshold = 2.0 / 3.0;
   r.detail = "say \"hi\", then\nnew line\r\nand CRLF";
@@ -433,6 +434,8 @@ TEST_F(CsvSinkTest, FieldsAndSamplesAreBoundedSoEveryRowReadsBack) {
   Record r = sample_record();
   r.detail = std::string(kMaxCsvTextField, 'a') + "\xC3\xA9" + std::string(1000, 'b');  // an e-acute past the bound
   r.samples.clear();
+  r.metric = "rank_load";  // byte counts from 0: a time's sample of 0 the reader would refuse
+  r.unit = "bytes";
   for (size_t i = 0; i < 2 * kMaxCsvSamples + 1; ++i) r.samples.push_back(static_cast<double>(i));
   r.stats.n = static_cast<int64_t>(r.samples.size());
   const fs::path path = dir_ / "bounded.csv";
