@@ -72,3 +72,16 @@ function(dts_add_e2e_test name timeout)
   set_tests_properties(${name} PROPERTIES PROCESSORS 2 TIMEOUT ${timeout}
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1${leak_check}")
 endfunction()
+
+# dts_add_e2e_hang_test(BINARY NAME FILTER TIMEOUT): the tests of e2e test BINARY that the GoogleTest
+# filter FILTER selects run as ctest NAME, with a TIMEOUT of their own, and no longer as part of
+# BINARY's test. Each holds a hang that a regression would bring back: it should fail in that
+# short time, not hold CI for the whole binary's timeout.
+function(dts_add_e2e_hang_test binary name filter timeout)
+  add_test(NAME ${name} COMMAND ${binary})
+  get_test_property(${binary} ENVIRONMENT environment)
+  get_test_property(${binary} LABELS labels)
+  set_tests_properties(${name} PROPERTIES PROCESSORS 2 TIMEOUT ${timeout} SKIP_RETURN_CODE 77
+                       LABELS "${labels};hang" ENVIRONMENT "${environment};GTEST_FILTER=${filter}")
+  set_property(TEST ${binary} APPEND PROPERTY ENVIRONMENT "GTEST_FILTER=-${filter}")
+endfunction()

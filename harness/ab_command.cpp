@@ -4,17 +4,21 @@
 // paired rounds (results/ab.h) and prints the table, optionally as CSV, JUnit and an HTML report.
 // `dtsuite ab --out DIR` judges the rounds DIR already holds (a session cut short, or judged again
 // at another tolerance). Exit 0: no row of B is worse than A beyond the paired noise; 1: some is;
-// 2: bad input or a command that failed (one line; the finished rounds stay in DIR); 3: a rounds
-// file that never came (-T). Runs without MPI: each command is its own job (`mpirun ... dtsuite
-// run ...`), so A and B can be two builds, two MPI libraries, two environments.
+// 2: bad input or a command that failed (one line; the finished rounds stay in DIR); 3: a side's
+// run, or a rounds file's bytes, past -T; 128 + N: signal N (SIGINT, SIGTERM) stopped the session.
+// Each run is a process group of its own, ended whole (core/child_process.h) when it passes -T,
+// when ab is signalled, or when it exits leaving something running. Runs without MPI: each
+// command is its own job (`mpirun ... dtsuite run ...`), so A and B can be two builds, two MPI
+// libraries, two environments.
 #include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/child_process.h"
 #include "core/error.h"
 #include "harness/commands.h"
 #include "harness/runner.h"
@@ -34,8 +39,6 @@
 #include "results/junit_sink.h"
 #include "results/output_paths.h"
 #include "results/report.h"
-
-extern char** environ;
 
 namespace dts {
 
@@ -64,26 +67,42 @@ std::string with_csv(std::string command, const std::string& csv) {
   return command;
 }
 
-// Runs `command` with sh -c, its output and errors into `log`; returns its exit status (128 + N
-// for a signal N).
-int run_shell(const std::string& command, const std::string& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::string sh = "sh", dash_c = "-c", text = command;
-  char* argv[] = {sh.data(), dash_c.data(), text.data(), nullptr};
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) throw Error(Error::Kind::io, "cannot start /bin/sh: " + std::string(std::strerror(spawned)));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(Error::Kind::io, "cannot wait for /bin/sh: " + std::string(std::strerror(errno)));
+// Runs `command` with sh -c, its output and errors into `log`, in a process group of its own.
+ChildResult run_shell(const std::string& command, const std::string& log, double timeout_seconds) {
+  ChildSpec shell;
+  shell.argv = {"/bin/sh", "-c", command};
+  shell.stdout_path = log;
+  shell.timeout_seconds = timeout_seconds;
+  return run_child(shell);
+}
+
+// Why a side's CSV cannot be a round's file ("" when it is a regular file): stat(2) follows a
+// link, so a link to /dev/zero is named as the device it is.
+std::string csv_problem(const std::string& csv) {
+  struct stat info {};
+  if (::stat(csv.c_str(), &info) != 0) {
+    return errno == ENOENT ? " without writing its CSV" : ", and its CSV " + csv + " cannot be read (" + std::strerror(errno) + ")";
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? kExitSignalBase + WTERMSIG(status) : kExitUsage;
+  if (S_ISREG(info.st_mode)) return "";
+  const char* kind = S_ISCHR(info.st_mode)    ? "a character device"
+                     : S_ISBLK(info.st_mode)  ? "a block device"
+                     : S_ISFIFO(info.st_mode) ? "a FIFO"
+                     : S_ISDIR(info.st_mode)  ? "a directory"
+                     : S_ISSOCK(info.st_mode) ? "a socket"
+                                              : "not a file";
+  std::error_code error;
+  const fs::path target = fs::read_symlink(csv, error);
+  return ", but its CSV " + csv + " is " + kind + (error ? "" : " (a link to " + quoted_input(target.string()) + ")") +
+         ", not a regular file";
+}
+
+// The files of a round that did not finish, renamed *.unfinished: kept, and not judged as a round.
+void set_aside(const std::string& dir, size_t round) {
+  for (const char side : {'a', 'b'}) {
+    const std::string csv = round_file(dir, round, side, "csv");
+    std::error_code error;
+    if (fs::exists(fs::symlink_status(csv, error))) fs::rename(csv, csv + ".unfinished", error);
+  }
 }
 
 // The rounds in `dir` that have both sides' files: round number -> (A path, B path).
@@ -203,6 +222,58 @@ void write_junit(const AbComparison& c, const std::string& path) {
   sink.close();
 }
 
+const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal"; }
+
+// Runs the session's rounds into --out. A side that fails throws one line (Error{invalid_argument};
+// Error{timeout} past -T); a signal (SIGINT, SIGTERM) ends the running side's group and the
+// session: one line, and 128 + N returned. A round that did not finish is set aside.
+int run_rounds(const AbOptions& options, const std::string& a, const std::string& b) {
+  const std::string& dir = options.out_dir;
+  StopSignals stop;
+  for (size_t round = 1; round <= options.rounds; ++round) {
+    const char order[2] = {round % 2 == 1 ? 'a' : 'b', round % 2 == 1 ? 'b' : 'a'};
+    for (const char side : order) {
+      const std::string who = "round " + std::to_string(round) + ": " + (side == 'a' ? "A" : "B");
+      const std::string kept = "; the " + std::to_string(round - 1) + " finished rounds stay there: `dtsuite ab --out " +
+                               dir + "` judges them";
+      // Absolute: a command that changes folder still writes where the session reads.
+      const std::string csv = fs::absolute(round_file(dir, round, side, "csv")).string();
+      const std::string log = round_file(dir, round, side, "log");
+      const auto start = std::chrono::steady_clock::now();
+      ChildResult ended;
+      if (const int signal = StopSignals::received(); signal != 0) {
+        ended = {ChildResult::End::stopped, signal};  // it came between two runs
+      } else {
+        ended = run_shell(with_csv(side == 'a' ? a : b, csv), log, options.timeout_seconds);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (ended.end == ChildResult::End::stopped) {
+        set_aside(dir, round);
+        std::fflush(stdout);
+        std::fprintf(stderr, "dtsuite: error: %s was stopped with its process group: ab was interrupted by %s (its output: %s)%s\n",
+                     who.c_str(), signal_name(ended.code), log.c_str(), kept.c_str());
+        return kExitSignalBase + ended.code;
+      }
+      if (ended.end == ChildResult::End::timed_out) {
+        set_aside(dir, round);
+        throw Error(Error::Kind::timeout, who + " ran past -T (" + format_number(options.timeout_seconds, "%g") +
+                                              " s) and was stopped with its process group (its output: " + log + ")" + kept);
+      }
+      const int status = ended.end == ChildResult::End::exited ? ended.code : kExitSignalBase + ended.code;
+      std::printf("# round %zu/%zu: %c exit %d in %.1f s\n", round, options.rounds, side == 'a' ? 'A' : 'B', status, seconds);
+      std::fflush(stdout);
+      // 0 and 1 (checks failed) measured; anything else did not, or not wholly.
+      const std::string problem = csv_problem(csv);
+      if ((status != kExitPass && status != kExitFail) || !problem.empty()) {
+        set_aside(dir, round);
+        throw Error(Error::Kind::invalid_argument,
+                    who + " exited " + std::to_string(status) + problem + " (its output: " + log + ")" + kept);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_ab(const AbOptions& options) {
@@ -256,27 +327,7 @@ int run_ab(const AbOptions& options) {
         ::close(fd);
         if (!written) throw Error(Error::Kind::io, "cannot write " + commands_file.string());
       }
-      for (size_t round = 1; round <= options.rounds; ++round) {
-        const char order[2] = {round % 2 == 1 ? 'a' : 'b', round % 2 == 1 ? 'b' : 'a'};
-        for (const char side : order) {
-          // Absolute: a command that changes folder still writes where the session reads.
-          const std::string csv = fs::absolute(round_file(dir, round, side, "csv")).string();
-          const std::string log = round_file(dir, round, side, "log");
-          const auto start = std::chrono::steady_clock::now();
-          const int status = run_shell(with_csv(side == 'a' ? a : b, csv), log);
-          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          std::printf("# round %zu/%zu: %c exit %d in %.1f s\n", round, options.rounds, side == 'a' ? 'A' : 'B', status, seconds);
-          std::fflush(stdout);
-          // 0 and 1 (checks failed) measured; anything else did not, or not wholly.
-          if ((status != kExitPass && status != kExitFail) || !fs::is_regular_file(csv, error)) {
-            throw Error(Error::Kind::invalid_argument,
-                        "round " + std::to_string(round) + ": " + (side == 'a' ? "A" : "B") + " exited " +
-                            std::to_string(status) + (fs::is_regular_file(csv, error) ? "" : " without writing its CSV") +
-                            " (its output: " + log + "); the " + std::to_string(round - 1) +
-                            " finished rounds stay there: `dtsuite ab --out " + dir + "` judges them");
-          }
-        }
-      }
+      if (const int code = run_rounds(options, a, b); code != 0) return code;
     } else if (fs::is_regular_file(commands_file, error)) {
       // What A and B were, for the table: its first 64 KiB, shown as printable text.
       std::ifstream in(commands_file);
@@ -313,7 +364,9 @@ int run_ab(const AbOptions& options) {
     print_table(comparison, options, a, b);
     if (!options.csv_path.empty()) write_csv(comparison, options.csv_path);
     if (!options.junit_path.empty()) write_junit(comparison, options.junit_path);
-    if (!options.report_path.empty()) write_report(first_round, options.report_path, &comparison, a, b);
+    if (!options.report_path.empty()) {
+      write_report(first_round, options.report_path, &comparison, a, b, nullptr, options.timeout_seconds);
+    }
     return comparison.b_worse > 0 ? kExitFail : kExitPass;
   } catch (const std::exception& e) {
     std::fflush(stdout);

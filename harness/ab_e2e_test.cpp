@@ -1,8 +1,12 @@
 // End-to-end tests of `dtsuite ab`: two commands run round by round (real runs under the launcher,
 // and commands that copy prepared files), judged on the paired rounds; the folder judged again;
-// a session never written over; a failing command stops with one line and keeps the rounds.
+// a session never written over; a failing command stops with one line and keeps the rounds. The
+// AbHang tests (their own ctest, with a short timeout: harness/CMakeLists.txt) hold a round that
+// never ends: past -T, and with ab signalled, no process of the round's group may be left.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -136,6 +140,99 @@ TEST(Ab, AFailingCommandStopsWithOneLineAndKeepsTheRounds) {
   ours = our_lines(silent.err);
   ASSERT_EQ(ours.size(), 1u) << silent.err;
   EXPECT_NE(ours[0].find("round 1: B exited 0 without writing its CSV"), std::string::npos) << ours[0];
+}
+
+// B's CSV is a link to /dev/zero: named as the device it is, not as a CSV never written; exit 2.
+TEST(Ab, ARoundsCsvThatIsADeviceIsNamedAsOne) {
+  const RunResult r = run_dtsuite(0, "ab --a 'echo a > {csv}' --b 'ln -s /dev/zero {csv}' --rounds 2 --out " +
+                                         (scratch_dir() / "device").string());
+  EXPECT_EQ(r.exit_code, 2);
+  const std::vector<std::string> ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("round 1: B exited 0, but its CSV "), std::string::npos) << ours[0];
+  EXPECT_NE(ours[0].find("is a character device (a link to '/dev/zero'), not a regular file"), std::string::npos) << ours[0];
+  // The round that did not finish is set aside, so that judging the folder reads finished rounds only.
+  EXPECT_TRUE(fs::is_symlink(scratch_dir() / "device" / "round-001-b.csv.unfinished"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(scratch_dir() / "device" / "round-001-b.csv")));
+}
+
+// A round's command: a shell that writes its process group to `pgid_file`, then waits on a sleep
+// (`stubborn`: both ignore SIGTERM, so only the SIGKILL after the grace ends them).
+std::string hanging_command(const fs::path& pgid_file, bool stubborn) {
+  const fs::path script = scratch_dir() / (pgid_file.stem().string() + ".sh");
+  std::ofstream(script) << "cut -d' ' -f5 /proc/$$/stat > " << pgid_file.string() << ".tmp && mv " << pgid_file.string()
+                        << ".tmp " << pgid_file.string() << "\n"
+                        << (stubborn ? "trap '' TERM\n" : "") << "sleep 300 & wait; wait\n";
+  return "sh " + script.string() + " {csv}";
+}
+
+// Kills what a regression left of a round's group (sleeping 300 s), whatever the test's outcome.
+struct GroupReaper {
+  pid_t group = 0;
+  ~GroupReaper() {
+    if (group > 0 && running_in_group(group) > 0) ::kill(-group, SIGKILL);
+  }
+};
+
+pid_t group_in(const fs::path& pgid_file) {
+  std::ifstream in(pgid_file);
+  pid_t group = 0;
+  in >> group;
+  return group;
+}
+
+// A side that never ends: past -T it is stopped with its group; exit 3, one line. `timeout`
+// bounds ab here, so that a regression fails (exit 124) rather than hangs.
+TEST(AbHang, ARoundPastTheTimeoutIsStoppedWithItsGroup) {
+  const fs::path pgid_file = scratch_dir() / "past_timeout.pgid";
+  const RunResult r = run_shell("timeout -k 10 60 " + std::string(DTS_BINARY) + " ab -T 2 --a \"" +
+                                hanging_command(pgid_file, false) + "\" --b 'echo b > {csv}' --rounds 2 --out " +
+                                (scratch_dir() / "past_timeout").string());
+  const GroupReaper round{group_in(pgid_file)};
+  ASSERT_GT(round.group, 0);
+  EXPECT_EQ(running_in_group(round.group), 0u);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const std::vector<std::string> ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("round 1: A ran past -T (2 s) and was stopped with its process group"), std::string::npos)
+      << ours[0];
+}
+
+// SIGTERM to ab while a round runs whose processes ignore SIGTERM: ab forwards it, SIGKILLs the
+// group after the grace, says so in one line and exits 143; no process of the round is left.
+TEST(AbHang, SigtermToAbEndsTheRoundsGroup) {
+  const fs::path pgid_file = scratch_dir() / "signalled.pgid";
+  const fs::path out = scratch_dir() / "signalled.out", err = scratch_dir() / "signalled.err";
+  const pid_t ab = start_shell("exec " + std::string(DTS_BINARY) + " ab --a \"" + hanging_command(pgid_file, true) +
+                               "\" --b 'echo b > {csv}' --rounds 2 --out " + (scratch_dir() / "signalled").string() +
+                               " >" + out.string() + " 2>" + err.string());
+  ASSERT_GT(ab, 0);
+  pid_t group = 0;
+  for (int tries = 0; tries < 300 && group == 0; ++tries) {  // 30 s for the round to start
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    group = group_in(pgid_file);
+  }
+  ASSERT_GT(group, 0);
+  const GroupReaper round{group};
+  ASSERT_EQ(::kill(ab, SIGTERM), 0);
+  int status = 0;
+  pid_t waited = 0;
+  for (int tries = 0; tries < 600 && waited == 0; ++tries) {  // 60 s: the grace is 5
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    waited = ::waitpid(ab, &status, WNOHANG);
+  }
+  if (waited == 0) {
+    ::kill(ab, SIGKILL);
+    ::waitpid(ab, &status, 0);
+    FAIL() << "ab did not end after SIGTERM";
+  }
+  EXPECT_EQ(running_in_group(group), 0u);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  const std::vector<std::string> ours = our_lines(read_file(err));
+  ASSERT_EQ(ours.size(), 1u) << read_file(err);
+  EXPECT_NE(ours[0].find("round 1: A was stopped with its process group: ab was interrupted by SIGTERM"),
+            std::string::npos) << ours[0];
 }
 
 // Bad flags: one line, exit 2, nothing run.

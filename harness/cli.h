@@ -42,14 +42,16 @@ struct AbOptions {
   double tolerance_percent = 5;      // a change within this either way is `same`
   double false_alarm_percent = 5;    // chance that identical stacks get a `different` row
   std::string csv_path, junit_path, report_path;
-  double timeout_seconds = 300;      // -T, as compare's (reading the rounds' files)
+  // -T: seconds a side's run of a round may take (a whole run, so longer than compare's wait), and
+  // a rounds file's wait for bytes; 0: no limit.
+  double timeout_seconds = 3600;
 };
 
 // `dtsuite report A.csv [B.csv ...] -o report.html` (harness/report_command.cpp).
 struct ReportOptions {
   std::vector<std::string> inputs;
   std::string output_path = "report.html";
-  double timeout_seconds = 300;  // -T, as compare's
+  double timeout_seconds = 300;  // -T, as compare's; also each plot's gnuplot run
 };
 
 // `dtsuite plan --measurements A.csv ... --ranks N`: the layout planner (harness/plan_command.cpp,

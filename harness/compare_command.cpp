@@ -298,7 +298,7 @@ int run_compare(const CompareOptions& options) {
     // baseline as in the current run, so a deviation present in both is neither a regression nor
     // an improvement; the current run's judge also says which entries are stale (xpass) or unused.
     std::vector<ExpectationFile> expectations;
-    for (const std::string& path : options.expect_paths) expectations.push_back(load_expectations(path));
+    for (const std::string& path : options.expect_paths) expectations.push_back(load_expectations(path, options.timeout_seconds));
     std::optional<ExpectationJudge> baseline_judge, current_judge;
     if (!expectations.empty()) {
       baseline_judge.emplace(expectations);
@@ -342,7 +342,7 @@ int run_compare(const CompareOptions& options) {
     if (!options.report_path.empty()) {
       // The current run's own rows (read again: the gate kept only what it judges), and the gate.
       std::vector<ResultsFile> current{{current_path, read_results_csv(current_path, reading)}};
-      write_report(current, options.report_path, nullptr, "", "", &comparison);
+      write_report(current, options.report_path, nullptr, "", "", &comparison, options.timeout_seconds);
     }
     const bool stale = current_judge && print_expectations(*current_judge);
     return comparison.regressions > 0 || stale ? kExitFail : kExitPass;

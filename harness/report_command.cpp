@@ -1,6 +1,8 @@
 // `dtsuite report A.csv [B.csv ...] -o report.html`: reads each results CSV, and writes one
 // self-contained HTML page with plots (results/report.h). No MPI. An unreadable or malformed CSV,
-// a missing gnuplot or an unwritable output is one line on stderr and exit code 2.
+// a missing gnuplot or an unwritable output is one line on stderr and exit code 2; an input FIFO
+// without bytes, or a gnuplot run, past -T is one line and exit code 3 (the gnuplot stopped with
+// its process group, the output left as it was).
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -25,7 +27,7 @@ int run_report(const ReportOptions& options) {
       files.push_back({path, read_results_csv(path, csv_read_options(options.timeout_seconds))});
       records += files.back().records.size();
     }
-    write_report(files, options.output_path);
+    write_report(files, options.output_path, nullptr, "", "", nullptr, options.timeout_seconds);
     std::printf("dtsuite: report of %zu records from %zu file(s) written to %s\n", records, files.size(),
                 options.output_path.c_str());
     return kExitPass;

@@ -1,7 +1,9 @@
 // End-to-end test of `dtsuite report`: two small runs of the real binary under mpirun (the mpi
 // and ring(mpi) stacks, collectives --quick and equivalence), one report of both, opened in
 // headless Chromium: it must load, hold one SVG plot per plot the CSVs call for, fetch nothing,
-// and log nothing to the console. Exits 77 (ctest SKIP) when Chromium is not installed.
+// and log nothing to the console (those tests are skipped, and the binary exits 77, ctest SKIP,
+// when Chromium is not installed). ReportHang (its own ctest, with a short timeout:
+// harness/CMakeLists.txt): a gnuplot that never returns is stopped after -T.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -37,6 +39,7 @@ size_t count(const std::string& text, const std::string& what) {
 class Report : public testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (chromium_binary.empty()) return;
     // A small model and two strategies keep the equivalence runs to seconds.
     const std::string training = "--strategy ddp,zero1 --steps 2 --batch 16 --layers 2 --width 8 --input 5 --classes 3";
     for (const std::string backend : {"mpi", "ring(mpi)"}) {
@@ -55,6 +58,10 @@ class Report : public testing::Test {
     // uncaught exceptions, failed loads) as a ":CONSOLE" line on stderr.
     dom_ = run_shell(chromium_binary + " --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 "
                                        "--dump-dom file://" + html_.string());
+  }
+
+  void SetUp() override {
+    if (chromium_binary.empty()) GTEST_SKIP() << "no chromium on PATH; the report is checked by loading it in a headless browser";
   }
 
   static std::vector<fs::path> csvs_;
@@ -164,6 +171,35 @@ TEST(ReportInput, MissingGnuplotIsOneLineAndExitTwo) {
   EXPECT_NE(lines[0].find("gnuplot"), std::string::npos) << lines[0];
 }
 
+// A gnuplot that never returns (a script on PATH that sleeps): stopped with its process group
+// after -T, one line, exit 3, and the output left as it was. `timeout` bounds the report here, so
+// that a regression fails (exit 124) rather than hangs.
+TEST(ReportHang, AGnuplotThatNeverReturnsIsStoppedAfterTheTimeout) {
+  const fs::path csv = scratch_dir() / "for_hang.csv";
+  const RunResult run = run_dtsuite(1, "run collectives --collective all_reduce -d f32 -o sum -b 8 -e 8 -n 1 -w 0 --csv " +
+                                           csv.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const fs::path bin = scratch_dir() / "hanging_gnuplot", pgid_file = scratch_dir() / "gnuplot.pgid";
+  fs::create_directories(bin);
+  std::ofstream(bin / "gnuplot") << "#!/bin/sh\ncut -d' ' -f5 /proc/$$/stat > " << pgid_file.string() << "\nsleep 300\n";
+  fs::permissions(bin / "gnuplot", fs::perms::owner_all);
+  const fs::path html = scratch_dir() / "kept.html";
+  std::ofstream(html) << "the previous report\n";
+  const RunResult r = run_shell("env PATH=" + bin.string() + ":$PATH timeout -k 10 60 " + DTS_BINARY + " report -T 2 " +
+                                csv.string() + " -o " + html.string());
+  std::ifstream in(pgid_file);
+  pid_t group = 0;
+  ASSERT_TRUE(in >> group);
+  ASSERT_GT(group, 0);
+  EXPECT_EQ(running_in_group(group), 0u);
+  if (running_in_group(group) > 0) ::kill(-group, SIGKILL);  // a regression's orphans, not left to sleep
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto lines = our_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("gnuplot did not finish plot p0 in 2 s (-T) and was stopped"), std::string::npos) << lines[0];
+  EXPECT_EQ(read_file(html), "the previous report\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,9 +210,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (chromium_binary.empty()) {
-    std::printf("SKIP: no chromium on PATH; the report is checked by loading it in a headless browser\n");
-    return 77;
-  }
-  return RUN_ALL_TESTS();
+  const int failed = RUN_ALL_TESTS();
+  // Tests skipped for want of Chromium make the whole a SKIP (77), unless something failed.
+  return failed == 0 && testing::UnitTest::GetInstance()->skipped_test_count() > 0 ? 77 : failed;
 }

@@ -3,9 +3,6 @@
 // nothing when viewed: the SVG, the CSS and the text are all in the file.
 #include "results/report.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,12 +17,11 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/child_process.h"
 #include "core/error.h"
 #include "results/catalog.h"
 #include "results/compare.h"
 #include "results/output_paths.h"
-
-extern char** environ;
 
 namespace dts {
 
@@ -649,7 +645,7 @@ std::string gnuplot_script(const Plot& plot) {
   return gp.str();
 }
 
-std::string run_gnuplot(const std::string& script, const std::string& id_prefix) {
+std::string run_gnuplot(const std::string& script, const std::string& id_prefix, double timeout_seconds) {
   TempDir dir;
   const fs::path script_path = dir.path() / "plot.gp", svg_path = dir.path() / "plot.svg",
                  err_path = dir.path() / "gnuplot.err";
@@ -658,24 +654,23 @@ std::string run_gnuplot(const std::string& script, const std::string& id_prefix)
     out << script;
     if (!out) throw Error(Error::Kind::io, "cannot write the gnuplot script to " + script_path.string());
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, svg_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::string program = "gnuplot", script_arg = script_path.string();
-  char* argv[] = {program.data(), script_arg.data(), nullptr};
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) {
-    throw Error(Error::Kind::io, "cannot run gnuplot, which draws the report's plots (" +
-                                     std::string(std::strerror(spawned)) + "; install gnuplot, e.g. gnuplot-nox)");
+  ChildSpec gnuplot;
+  gnuplot.argv = {"gnuplot", script_path.string()};
+  gnuplot.stdout_path = svg_path.string();
+  gnuplot.stderr_path = err_path.string();
+  gnuplot.timeout_seconds = timeout_seconds;
+  gnuplot.grace_seconds = 1;  // gnuplot holds nothing that needs time to let go
+  ChildResult ended;
+  try {
+    ended = run_child(gnuplot);
+  } catch (const Error& e) {
+    throw Error(Error::Kind::io, std::string(e.what()) + " (gnuplot draws the report's plots; install it, e.g. gnuplot-nox)");
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (ended.end == ChildResult::End::timed_out) {
+    throw Error(Error::Kind::timeout, "gnuplot did not finish plot " + id_prefix + " in " +
+                                          format_number(timeout_seconds, "%g") + " s (-T) and was stopped");
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (ended.end != ChildResult::End::exited || ended.code != 0) {
     std::string first = read_text(err_path);
     // gnuplot echoes the offending line first; the message proper is the last non-empty line.
     while (!first.empty() && (first.back() == '\n' || first.back() == ' ')) first.pop_back();
@@ -905,7 +900,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
 }
 
 void write_report(const std::vector<ResultsFile>& files, const std::string& output_path, const AbComparison* ab,
-                  const std::string& a, const std::string& b, const Comparison* gate) {
+                  const std::string& a, const std::string& b, const Comparison* gate, double gnuplot_timeout_seconds) {
   ReportData data = group_results(files);
   data.gate = gate;
   data.ab = ab;
@@ -913,7 +908,7 @@ void write_report(const std::vector<ResultsFile>& files, const std::string& outp
   data.ab_b = b;
   int index = 0;
   const std::string html = render_html(data, [&](const Plot& plot) {
-    return run_gnuplot(gnuplot_script(plot), "p" + std::to_string(index++));
+    return run_gnuplot(gnuplot_script(plot), "p" + std::to_string(index++), gnuplot_timeout_seconds);
   });
   // Whole or not at all: a full disk leaves the previous report as it was, not half a page.
   replace_file_atomically({"-o", output_path}, html);

@@ -123,10 +123,15 @@ std::string escape_html(const std::string& text);
 // The gnuplot script that draws `plot` as SVG (data inline, `$S0 << EOD` blocks).
 std::string gnuplot_script(const Plot& plot);
 
+// Seconds one gnuplot run may take when the caller gives none (each command passes its -T).
+inline constexpr double kGnuplotTimeoutSeconds = 300;
+
 // Runs gnuplot on `script` and returns its SVG, ready to inline (XML prolog removed, element
 // ids prefixed with `id_prefix` so that several plots can share one page). Error{io} when
-// gnuplot cannot be started or fails, with its first error line.
-std::string run_gnuplot(const std::string& script, const std::string& id_prefix);
+// gnuplot cannot be started or fails, with its first error line; Error{timeout} when it runs
+// past `timeout_seconds` (0: no limit): it is stopped with its process group (core/child_process.h).
+std::string run_gnuplot(const std::string& script, const std::string& id_prefix,
+                        double timeout_seconds = kGnuplotTimeoutSeconds);
 
 // The page. `render` turns a plot into inline SVG (run_gnuplot in the command; a stub in tests).
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render);
@@ -135,9 +140,11 @@ std::string render_html(const ReportData& data, const std::function<std::string(
 // `ab` (and what A and B were), the page also has the A/B section: every judged row, `different`
 // first, with B's change against A and its interval. With `gate`, the gate section: its counts,
 // its power, and every row judged by numbers (regressed and missing first, then blind, improved,
-// unchanged) with its change and the change it could have detected.
+// unchanged) with its change and the change it could have detected. Each gnuplot run may take
+// `gnuplot_timeout_seconds` (run_gnuplot); the page is written only once every plot is drawn, so
+// a failure leaves `output_path` as it was.
 void write_report(const std::vector<ResultsFile>& files, const std::string& output_path,
                   const AbComparison* ab = nullptr, const std::string& a = "", const std::string& b = "",
-                  const Comparison* gate = nullptr);
+                  const Comparison* gate = nullptr, double gnuplot_timeout_seconds = kGnuplotTimeoutSeconds);
 
 }  // namespace dts

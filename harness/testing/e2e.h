@@ -65,6 +65,17 @@ inline std::string two_node_command(const std::string& extra_launcher_flags = ""
          "/rank$R.pid; DTS_NODE=n$((R / 2)) exec \"$@\"' sh " + DTS_BINARY;
 }
 
+// A memory cap on the processes a command starts, so that a reader that grows without bound
+// fails the test instead of taking the machine down: ulimit -v (4 GB), or under AddressSanitizer,
+// whose shadow memory needs more address space than any such cap, its own RSS limit.
+inline std::string memory_cap() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "ASAN_OPTIONS=${ASAN_OPTIONS}:hard_rss_limit_mb=4000 ";
+#else
+  return "ulimit -v 4000000; ";
+#endif
+}
+
 // Starts `command` under /bin/sh in the background (to be signalled or killed while it runs);
 // the caller waitpid()s the pid it returns (-1 when fork failed).
 inline pid_t start_shell(const std::string& command) {
@@ -87,6 +98,23 @@ inline size_t wait_for_lines(const fs::path& path, size_t lines,
     seen = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
   }
   return seen;
+}
+
+// Processes of process group `group` that still run (a zombie runs nothing), from /proc: what a
+// command that was stopped with its group left behind.
+inline size_t running_in_group(pid_t group) {
+  size_t running = 0;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/proc", error)) {
+    const std::string stat = read_file(entry.path() / "stat");
+    const size_t name_end = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (name_end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(name_end + 1));
+    std::string state;
+    pid_t parent = 0, pgrp = 0;
+    if (fields >> state >> parent >> pgrp && pgrp == group && state != "Z") ++running;
+  }
+  return running;
 }
 
 // Runs `dtsuite ARGS` under the launcher with `np` ranks (np == 0: without a launcher, as
