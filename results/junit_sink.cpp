@@ -24,6 +24,8 @@ namespace {
 // Width of each counts region: ` tests="N" failures="N" errors="N" skipped="N" time="S"` with
 // 19-digit counts (int64) and a 20-character time is 131 characters; the rest is padding.
 constexpr size_t kCountsWidth = 136;
+// Width of a testcase's time region: ` time="S"` with a 20-character time is 28 characters.
+constexpr size_t kTimeWidth = 28;
 constexpr std::string_view kTrailer = "  </testsuite>\n</testsuites>\n";
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
@@ -134,7 +136,8 @@ JunitSink::JunitSink(std::string path)
     pwrite_all(header + std::string(kTrailer), 0);
     header_text_ = header;
     header_size_ = static_cast<int64_t>(header.size());
-    closed_end_ = header_size_;
+    closed_end_ = tail_at_ = case_end_ = header_size_;
+    tail_text_ = kTrailer;
     file_size_ = header_size_ + static_cast<int64_t>(kTrailer.size());
   } catch (...) {
     ::close(fd_);
@@ -153,6 +156,13 @@ std::string JunitSink::render_counts(const Counts& counts) const {
                      std::to_string(counts.skipped) + "\" time=\"" + format_seconds(counts.seconds) + "\"";
   if (text.size() > kCountsWidth) throw Error(Error::Kind::io, "JUnit counts overflow their field in '" + path_ + "'");
   text.resize(kCountsWidth, ' ');
+  return text;
+}
+
+std::string JunitSink::render_time(double seconds) const {
+  std::string text = " time=\"" + format_seconds(seconds) + "\"";
+  if (text.size() > kTimeWidth) throw Error(Error::Kind::io, "JUnit case time overflows its field in '" + path_ + "'");
+  text.resize(kTimeWidth, ' ');
   return text;
 }
 
@@ -184,101 +194,57 @@ std::string JunitSink::render_header(const Counts& counts) const {
   return header;
 }
 
-std::string JunitSink::render_case(const OpenCase& c) const {
-  const std::string name = c.repetition > 1 ? c.case_id + " [repetition " + std::to_string(c.repetition) + "]" : c.case_id;
-  std::string xml = "    <testcase name=\"" + xml_escape(name, true) + "\" classname=\"" +
-                    xml_escape(c.classname, true) + "\" time=\"" + format_seconds(c.seconds) + "\">\n";
-  const auto body = [](const std::vector<std::string>& lines) {
-    std::string text;
-    for (const auto& line : lines) text += xml_escape(line, false) + "\n";
-    return text;
+// `    <testcase name="..." classname="..."`: the time region and `>` follow.
+std::string JunitSink::render_start(const Record& record) const {
+  const std::string name =
+      record.repetition > 1 ? record.case_id + " [repetition " + std::to_string(record.repetition) + "]" : record.case_id;
+  // Suite as the package, the stack as the class: CI pages group by both.
+  // The job's size, so one run is one class whatever sub-worlds its cases ran on.
+  const std::string classname = record.suite + "." + record.labels.backend + "-np" + std::to_string(job_size(record));
+  return "    <testcase name=\"" + xml_escape(name, true) + "\" classname=\"" + xml_escape(classname, true) + "\"";
+}
+
+// TAIL (from `</system-out>` to `</testcase>`) and the trailer: bounded by kVerdictLines lines.
+std::string JunitSink::render_tail(const OpenCase& c) const {
+  std::string xml = "</system-out>\n";
+  const auto more = [&xml](int64_t hidden) {
+    if (hidden > 0) xml += "... and " + std::to_string(hidden) + " more (every record is in system-out)\n";
   };
-  if (!c.errors.empty()) {
-    xml += "      <error type=\"" + xml_escape(c.error_type, true) + "\" message=\"" + xml_escape(c.error_message, true) +
-           "\">" + body(c.errors) + body(c.failures) + "</error>\n";
-  } else if (!c.failures.empty()) {
-    xml += "      <failure type=\"fail\" message=\"" + xml_escape(c.failure_message, true) + "\">" +
-           body(c.failures) + "</failure>\n";
-  } else if (!c.skips.empty()) {
-    xml += "      <skipped message=\"" + xml_escape(c.skip_message, true) + "\"/>\n";
+  if (c.errors > 0) {
+    xml += "      <error type=\"" + c.error_type + "\" message=\"" + c.error_message + "\">";
+    xml += c.error_body;
+    xml += c.failure_body;
+    more(c.errors + c.failures - c.errors_shown - c.failures_shown);
+    xml += "</error>\n";
+  } else if (c.failures > 0) {
+    xml += "      <failure type=\"fail\" message=\"" + c.failure_message + "\">";
+    xml += c.failure_body;
+    more(c.failures - c.failures_shown);
+    xml += "</failure>\n";
+  } else if (c.skips > 0) {
+    xml += "      <skipped message=\"" + c.skip_message + "\"/>\n";
   }
-  xml += "      <system-out>" + body(c.output) + "</system-out>\n";
   xml += "    </testcase>\n";
+  xml += kTrailer;
   return xml;
 }
 
-JunitSink::Counts JunitSink::counts_with_open_case() const {
-  Counts counts = closed_;
-  if (open_) {
-    ++counts.tests;
-    if (!open_->errors.empty()) {
-      ++counts.errors;
-    } else if (!open_->failures.empty()) {
-      ++counts.failures;
-    } else if (!open_->skips.empty()) {
-      ++counts.skipped;
-    }
-    counts.seconds += open_->seconds;
-  }
-  return counts;
-}
-
-void JunitSink::write(const Record& record) {
-  if (fd_ < 0) throw Error(Error::Kind::io, "JUnit file '" + path_ + "' is closed");
-  // Everything a write changes, to put back when the file cannot take the record.
-  const struct {
-    std::optional<Record> first;
-    std::optional<OpenCase> open;
-    Counts closed;
-    std::string header_text;
-    int64_t header_size;
-    std::vector<int64_t> counts_at;
-    int64_t closed_end;
-    std::string open_text;
-    int64_t file_size;
-    std::chrono::steady_clock::time_point case_start, last_record;
-  } saved{first_, open_, closed_, header_text_, header_size_, counts_at_, closed_end_, open_text_, file_size_,
-          case_start_, last_record_};
-  bool rewrite_header = false;
-  if (!first_) {
-    first_ = record;
-    first_->samples.clear();  // only the identity is kept
-    rewrite_header = true;
-  } else if (record.labels.nodes > first_->labels.nodes || record.labels.ranks_per_node > first_->labels.ranks_per_node) {
-    // The job spans the most nodes and ranks per node any of its cases did (a sub-world case
-    // says only its own ranks: results/SCHEMA.md), as compare's job_stacks reads it.
-    first_->labels.nodes = std::max(first_->labels.nodes, record.labels.nodes);
-    first_->labels.ranks_per_node = std::max(first_->labels.ranks_per_node, record.labels.ranks_per_node);
-    rewrite_header = true;
-  }
-  if (open_ && (open_->suite != record.suite || open_->case_id != record.case_id || open_->repetition != record.repetition)) {
-    closed_ = counts_with_open_case();  // the open case is final: it stays in the file as written
-    closed_end_ += static_cast<int64_t>(open_text_.size());
-    open_.reset();
-    open_text_.clear();
-  }
-  const auto now = std::chrono::steady_clock::now();
-  if (!open_) {
-    open_.emplace(OpenCase{});  // not emplace(): clang checks OpenCase{} before JunitSink is complete
-    open_->suite = record.suite;
-    open_->case_id = record.case_id;
-    open_->repetition = record.repetition;
-    // Suite as the package, the stack as the class: CI pages group by both.
-    // The job's size, so one run is one class whatever sub-worlds its cases ran on.
-    open_->classname = record.suite + "." + record.labels.backend + "-np" + std::to_string(job_size(record));
-    case_start_ = last_record_;  // the previous case ended with its last record
-  }
-  // A case's time: from the end of the previous case to its latest record.
-  open_->seconds = std::chrono::duration<double>(now - case_start_).count();
-  last_record_ = now;
-  const std::string line = describe(record);
-  open_->output.push_back(line);
+// What the record does to the open case's verdict: `line` is what it says, `escaped` that as text.
+void JunitSink::add_verdict(const Record& record, const std::string& line, const std::string& escaped) {
+  OpenCase& c = *open_;
+  const auto add_line = [&escaped](std::string& body, int64_t& shown) {
+    if (shown >= kVerdictLines) return;
+    body += escaped;
+    body += '\n';
+    ++shown;
+  };
   const auto add_error = [&](const std::string& type) {
-    if (open_->errors.empty()) {
-      open_->error_message = record.detail.empty() ? line : record.detail;
-      open_->error_type = type;
+    if (c.errors == 0) {
+      c.error_message = xml_escape(record.detail.empty() ? line : record.detail, true);
+      c.error_type = xml_escape(type, true);
     }
-    open_->errors.push_back(line);
+    ++c.errors;
+    add_line(c.error_body, c.errors_shown);
   };
   switch (record.verdict) {
     case Verdict::xpass:  // a stale expectation: the run fails on it
@@ -287,62 +253,165 @@ void JunitSink::write(const Record& record) {
         add_error(record.error_type);
         break;
       }
-      if (open_->failures.empty()) open_->failure_message = line;
-      open_->failures.push_back(line);
+      if (c.failures == 0) c.failure_message = xml_escape(line, true);
+      ++c.failures;
+      add_line(c.failure_body, c.failures_shown);
       break;
     case Verdict::timeout: add_error("timeout"); break;
     case Verdict::xfail:  // a known deviation: skipped, its message the expectation's citation
     case Verdict::skip:
-      if (open_->skips.empty()) open_->skip_message = record.detail.empty() ? line : record.detail;
-      open_->skips.push_back(line);
+      if (c.skips == 0) c.skip_message = xml_escape(record.detail.empty() ? line : record.detail, true);
+      ++c.skips;
       break;
     case Verdict::pass:
     case Verdict::info: break;
   }
+}
 
-  const Counts counts = counts_with_open_case();
-  const std::string element = render_case(*open_);
-  // What to write where, and what was there before (`undo` at `undo_at`, to the old end), so
-  // that a write the disk refuses part-way is taken back.
-  std::string text, undo;
-  int64_t at = closed_end_, undo_at = 0;
-  if (rewrite_header) {
-    // The header (stack identity) changed length: the closed testcases move with it. They are
-    // read back from the file rather than kept in memory.
-    const std::string body = read_back(saved.header_size, saved.file_size - saved.header_size);
-    const std::string closed = body.substr(0, static_cast<size_t>(closed_end_ - saved.header_size));
-    const std::string header = render_header(counts);
-    text = header + closed + element + std::string(kTrailer);
-    at = 0;
-    undo = saved.header_text + body;
-    undo_at = 0;
-    header_text_ = header;
-    header_size_ = static_cast<int64_t>(header.size());
-    closed_end_ = header_size_ + static_cast<int64_t>(closed.size());
-    const size_t first = header.find(" tests=\"");
-    counts_at_ = {static_cast<int64_t>(first), static_cast<int64_t>(header.find(" tests=\"", first + 1))};
-  } else {
-    text = element + std::string(kTrailer);
-    // The open case's old element, if it is still this one, and the trailer were there.
-    undo_at = at;
-    undo = (at == saved.closed_end ? saved.open_text : std::string()) + std::string(kTrailer);
+JunitSink::Counts JunitSink::counts_with_open_case() const {
+  Counts counts = closed_;
+  if (open_) {
+    ++counts.tests;
+    if (open_->errors > 0) {
+      ++counts.errors;
+    } else if (open_->failures > 0) {
+      ++counts.failures;
+    } else if (open_->skips > 0) {
+      ++counts.skipped;
+    }
+    counts.seconds += open_->seconds;
   }
+  return counts;
+}
+
+// Takes the stack identity from the first record, and the most nodes and ranks per node of any;
+// true when the header changed.
+bool JunitSink::take_identity(const Record& record) {
+  if (!first_) {
+    first_ = record;
+    first_->samples.clear();  // only the identity is kept
+    return true;
+  }
+  if (record.labels.nodes > first_->labels.nodes || record.labels.ranks_per_node > first_->labels.ranks_per_node) {
+    // The job spans the most nodes and ranks per node any of its cases did (a sub-world case
+    // says only its own ranks: results/SCHEMA.md), as compare's job_stacks reads it.
+    first_->labels.nodes = std::max(first_->labels.nodes, record.labels.nodes);
+    first_->labels.ranks_per_node = std::max(first_->labels.ranks_per_node, record.labels.ranks_per_node);
+    return true;
+  }
+  return false;
+}
+
+// Closes the open case when the record belongs to another and opens the record's; true when it
+// opened one.
+bool JunitSink::enter_case(const Record& record) {
+  if (open_ && open_->suite == record.suite && open_->case_id == record.case_id && open_->repetition == record.repetition) {
+    return false;
+  }
+  if (open_) {
+    closed_ = counts_with_open_case();  // the open case is final: it stays in the file as written
+    closed_end_ = case_end_;
+  }
+  open_.emplace(OpenCase{});  // not emplace(): clang checks OpenCase{} before JunitSink is complete
+  open_->suite = record.suite;
+  open_->case_id = record.case_id;
+  open_->repetition = record.repetition;
+  case_start_ = last_record_;  // the previous case ended with its last record
+  return true;
+}
+
+// Writes `text` at `at`, never ending before `old_size`: spaces after the trailer instead of a
+// truncation, so there is no moment when the old end lies past the new trailer. A write the disk
+// refuses part-way is taken back: `undo` (what was there, from `at` to `old_size`) is put back.
+// Returns what was written.
+std::string JunitSink::write_or_take_back(std::string text, int64_t at, const std::string& undo, int64_t old_size) {
+  const int64_t end = at + static_cast<int64_t>(text.size());
+  if (end < old_size) text.append(static_cast<size_t>(old_size - end), ' ');
   try {
     pwrite_all(text, at);
-    const int64_t end = at + static_cast<int64_t>(text.size());
-    if (end < file_size_ && ::ftruncate(fd_, end) != 0) throw_io("cannot truncate JUnit file", path_, std::strerror(errno));
-    file_size_ = end;
   } catch (const Error& e) {
-    // Overwriting bytes the file already had needs no new space: the old document comes back
-    // whole, and so does this sink's state.
+    // Overwriting bytes the file already had needs no new space: the old document comes back whole.
     const bool restored = [&] {
       try {
-        pwrite_all(undo, undo_at);
-        return ::ftruncate(fd_, saved.file_size) == 0;
+        pwrite_all(undo, at);
+        return ::ftruncate(fd_, old_size) == 0;
       } catch (const Error&) {
         return false;
       }
     }();
+    throw Error(Error::Kind::io, std::string(e.what()) + (restored ? "; the file is left as it was after the previous record"
+                                                                   : "; the file could not be restored"));
+  }
+  return text;
+}
+
+void JunitSink::write(const Record& record) {
+  if (fd_ < 0) throw Error(Error::Kind::io, "JUnit file '" + path_ + "' is closed");
+  // Everything a write changes, to put back when the file cannot take the record: all of it
+  // bounded (the open case keeps at most kVerdictLines lines of each verdict body).
+  const struct {
+    std::optional<Record> first;
+    std::optional<OpenCase> open;
+    Counts closed;
+    std::string header_text;
+    int64_t header_size;
+    std::vector<int64_t> counts_at;
+    int64_t closed_end, time_at, tail_at;
+    std::string tail_text;
+    int64_t case_end, file_size;
+    std::chrono::steady_clock::time_point case_start, last_record;
+  } saved{first_,   open_,    closed_,    header_text_, header_size_, counts_at_,  closed_end_,
+          time_at_, tail_at_, tail_text_, case_end_,    file_size_,   case_start_, last_record_};
+  const bool rewrite_header = take_identity(record);
+  const bool new_case = enter_case(record);
+  // Where the new text goes, in the file as it is: after the closed cases, or where TAIL began.
+  const int64_t at = new_case ? closed_end_ : tail_at_;
+  const auto now = std::chrono::steady_clock::now();
+  // A case's time: from the end of the previous case to its latest record.
+  open_->seconds = std::chrono::duration<double>(now - case_start_).count();
+  last_record_ = now;
+  const std::string line = describe(record);
+  const std::string escaped = xml_escape(line, false);
+  add_verdict(record, line, escaped);
+  try {
+    // The new text: the start tag and <system-out> for a new case, the record's line, TAIL.
+    std::string piece;
+    size_t time_in_piece = 0;
+    if (new_case) {
+      piece = render_start(record);
+      time_in_piece = piece.size();
+      piece += render_time(open_->seconds) + ">\n      <system-out>";
+    }
+    piece += escaped;
+    piece += '\n';
+    const size_t tail_in_piece = piece.size();
+    const std::string tail = render_tail(*open_);
+    piece += tail;
+    int64_t shift = 0;  // how far the cases move with a grown header
+    std::string text;
+    if (rewrite_header) {
+      // The header (stack identity) changed length: the cases move with it. They are read back
+      // from the file rather than kept in memory.
+      const std::string body = read_back(saved.header_size, saved.file_size - saved.header_size);
+      const std::string header = render_header(counts_with_open_case());
+      text = write_or_take_back(header + body.substr(0, static_cast<size_t>(at - saved.header_size)) + piece, 0,
+                                saved.header_text + body, saved.file_size);
+      shift = static_cast<int64_t>(header.size()) - saved.header_size;
+      header_text_ = header;
+      header_size_ = static_cast<int64_t>(header.size());
+      closed_end_ += shift;
+      const size_t first = header.find(" tests=\"");
+      counts_at_ = {static_cast<int64_t>(first), static_cast<int64_t>(header.find(" tests=\"", first + 1))};
+    } else {
+      text = write_or_take_back(piece, at, saved.tail_text.substr(static_cast<size_t>(at - saved.tail_at)), saved.file_size);
+    }
+    file_size_ = (rewrite_header ? 0 : at) + static_cast<int64_t>(text.size());
+    const int64_t piece_at = at + shift;
+    time_at_ = new_case ? piece_at + static_cast<int64_t>(time_in_piece) : time_at_ + shift;
+    tail_at_ = piece_at + static_cast<int64_t>(tail_in_piece);
+    tail_text_ = text.substr(text.size() - static_cast<size_t>(file_size_ - tail_at_));
+    case_end_ = tail_at_ + static_cast<int64_t>(tail.size() - kTrailer.size());
+  } catch (const Error&) {
     first_ = saved.first;
     open_ = saved.open;
     closed_ = saved.closed;
@@ -350,18 +419,20 @@ void JunitSink::write(const Record& record) {
     header_size_ = saved.header_size;
     counts_at_ = saved.counts_at;
     closed_end_ = saved.closed_end;
-    open_text_ = saved.open_text;
+    time_at_ = saved.time_at;
+    tail_at_ = saved.tail_at;
+    tail_text_ = saved.tail_text;
+    case_end_ = saved.case_end;
     file_size_ = saved.file_size;
     case_start_ = saved.case_start;
     last_record_ = saved.last_record;
-    throw Error(Error::Kind::io, std::string(e.what()) + (restored ? "; the file is left as it was after the previous record"
-                                                                   : "; the file could not be restored"));
+    throw;
   }
-  open_text_ = element;
+  // The case's time and the counts last, in place: a kill between these writes leaves a valid
+  // document whose time and counts lag by this one record.
+  if (!new_case) pwrite_all(render_time(open_->seconds), time_at_);
   if (!rewrite_header) {
-    // Counts last, in place: a kill between the two writes leaves a valid document whose counts
-    // lag by this one record.
-    const std::string region = render_counts(counts);
+    const std::string region = render_counts(counts_with_open_case());
     for (const int64_t at_counts : counts_at_) pwrite_all(region, at_counts);
   }
 }
@@ -394,6 +465,7 @@ void JunitSink::pwrite_all(std::string_view text, int64_t offset) {
     }
     text.remove_prefix(static_cast<size_t>(written));
     offset += written;
+    bytes_written_ += written;
   }
 }
 

@@ -1,18 +1,23 @@
 // Tests of JunitSink: what it writes is read back with a real XML parser (expat, strict about
 // well-formedness) after every single write, so a run killed at any point leaves a valid report;
-// verdicts map to <failure>, <error>, <skipped>; text that needs escaping survives; SIGKILL.
+// verdicts map to <failure>, <error>, <skipped>; text that needs escaping survives; SIGKILL, also
+// between any two system calls of a write (ptrace); a write costs its record, not its case.
 #include "results/junit_sink.h"
 
 #include <expat.h>
 #include <gtest/gtest.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -408,6 +413,175 @@ TEST_F(JunitSinkTest, ReportSurvivesSigkill) {
   EXPECT_EQ(root->attributes.at("tests"), std::to_string(kCases));
   EXPECT_EQ(root->attributes.at("failures"), "5");  // cases 0, 10, 20, 30, 40
   EXPECT_EQ(suite_of(*root)->all("testcase").size(), size_t{kCases});
+}
+
+// The bytes handed to the OS for each record of one long case: the cost of record i is
+// written[i + 1] - written[i].
+std::vector<int64_t> bytes_per_record(const fs::path& path, int records, Verdict verdict) {
+  JunitSink sink(path.string());
+  std::vector<int64_t> cost;
+  for (int i = 0; i < records; ++i) {
+    const int64_t before = sink.bytes_written();
+    sink.write(record("convergence/gossip", "loss", verdict, 0.5));  // the same line every time
+    cost.push_back(sink.bytes_written() - before);
+  }
+  sink.close();
+  return cost;
+}
+
+// One case of 2,000 records (a convergence run has ~1,100): each write hands the OS its record's
+// line and the case's tail, never the case's earlier lines, so record 2,000 costs what record 200
+// does. Before, each write rewrote the whole <testcase>, so the cost grew with every line.
+TEST_F(JunitSinkTest, AWriteCostsItsRecordNotItsCase) {
+  constexpr int kRecords = 2000;  // 20 x kVerdictLines: well past the bounded verdict body
+  const auto passing = bytes_per_record(dir_ / "pass.xml", kRecords, Verdict::info);
+  EXPECT_EQ(passing[kRecords - 1], passing[199]);
+  EXPECT_LT(passing[kRecords - 1], 1000);  // line (~40 B), tail, time (28 B) and counts (2 x 136 B)
+  // Every record failing: the <failure> body stops growing at kVerdictLines lines; past it only
+  // the digits of "... and K more" change (K from 100 to 1,900: one more digit).
+  const auto failing = bytes_per_record(dir_ / "fail.xml", kRecords, Verdict::fail);
+  EXPECT_LE(failing[kRecords - 1] - failing[2 * JunitSink::kVerdictLines - 1], 1);
+  EXPECT_GE(failing[kRecords - 1] - failing[2 * JunitSink::kVerdictLines - 1], 0);
+  const auto root = parse_xml(read_file(dir_ / "fail.xml"));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->attributes.at("failures"), "1");
+}
+
+// A case whose records all fail: <system-out> has every record, in order; the <failure> body the
+// first kVerdictLines and a line that counts the rest; <system-out> comes first (the order the
+// sink appends in: the JUnit schema lets a testcase's children come in any order).
+TEST_F(JunitSinkTest, TheVerdictBodyIsBoundedAndSystemOutHasEveryRecord) {
+  const fs::path path = dir_ / "bounded.xml";
+  constexpr int kFailing = 250;  // kVerdictLines shown, 150 counted
+  Record lost = record("a", "check", Verdict::fail, 0);
+  lost.detail = "rank 1 stopped answering";
+  lost.error_type = "rank_lost";
+  {
+    JunitSink sink(path.string());
+    for (int i = 0; i < kFailing; ++i) sink.write(record("a", "wrong", Verdict::fail, i));
+    // Then a lost rank: the case becomes an <error>, its body the error line and the failures.
+    sink.write(lost);
+    sink.write(record("b", "wrong", Verdict::fail, 1));
+    sink.close();
+  }
+  const auto root = parse_xml(read_file(path));
+  ASSERT_TRUE(root);
+  const auto cases = suite_of(*root)->all("testcase");
+  ASSERT_EQ(cases.size(), 2u);
+  const Element& a = *cases[0];
+  ASSERT_EQ(a.children.size(), 2u);
+  EXPECT_EQ(a.children[0]->name, "system-out");
+  EXPECT_EQ(a.children[1]->name, "error");
+  std::string every;
+  for (int i = 0; i < kFailing; ++i) every += "wrong in_place = " + std::to_string(i) + " elements [fail]\n";
+  EXPECT_EQ(a.first("system-out")->text, every + "check in_place = 0 elements [fail]: rank 1 stopped answering\n");
+  std::string shown = "check in_place = 0 elements [fail]: rank 1 stopped answering\n";
+  for (int i = 0; i < JunitSink::kVerdictLines; ++i) shown += "wrong in_place = " + std::to_string(i) + " elements [fail]\n";
+  EXPECT_EQ(a.first("error")->text, shown + "... and 150 more (every record is in system-out)\n");
+  EXPECT_EQ(a.first("error")->attributes.at("message"), lost.detail);
+  // One failing record: its line, and no count of more.
+  ASSERT_EQ(cases[1]->children.size(), 2u);
+  EXPECT_EQ(cases[1]->children[1]->name, "failure");
+  EXPECT_EQ(cases[1]->first("failure")->text, "wrong in_place = 1 elements [fail]\n");
+  EXPECT_EQ(root->attributes.at("errors"), "1");
+  EXPECT_EQ(root->attributes.at("failures"), "1");
+}
+
+// The records of KillBetweenAnyTwoSystemCalls: a passing case, one whose verdict element gets
+// shorter (a long skip message, then a short failure: the write ends before the old end), a
+// header that grows (a case on more nodes) and a timeout.
+std::vector<Record> kill_script() {
+  std::vector<Record> records{record("a", "time", Verdict::info), record("a", "wrong", Verdict::pass, 0)};
+  Record skip = record("b", "check", Verdict::skip, 0);
+  skip.detail = std::string(600, 's');
+  records.push_back(skip);
+  Record fail = record("b", "w", Verdict::fail, 1);
+  fail.metric = "w";
+  fail.unit.clear();
+  fail.labels.placement.clear();
+  records.push_back(fail);
+  Record wide = record("c", "time", Verdict::info);
+  wide.labels.nodes = 2;  // the header grows: the cases before move
+  records.push_back(wide);
+  records.push_back(record("c", "wrong", Verdict::fail, 2));
+  Record timeout = record("d", "check", Verdict::timeout, 0);
+  timeout.detail = "case d timed out";
+  records.push_back(timeout);
+  records.push_back(record("e", "time", Verdict::info));
+  return records;
+}
+
+// Runs kill_script() in a child traced with ptrace, SIGKILLed at its `stop`-th system-call stop
+// (entry or exit) after the sink's constructor: returns whether it was killed (false: it ran to
+// its end first), or nullopt where this system forbids ptrace.
+std::optional<bool> run_killed_at(const fs::path& path, int stop) {
+  const pid_t child = ::fork();
+  if (child < 0) return std::nullopt;
+  if (child == 0) {
+    if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) ::_exit(77);
+    try {
+      JunitSink sink(path.string());
+      std::raise(SIGSTOP);  // the tracer counts from here
+      for (const Record& r : kill_script()) sink.write(r);
+      sink.close();
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) return std::nullopt;
+  if (!WIFSTOPPED(status)) return false;  // the constructor failed: the file tells
+  ::ptrace(PTRACE_SETOPTIONS, child, nullptr, PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL);
+  int stops = 0, deliver = 0;
+  for (;;) {
+    ::ptrace(PTRACE_SYSCALL, child, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(deliver)));
+    ::waitpid(child, &status, 0);
+    if (WIFEXITED(status) || WIFSIGNALED(status)) return false;
+    deliver = WSTOPSIG(status) == (SIGTRAP | 0x80) ? 0 : WSTOPSIG(status);
+    if (deliver == 0 && ++stops == stop) break;
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return true;
+}
+
+// The durability promise, checked at every point a kill can land: between any two system calls
+// of any write, the file is a complete document holding a prefix of the records (never fewer than
+// at the point before), whose counts lag by at most the record being written.
+TEST_F(JunitSinkTest, KillBetweenAnyTwoSystemCalls) {
+  const size_t total = kill_script().size();
+  size_t lines_before = 0;
+  for (int stop = 1;; ++stop) {
+    const fs::path path = dir_ / ("killed" + std::to_string(stop) + ".xml");
+    const auto killed = run_killed_at(path, stop);
+    if (!killed) GTEST_SKIP() << "ptrace is not allowed here";
+    const std::string text = read_file(path);
+    const auto root = parse_xml(text);
+    ASSERT_TRUE(root) << "killed at system-call stop " << stop;
+    const auto cases = suite_of(*root)->all("testcase");
+    size_t lines = 0, failed = 0;
+    for (const Element* c : cases) {
+      const std::string& out = c->first("system-out")->text;
+      lines += static_cast<size_t>(std::count(out.begin(), out.end(), '\n'));
+      failed += c->first("failure") != nullptr;
+    }
+    EXPECT_GE(lines, lines_before) << "stop " << stop;
+    lines_before = lines;
+    const int64_t tests = std::stoll(root->attributes.at("tests"));
+    EXPECT_TRUE(tests == static_cast<int64_t>(cases.size()) || tests + 1 == static_cast<int64_t>(cases.size()))
+        << "stop " << stop << ": tests=" << tests << " with " << cases.size() << " testcases";
+    const int64_t failures = std::stoll(root->attributes.at("failures"));
+    EXPECT_TRUE(failures == static_cast<int64_t>(failed) || failures + 1 == static_cast<int64_t>(failed)) << "stop " << stop;
+    fs::remove(path);
+    if (!*killed) {
+      EXPECT_EQ(lines, total);  // ran to its end: every record
+      EXPECT_EQ(tests, 5);      // a to e
+      break;
+    }
+    ASSERT_LT(stop, 10000) << "the script never ended";  // it makes well under 1,000 system calls
+  }
 }
 
 TEST(JunitSinkErrors, UnwritablePathIsAnIoError) {
