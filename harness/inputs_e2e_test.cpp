@@ -1,7 +1,8 @@
 // End-to-end tests of what the dtsuite binary reads and what a full disk leaves: a device, a FIFO
-// without a writer and an input named as an output are refused with one line (exit 2, or 3 for
-// the FIFO after -T), a FIFO is read once for all ranks, and a run whose files hit the disk's
-// limit ends with exit 2 leaving a CSV of whole rows and a well-formed JUnit document.
+// without a writer, a TOML file nested too deep and an input named as an output are refused with
+// one line (exit 2, or 3 for the FIFO after -T), a FIFO is read once for all ranks, and a run whose
+// files hit the disk's limit ends with exit 2 leaving a CSV of whole rows and a well-formed JUnit
+// document.
 //   ctest -R inputs_e2e_test
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,8 +11,12 @@
 
 #include <map>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
@@ -22,16 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace dts::e2e;
 
-// A memory cap on the processes a command starts, so that a reader that grows without bound
-// fails the test instead of taking the machine down: ulimit -v (4 GB), or under AddressSanitizer,
-// whose shadow memory needs more address space than any such cap, its own RSS limit.
-std::string memory_cap() {
-#if defined(__SANITIZE_ADDRESS__)
-  return "ASAN_OPTIONS=${ASAN_OPTIONS}:hard_rss_limit_mb=4000 ";
-#else
-  return "ulimit -v 4000000; ";
-#endif
-}
 
 // The shipped digits, inflated: a plain CSV the convergence suite reads as --data.
 fs::path plain_digits() {
@@ -160,6 +155,38 @@ TEST(Inputs, AModelThatCannotFitIsASetUpError) {
   }
 }
 
+// A dotted key of 32,000 parts (64,003 bytes, under the 64 KiB line limit), as a key or as a
+// [table] or [[array]] header, overflowed toml++'s stack in every command that reads TOML:
+// SIGSEGV, exit 139, nothing on stderr, under the launcher too. Now one line naming the file, its
+// line and the limit (kTomlMaxDepth, results/toml_reader.h), exit 2, before toml++ parses.
+TEST(Inputs, TomlNestedTooDeepIsOneLineNotACrash) {
+  std::string chain = "a";
+  for (int part = 1; part < 32000; ++part) chain += ".a";
+  const auto write = [](const std::string& name, const std::string& text) {
+    const fs::path path = scratch_dir() / name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path.string();
+  };
+  const std::string key = write("deep_key.toml", chain + " = 1\n"), table = write("deep_table.toml", "[" + chain + "]\n"),
+                    array = write("deep_array.toml", "[[" + chain + "]]\n");
+  ASSERT_EQ(fs::file_size(key), 64004u);  // the 64,003 bytes of the report and the line's '\n'
+  const std::string run = "run collectives --quick -d f32 -o sum ";
+  // compare reads --expect before the runs, which need not exist.
+  for (const auto& [args, np, path] : {std::tuple{run + "--profile " + key, 0, key},
+                                       std::tuple{run + "--expect " + key, 0, key},
+                                       std::tuple{"compare a.csv b.csv --expect " + key, 0, key},
+                                       std::tuple{run + "--profile " + table, 0, table},
+                                       std::tuple{run + "--expect " + array, 0, array},
+                                       std::tuple{run + "--profile " + array, 2, array},
+                                       std::tuple{run + "--expect " + table, 2, table}}) {
+    const RunResult r = run_dtsuite(np, args);
+    EXPECT_EQ(r.exit_code, 2) << args.substr(0, 80) << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args.substr(0, 80) << r.err;
+    EXPECT_NE(lines[0].find(path + ":1: nested deeper than 64 levels"), std::string::npos) << lines[0];
+  }
+}
+
 // A full disk: a 64 KiB tmpfs (a run that passes: f32 sums, so the exit code is the disk's), mounted in a mount namespace of the run's own (unshare -m), so it
 // goes with the run whatever happens. The run goes on, says which output it dropped, and exits 2;
 // the CSV ends at a whole row and reads without a warning (it was cut mid-row, and compare and
@@ -200,6 +227,28 @@ TEST(Inputs, AFullDiskLeavesWholeRowsAndAWholeDocument) {
   EXPECT_GT(testcases, 0u);
   // report takes the file as it is.
   EXPECT_EQ(run_dtsuite(0, "report " + csv.string() + " -o " + (scratch_dir() / "full.html").string()).exit_code, 0);
+}
+
+// Message sizes inside the flags' ranges that no rank can hold ended with a check row FAIL
+// "std::bad_alloc" (exit 1). Now one line before anything is allocated, exit 2, naming the bytes a
+// rank needs, under a memory cap that a regression would hit instead of the machine.
+TEST(Inputs, AMessageThatCannotFitIsASetUpError) {
+  const std::vector<std::pair<std::string, std::string>> runs{
+      // 999999G: 1.07 PB a rank, 3 bytes a byte (buffer, host input, a library's scratch).
+      {"scaling --scaling-bytes 999999G", "scaling: the all_reduce of 1.07 PB needs at least 3.22 PB per rank"},
+      // 16G in and 16G out: the out-of-place placement of all_reduce's widest case.
+      {"collectives -b 16G -e 16G", "collectives: all_reduce f32 of 17.2 GB on 2 ranks needs at least 34.4 GB per rank"},
+      // 4G sent and 4G received.
+      {"topology --p2p-sweep 4G:4G", "topology: a message of 4.29 GB needs at least 8.59 GB per rank"}};
+  for (const auto& [args, wanted] : runs) {
+    const RunResult r = run_shell(memory_cap() + std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " +
+                                  DTS_BINARY + " run " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args << r.err;
+    EXPECT_NE(lines[0].find(wanted), std::string::npos) << lines[0];
+    EXPECT_EQ(r.out.find("bad_alloc"), std::string::npos) << r.out;  // no case ran
+  }
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -244,6 +247,60 @@ TEST(Plan, BadFlagsAndAnOutputOverAnInputExit2) {
   EXPECT_EQ(read_file(m), before) << "an input was written over";
 }
 
+// Measurement files that no run writes: a time of 1e200 s (it priced every call at 0 ms), NaN
+// and 0 (left out, the group then "not measured"), each refused at its line; a group of one size
+// says a fit needs two; one file given twice, under any name, is refused. One line, exit 2.
+TEST(Plan, ImpossibleFiguresOneSizeAndAFileTwiceAreOneLineExit2) {
+  const fs::path m = scratch_dir() / "m4.csv";
+  write_measurements(m);
+  const std::vector<dts::Record> rows = dts::read_results_csv(m.string());
+  const auto changed = [&](const std::string& name, const std::function<bool(dts::Record&)>& change) {
+    const fs::path path = scratch_dir() / name;
+    dts::CsvSink csv(path.string());
+    for (dts::Record r : rows) {
+      if (change(r)) csv.write(r);
+    }
+    csv.close();
+    return path;
+  };
+  // Line 2 is the first row: all_reduce on 2 ranks, 8 bytes.
+  const auto first_time = [](double seconds) {
+    return [seconds](dts::Record& r) {
+      if (r.labels.world_size == 2 && r.labels.op == "all_reduce" && r.labels.bytes == 8) r.value = seconds;
+      return true;
+    };
+  };
+  const struct {
+    fs::path file;
+    std::string says;
+  } cases[] = {
+      {changed("e200.csv", first_time(1e200)), "e200.csv:2: time 1e+200 seconds is no clock's reading"},
+      {changed("e300.csv", first_time(1e300)), "e300.csv:2: time 1e+300 seconds is no clock's reading"},
+      {changed("nan.csv", first_time(std::numeric_limits<double>::quiet_NaN())),
+       "nan.csv:2: value nan seconds: time is read from a clock"},
+      {changed("zero.csv", first_time(0)), "zero.csv:2: value 0 seconds: time is read from a clock"},
+      // all_reduce on 2 ranks at 8 bytes only.
+      {changed("one-size.csv",
+               [](dts::Record& r) { return !(r.labels.world_size == 2 && r.labels.op == "all_reduce" && r.labels.bytes > 8); }),
+       "all_reduce in f32 on 2 ranks on 1 node: alpha-beta fit: needs at least two distinct sizes, got 1 (8 bytes)"},
+  };
+  for (const auto& c : cases) {
+    const RunResult r = run_dtsuite(0, "plan --measurements " + c.file.string() + " --ranks 4 --strategy all");
+    EXPECT_EQ(r.exit_code, 2) << c.file << "\n" << r.out.substr(0, 600);
+    EXPECT_EQ(our_lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(error_line(r).find(c.says), std::string::npos) << error_line(r);
+  }
+  const fs::path link = scratch_dir() / "m4-link.csv";
+  fs::remove(link);
+  fs::create_symlink(m, link);
+  for (const std::string& again : {m.string(), (m.parent_path() / "." / m.filename()).string(), link.string()}) {
+    const RunResult r = run_dtsuite(0, "plan --measurements " + m.string() + " " + again + " --ranks 4");
+    EXPECT_EQ(r.exit_code, 2) << again;
+    EXPECT_EQ(our_lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(error_line(r).find("are one file"), std::string::npos) << error_line(r);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -315,6 +372,77 @@ TEST(PlanVerify, BadInputIsOneLineExit2) {
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
     EXPECT_EQ(our_lines(r.err).size(), 1u) << args << "\n" << r.err;
   }
+}
+
+
+// The planner's cost grows with the layouts it prices: 65,536 ranks with --extend
+// ended in std::bad_alloc at 2.8 GB (every parameter server layout's S x W messages held at
+// once), and 4,096 took 85 s. The parameter servers, whose messages grow as ranks^3 over their layouts,
+// are left out past the planner's bound, each in a line naming it; a pinned one is planned.
+TEST(Plan, AClusterOfManyRanksIsPlannedWithinMemory) {
+  const fs::path m = scratch_dir() / "many.csv";
+  write_measurements(m);
+  // A batch of 2^20 rows gives every replica of 65,536 rows (and 16 micro-batches) some.
+  const std::string args = "plan --measurements " + m.string() + " --ranks 65536 --batch 1048576 --extend --top 3";
+  RunResult r = run_shell(memory_cap() + std::string(DTS_BINARY) + " " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* ps : {"ps-sync", "ps-async", "ps-ssp", "ps-backup"}) {
+    EXPECT_NE(r.out.find(std::string("# no layout: ") + ps + ": "), std::string::npos) << ps << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("over the 4194304 the planner prices one by one"), std::string::npos) << r.out;
+  r = run_shell(memory_cap() + std::string(DTS_BINARY) + " " + args + " --strategy 'ps-sync(servers=2)'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" ps-sync   s2-w65534 "), std::string::npos) << r.out;
+}
+
+// A model far beyond any rank's memory, on paper: --width 65536 --layers 1000 (4.3e12
+// parameters) failed with std::bad_alloc at 3 GB (a tensor-parallel stage's layout listed a run
+// per weight row). The planner allocates nothing per parameter: planned, every layout over
+// --memory-per-rank marked.
+TEST(Plan, AModelOfTrillionsOfParametersIsPlannedOnPaper) {
+  const fs::path m = scratch_dir() / "huge.csv";
+  write_measurements(m);
+  const RunResult r = run_shell(memory_cap() + std::string(DTS_BINARY) + " plan --measurements " + m.string() +
+                                " --ranks 4 --width 65536 --layers 1000 --memory-per-rank 80G --top 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("a 1000-layer MLP of width 65536"), std::string::npos) << r.out;
+  // The smallest layout holds a quarter of 4.3e12 parameters' copies: terabytes, over 80G.
+  EXPECT_NE(r.out.find("over the memory limit"), std::string::npos) << r.out;
+}
+
+// An empty --memory-per-rank (a script's unset variable) was taken as no limit.
+TEST(Plan, AnEmptyMemoryPerRankIsRefused) {
+  const fs::path m = scratch_dir() / "empty.csv";
+  write_measurements(m);
+  for (const std::string& args : {"plan --measurements " + m.string() + " --ranks 4 --memory-per-rank ''",
+                                  "run plan --measurements " + m.string() + " --memory-per-rank ''"}) {
+    const RunResult r = run_dtsuite(args.starts_with("run") ? 2 : 0, args);
+    EXPECT_EQ(r.exit_code, 2) << args << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args << r.err;
+    EXPECT_NE(lines[0].find("--memory-per-rank: a size such as 16G (empty given)"), std::string::npos) << lines[0];
+  }
+}
+
+// --verify of a model no rank can hold blamed --memory-per-rank, which was not given (and without
+// a limit the layouts were run: the kernel killed the job). Now the bound is this node's memory
+// or the process's limit, named with the bytes the smallest layout needs.
+TEST(PlanVerify, ALayoutThatCannotFitNamesTheMachinesBound) {
+  const fs::path m = scratch_dir() / "nofit.csv";
+  write_measurements(m);
+  // --width 100000: 10 billion parameters, 60 GB a rank in the smallest layout.
+  const RunResult r = run_shell(memory_cap() + std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " +
+                                DTS_BINARY + " plan --measurements " + m.string() + " --verify 1 --width 100000");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = our_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("plan: no layout of 2 ranks fits: the smallest needs 60.1 GB per rank, and a rank may hold"),
+            std::string::npos)
+      << lines[0];
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_NE(lines[0].find("(ulimit -v leaves"), std::string::npos) << lines[0];
+#endif
+  EXPECT_EQ(lines[0].find("--memory-per-rank"), std::string::npos) << lines[0];
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 #include "planner/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
+#include "results/record.h"
 #include "strategies/ddp/ddp_strategy.h"
 #include "strategies/gossip/gossip_strategy.h"
 #include "strategies/hybrid/hybrid_strategy.h"
@@ -27,6 +30,8 @@ bool is_parameter_server(std::string_view s) {
   return s == "ps-sync" || s == "ps-async" || s == "ps-ssp" || s == "ps-backup";
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Optimizer state per parameter: AdamW's m and v, SGD's velocity.
 int optimizer_copies(const ParallelConfig& layout) { return layout.train.optimizer == OptimizerKind::adamw ? 2 : 1; }
 
@@ -36,6 +41,15 @@ struct Pricing {
   const ParallelConfig& layout;
   const ClusterShape& cluster;
   std::set<std::string> extrapolated, extended;
+  // group_shape walks every group of the layout (O(ranks)): once per group kind and layout, not
+  // once per call priced.
+  std::map<std::string, GroupShape, std::less<>> shapes;
+
+  const GroupShape& shape_of(const std::string& group) {
+    auto it = shapes.find(group);
+    if (it == shapes.end()) it = shapes.emplace(group, group_shape(layout, group, cluster.ranks_per_node)).first;
+    return it->second;
+  }
 
   // The fit of `collective` on `shape`: measured, or (ClusterShape::extend) extended from a
   // measured shape, named; else the measurements' refusal.
@@ -52,15 +66,24 @@ struct Pricing {
     }
   }
 
+  // A message's seconds by its link class, bytes and count: the parameter servers and gossip
+  // price the same few sizes many times, each once here.
+  std::map<std::tuple<bool, int64_t, int64_t>, double> messages;
+
   double seconds(const PlannedCall& call) {
     if (call.collective == "send_recv") {
       const int r = std::max(1, cluster.ranks_per_node);
-      const std::string link(call.from / r == call.to / r ? kSameNode : kOtherNode);
-      return priced(m.link(link), call, "point-to-point " + link);
+      const bool same_node = call.from / r == call.to / r;
+      auto [it, fresh] = messages.try_emplace({same_node, call.bytes, call.count}, 0.0);
+      if (fresh) {
+        const std::string link(same_node ? kSameNode : kOtherNode);
+        it->second = priced(m.link(link), call, "point-to-point " + link);
+      }
+      return it->second;
     }
     // A collective of one rank moves nothing (the loss of a one-rank layout).
     if (call.group_size < 2) return 0;
-    const GroupShape shape = group_shape(layout, call.group, cluster.ranks_per_node);
+    const GroupShape& shape = shape_of(call.group);
     std::string dtype(name(call.dtype));
     if (call.loss) {
       // One f64 word: priced as the same 8 bytes in the training dtype where f64 was not measured
@@ -119,8 +142,10 @@ struct Pricing {
   // processes copy, one message at a time each way; a rank sends and receives at once), a
   // message between nodes to the sending node's link out and the receiving node's link in (each
   // node's link carries its messages one at a time each way, whichever ranks send them).
-  // Keys: ("rank out", r), ("rank in", r), ("node out", n), ("node in", n).
-  using Loads = std::map<std::pair<std::string, int>, double>;
+  // Keys: (rank_out, r), (rank_in, r), (node_out, n), (node_in, n); (server, j) for a server's
+  // end as ps-async takes it.
+  enum class End : uint8_t { rank_out, rank_in, node_out, node_in, server };
+  using Loads = std::map<std::pair<End, int>, double>;
   Loads loads(const std::vector<PlannedCall>& calls) {
     Loads l;
     const int per_node = std::max(1, cluster.ranks_per_node);
@@ -128,11 +153,11 @@ struct Pricing {
       const double t = seconds(call);
       const int from_node = call.from / per_node, to_node = call.to / per_node;
       if (from_node == to_node) {
-        l[{"rank out", call.from}] += t;
-        l[{"rank in", call.to}] += t;
+        l[{End::rank_out, call.from}] += t;
+        l[{End::rank_in, call.to}] += t;
       } else {
-        l[{"node out", from_node}] += t;
-        l[{"node in", to_node}] += t;
+        l[{End::node_out, from_node}] += t;
+        l[{End::node_in, to_node}] += t;
       }
     }
     return l;
@@ -140,6 +165,42 @@ struct Pricing {
   static double busiest(const Loads& l) {
     double most = 0;
     for (const auto& [what, seconds] : l) most = std::max(most, seconds);
+    return most;
+  }
+
+  // busiest(loads(messages)) of messages sent at once (a pipeline stage's sends, gossip's
+  // exchange), charged as loads() charges them but in arrays over the layout's ranks and nodes:
+  // O(ranks) a layout, no map. charge() takes the `group` messages of `calls`, moved by `shift`
+  // ranks (another replica's sends are its class's moved).
+  struct SentAtOnce {
+    std::vector<double> rank_out, rank_in, node_out, node_in;
+    SentAtOnce(int ranks, int per_node)
+        : rank_out(static_cast<size_t>(ranks)), rank_in(static_cast<size_t>(ranks)),
+          node_out(static_cast<size_t>(ceil_div(ranks, per_node))), node_in(node_out.size()) {}
+  };
+  void charge(SentAtOnce& l, const std::vector<PlannedCall>& calls, std::string_view group, int shift = 0) {
+    const int per_node = std::max(1, cluster.ranks_per_node);
+    for (const PlannedCall& call : calls) {
+      if (call.group != group) continue;
+      PlannedCall moved = call;
+      moved.from += shift;
+      moved.to += shift;
+      const double t = seconds(moved);  // priced once per link class and size (messages)
+      const int from_node = moved.from / per_node, to_node = moved.to / per_node;
+      if (from_node == to_node) {
+        l.rank_out[static_cast<size_t>(moved.from)] += t;
+        l.rank_in[static_cast<size_t>(moved.to)] += t;
+      } else {
+        l.node_out[static_cast<size_t>(from_node)] += t;
+        l.node_in[static_cast<size_t>(to_node)] += t;
+      }
+    }
+  }
+  static double busiest(const SentAtOnce& l) {
+    double most = 0;
+    for (const std::vector<double>* v : {&l.rank_out, &l.rank_in, &l.node_out, &l.node_in}) {
+      for (double seconds : *v) most = std::max(most, seconds);
+    }
     return most;
   }
 };
@@ -152,7 +213,28 @@ double sum_calls(Pricing& pricing, const std::vector<PlannedCall>& calls, std::s
   return total;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// The parameter servers are priced message by message (each end and link they pass through):
+// every worker's header and range to every server and the replies, 4 S W messages a layout, and
+// a plan takes every S from 1 to N - 1, about 2/3 N^3 messages in all. A strategy whose layouts
+// hold more than this is left out of the plan, and said (pinning servers=S prices one layout).
+constexpr double kMaxPricedMessages = double{1 << 22};
+
+// Why the parameter server `spec` is not planned on `ranks` ranks, or "" when the messages of its
+// layouts that have rows for every worker (those plan_layouts prices) fit kMaxPricedMessages.
+std::string too_many_messages(const StrategySpec& spec, int ranks, const LayoutDefaults& defaults, int64_t batch) {
+  double messages = 0;
+  size_t priced = 0;
+  for (const ParallelConfig& layout : layouts_of(spec, ranks, defaults)) {
+    if (batch < static_cast<int64_t>(layout.dp) * layout.microbatches) continue;
+    messages += 4.0 * layout.servers * layout.dp;
+    ++priced;
+  }
+  if (messages <= kMaxPricedMessages) return "";
+  return std::to_string(priced) + " layouts on " + std::to_string(ranks) + " ranks send " +
+         format_number(messages, "%.3g") + " messages a step (every worker to every server), over the " +
+         std::to_string(static_cast<int64_t>(kMaxPricedMessages)) +
+         " the planner prices one by one; pin servers=S (e.g. " + spec.name + "(servers=8)) or plan fewer ranks";
+}
 
 // Activation bytes one micro-batch of `rows` keeps on a stage: its input and every layer's output
 // (f32), as this rank holds them.
@@ -169,7 +251,7 @@ double forward_flops(const ModelSpec& spec, int64_t rows, int first, int end, in
   double flops = 0;
   // A column-parallel layer reads the whole input and writes its outputs; a row-parallel one
   // reads its input features and writes a partial sum of every output.
-  for (const LocalLayer& layer : stage_layout(spec, first, end, tp, tp_rank).layers) {
+  for (const LocalLayer& layer : stage_layout(spec, first, end, tp, tp_rank, /*with_runs=*/false).layers) {
     flops += 2 * static_cast<double>(rows) * static_cast<double>(layer.in_local) * static_cast<double>(layer.out_local);
   }
   return flops;
@@ -200,47 +282,42 @@ bool planned_strategy(std::string_view strategy) {
 }
 
 GroupShape group_shape(const ParallelConfig& layout, std::string_view group, int ranks_per_node) {
-  // Every group of the kind, by its members' layout ranks (pp * dp + d) * tp + t.
-  const int dp = layout.dp, tp = layout.tp, pp = layout.pp;
+  // Every group of the kind, by its members' layout ranks (pp * dp + d) * tp + t: O(ranks) in
+  // all, nothing allocated. A group's members rise in rank, so its nodes (rank / ranks_per_node)
+  // come in runs: the runs are its nodes, the longest its most ranks on one.
+  const int dp = layout.dp, tp = layout.tp, pp = layout.pp, per_node = std::max(1, ranks_per_node);
   const auto rank = [&](int p, int d, int t) { return (p * dp + d) * tp + t; };
-  std::vector<std::vector<int>> groups;
-  if (group == "tp") {
-    for (int p = 0; p < pp; ++p) {
-      for (int d = 0; d < dp; ++d) {
-        groups.emplace_back();
-        for (int t = 0; t < tp; ++t) groups.back().push_back(rank(p, d, t));
-      }
-    }
-  } else if (group == "dp") {
-    for (int p = 0; p < pp; ++p) {
-      for (int t = 0; t < tp; ++t) {
-        groups.emplace_back();
-        for (int d = 0; d < dp; ++d) groups.back().push_back(rank(p, d, t));
-      }
-    }
-  } else if (group == "pp") {
-    for (int d = 0; d < dp; ++d) {
-      for (int t = 0; t < tp; ++t) {
-        groups.emplace_back();
-        for (int p = 0; p < pp; ++p) groups.back().push_back(rank(p, d, t));
-      }
-    }
-  } else {
-    groups.emplace_back();
-    for (int r = 0; r < dp * tp * pp; ++r) groups.back().push_back(r);
-  }
   // The group spanning the most nodes (then the most ranks on one of them): its calls are the
   // slowest, and the step waits for them.
   GroupShape worst;
-  for (const std::vector<int>& members : groups) {
-    std::map<int, int> per_node;
-    for (int r : members) ++per_node[r / std::max(1, ranks_per_node)];
-    int most = 0;
-    for (const auto& [node, count] : per_node) most = std::max(most, count);
-    const GroupShape shape{static_cast<int>(members.size()), static_cast<int>(per_node.size()), most};
+  const auto judge = [&](int size, const auto& member) {
+    int nodes = 0, most = 0, run = 0, last = -1;
+    for (int i = 0; i < size; ++i) {
+      const int node = member(i) / per_node;
+      run = node == last ? run + 1 : 1;
+      nodes += node != last;
+      last = node;
+      most = std::max(most, run);
+    }
+    const GroupShape shape{size, nodes, most};
     if (worst.ranks == 0 || std::tie(shape.nodes, shape.ranks_per_node) > std::tie(worst.nodes, worst.ranks_per_node)) {
       worst = shape;
     }
+  };
+  if (group == "tp") {
+    for (int p = 0; p < pp; ++p) {
+      for (int d = 0; d < dp; ++d) judge(tp, [&](int t) { return rank(p, d, t); });
+    }
+  } else if (group == "dp") {
+    for (int p = 0; p < pp; ++p) {
+      for (int t = 0; t < tp; ++t) judge(dp, [&](int d) { return rank(p, d, t); });
+    }
+  } else if (group == "pp") {
+    for (int d = 0; d < dp; ++d) {
+      for (int t = 0; t < tp; ++t) judge(pp, [&](int p) { return rank(p, d, t); });
+    }
+  } else {
+    judge(dp * tp * pp, [](int r) { return r; });
   }
   return worst.normalized();
 }
@@ -250,9 +327,9 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
   LayoutPrediction p;
   p.strategy = strategy;
   p.layout = layout;
-  Pricing pricing{m, layout, cluster, {}, {}};
+  Pricing pricing{m, layout, cluster, {}, {}, {}, {}};
   const double element = static_cast<double>(size_of(kTrainingDtype));
-  const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0);
+  const StageLayout whole = stage_layout(spec, 0, spec.layers, 1, 0, /*with_runs=*/false);
   const auto psi = static_cast<double>(whole.count);
   const int k = optimizer_copies(layout);
   if (is_data_parallel(strategy)) {
@@ -300,22 +377,28 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
       double stage_slot = -1;
       // The stage's sends, every dp and tp rank's at once: where the stage boundary crosses
       // nodes, they share the node's link. The first replica's calls price each tp rank's slot.
-      std::vector<PlannedCall> stage_sends;
-      std::vector<std::vector<PlannedCall>> first_replica;
+      // A rank's calls depend on its replica d only through the replica's rows (even_split: the
+      // first batch % dp replicas hold one row more) and the ranks its sends pass between (tp
+      // apart per replica): hybrid_calls runs once per class and tp rank, and the other replicas'
+      // sends are the class's own moved. O(tp) calls built and O(ranks x m) sends per stage.
+      Pricing::SentAtOnce stage_sends(layout.dp * layout.tp * layout.pp, std::max(1, cluster.ranks_per_node));
+      const int longer = static_cast<int>(batch % layout.dp);
+      std::vector<std::array<std::vector<PlannedCall>, 2>> by_class(static_cast<size_t>(layout.tp));
       for (int d = 0; d < layout.dp; ++d) {
+        const int kind = d < longer ? 0 : 1, first_of_kind = d < longer ? 0 : longer;
         for (int t = 0; t < layout.tp; ++t) {
-          std::vector<PlannedCall> calls = hybrid_calls(spec, layout, s, t, d, batch, kTrainingDtype, kTrainingDtype);
-          for (const PlannedCall& call : calls) {
-            if (call.group == "pp") stage_sends.push_back(call);
-          }
-          if (d == 0) first_replica.push_back(std::move(calls));
+          std::vector<PlannedCall>& calls = by_class[static_cast<size_t>(t)][static_cast<size_t>(kind)];
+          if (d == first_of_kind) calls = hybrid_calls(spec, layout, s, t, d, batch, kTrainingDtype, kTrainingDtype);
+          pricing.charge(stage_sends, calls, "pp", (d - first_of_kind) * layout.tp);
         }
       }
-      const double pp = Pricing::busiest(pricing.loads(stage_sends));
+      const double pp = Pricing::busiest(stage_sends);
+      std::vector<std::vector<PlannedCall>> first_replica;  // replica 0's, per tp rank
+      for (auto& kinds : by_class) first_replica.push_back(std::move(kinds[longer > 0 ? 0 : 1]));
       for (int t = 0; t < layout.tp; ++t) {
         const int first = bounds[static_cast<size_t>(s)], end = bounds[static_cast<size_t>(s) + 1];
         const std::vector<PlannedCall>& calls = first_replica[static_cast<size_t>(t)];
-        const StageLayout stage = stage_layout(spec, first, end, layout.tp, t);
+        const StageLayout stage = stage_layout(spec, first, end, layout.tp, t, /*with_runs=*/false);
         const double compute =
             pricing.compute(training_flops(spec, mb_rows, first, end, layout.tp, t), mb_rows, mb, strategy, active);
         const double tp = sum_calls(pricing, calls, "tp");
@@ -404,10 +487,11 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
         messages.insert(messages.end(), replies[w].begin(), replies[w].end());
         // A server's end takes in, updates and answers in one process: one resource.
         for (const auto& [what, seconds] : pricing.loads(messages)) {
-          const bool server_end = what.first.starts_with("rank") && what.second < servers;
-          own[w][server_end ? std::make_pair(std::string("server"), what.second) : what] += seconds;
+          const bool server_end =
+              (what.first == Pricing::End::rank_out || what.first == Pricing::End::rank_in) && what.second < servers;
+          own[w][server_end ? std::make_pair(Pricing::End::server, what.second) : what] += seconds;
         }
-        for (int j = 0; j < servers; ++j) own[w][{"server", j}] += update;
+        for (int j = 0; j < servers; ++j) own[w][{Pricing::End::server, j}] += update;
         for (const auto& [what, seconds] : own[w]) rho[what] += seconds / cycle[w];
       }
       double rate = 0, slowest = 0;
@@ -434,13 +518,10 @@ LayoutPrediction predict(const std::string& strategy, const ParallelConfig& layo
     const int n = layout.dp;
     const int64_t rows = ceil_div(batch, n);
     p.compute = pricing.compute(training_flops(spec, rows), rows, 1, strategy);
-    std::vector<PlannedCall> calls;
-    for (int r = 0; r < n; ++r) {
-      const std::vector<PlannedCall> mine = gossip_calls(static_cast<int64_t>(psi), n, r, kTrainingDtype);
-      calls.insert(calls.end(), mine.begin(), mine.end());
-    }
+    Pricing::SentAtOnce sent(n, std::max(1, cluster.ranks_per_node));
+    for (int r = 0; r < n; ++r) pricing.charge(sent, gossip_calls(static_cast<int64_t>(psi), n, r, kTrainingDtype), "ring");
     // Every rank sends at once: the busiest end or node link sets the exchange's time.
-    const double exchange = Pricing::busiest(pricing.loads(calls));
+    const double exchange = Pricing::busiest(sent);
     if (n > 1) p.exposed["ring"] = exchange;
     p.step_time = p.compute + exchange;
     // Its model and, from two ranks, its two neighbours' (held while it mixes), its gradient, its
@@ -476,6 +557,12 @@ Plan plan_layouts(const ModelSpec& spec, int64_t batch, const ClusterShape& clus
     if (const std::string why = why_no_layout(spec_of, cluster.ranks, base); !why.empty()) {
       plan.without_layout.push_back(spec_of.text + ": " + why);
       continue;
+    }
+    if (is_parameter_server(spec_of.name)) {
+      if (const std::string why = too_many_messages(spec_of, cluster.ranks, base, batch); !why.empty()) {
+        plan.without_layout.push_back(spec_of.text + ": " + why);
+        continue;
+      }
     }
     for (const int mb : {1, 2, 4, 8, 16}) {
       LayoutDefaults defaults;

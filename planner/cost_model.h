@@ -88,6 +88,12 @@ std::vector<std::string> planned_strategies();
 // predicted; pipelines with m in {1, 2, 4, 8, 16} micro-batches (m no more than a replica's rows).
 // Sorted by step time, those within the memory limit first. Error{invalid_argument}, one line,
 // when a measurement a layout needs is missing (Measurements says which, and how to measure it).
+// Its cost grows with the layouts it prices, not faster: per layout O(its calls), O(ranks) per
+// group kind for the group's shape, O(ranks x m) per pipeline stage for its sends (each
+// replica's sends are its class's moved) and O(ranks) for gossip's (charged in arrays over the
+// ranks and nodes, no map), nothing per parameter
+// (stage_layout without runs). The parameter servers alone price 4 S W messages a layout over S =
+// 1 .. N - 1: a strategy whose layouts send more than 2^22 is left out, in without_layout.
 struct Plan {
   std::vector<LayoutPrediction> layouts;
   std::vector<std::string> without_layout;  // "gpipe: 3 layers cannot be split into 4 pipeline stages ..."

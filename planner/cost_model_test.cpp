@@ -678,5 +678,24 @@ TEST(CostModel, PlanRanksEveryLayoutAndMarksThoseOverTheLimit) {
   EXPECT_FALSE(shallow.layouts.empty());
 }
 
+TEST(CostModel, ParameterServersPastTheMessageBoundAreLeftOutAndSaid) {
+  // Every S of N ranks is a layout of 4 S (N - S) messages: on 512 ranks, 4 x (512 x 130816 -
+  // 44608256) = 89,478,144 in all, over the 2^22 priced one by one (the plan of 4,096 ranks took
+  // 85 s and 65,536 ran out of memory); on 64 ranks 4 x (64 x 2016 - 85344) = 174,720, priced.
+  // Pinned to one S, 4 x 2 x 510 = 4,080 messages: planned.
+  const ModelSpec s = model();
+  const Measurements m = index_of({4}, s);
+  const Plan many = plan_layouts(s, 4096, ClusterShape{512, 512, 0}, {"ps-sync", "ps-sync(servers=2)"}, m);
+  ASSERT_EQ(many.without_layout.size(), 1u);
+  EXPECT_NE(many.without_layout[0].find("ps-sync: 511 layouts on 512 ranks send 8.95e+07 messages a step"),
+            std::string::npos)
+      << many.without_layout[0];
+  ASSERT_EQ(many.layouts.size(), 1u);
+  EXPECT_EQ(many.layouts[0].layout.servers, 2);
+  const Plan few = plan_layouts(s, 4096, ClusterShape{64, 64, 0}, {"ps-sync"}, m);
+  EXPECT_TRUE(few.without_layout.empty());
+  EXPECT_EQ(few.layouts.size(), 63u);  // S = 1 to 63
+}
+
 }  // namespace
 }  // namespace dts::planner

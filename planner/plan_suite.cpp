@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "planner/cost_model.h"
+#include "planner/measurements.h"
 #include "planner/verify.h"
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
@@ -45,7 +46,8 @@ class PlanFlags final : public FlagGroup {
     g.add_option("--verify", verify, "plan suite: time the K layouts predicted fastest and the K predicted slowest")
         ->check(CLI::Range(1, 1000))->capture_default_str();
     g.add_option("--memory-per-rank", memory_text_, "plan suite: bytes a rank may hold (e.g. 16G); layouts above it are "
-                                                    "not run");
+                                                    "not run")
+        ->check([](const std::string& v) { return v.empty() ? "a size such as 16G (empty given)" : ""; });
   }
   void finish(const RunOptions& common) override {
     (void)common;
@@ -54,6 +56,7 @@ class PlanFlags final : public FlagGroup {
       if (memory_per_rank <= 0) throw Error(Error::Kind::invalid_argument, "--memory-per-rank must be positive (e.g. 16G)");
     }
   }
+  const std::string& memory_text() const { return memory_text_; }
   std::vector<NamedPath> input_files() const override {
     std::vector<NamedPath> files;
     for (const std::string& path : measurements) files.push_back({"--measurements", path});
@@ -94,6 +97,7 @@ class PlanSuite final : public Suite {
                   "plan: --measurements CSV... is needed: the stack's collectives, topology and scaling rows "
                   "(README, The layout planner)");
     }
+    planner::refuse_repeated_files(f.measurements, "--measurements");  // its rows would count twice
     planner::Measurements m;
     for (const std::string& path : f.measurements) {
       std::istringstream text(options.read_shared_input(path, "the measurements file", measurement_limits()));
@@ -111,16 +115,31 @@ class PlanSuite final : public Suite {
     }
     // The job's own shape; ranks_on_node is this rank's node, the same on every node of a job
     // launched evenly.
-    const planner::ClusterShape cluster{options.world_size, options.ranks_on_node, f.memory_per_rank};
+    // The layouts are timed here, so a rank may hold no more than --memory-per-rank or, without
+    // it, what this node and this process's limits leave it (memory_available_per_rank).
+    const MemoryAvailable bound = f.memory_per_rank > 0
+                                      ? MemoryAvailable{f.memory_per_rank, "--memory-per-rank " + f.memory_text()}
+                                      : memory_available_per_rank(options.ranks_on_node);
+    const planner::ClusterShape cluster{options.world_size, options.ranks_on_node,
+                                        std::isfinite(bound.bytes) ? bound.bytes : 0};
     planner::Plan plan = planner::plan_layouts(v.model, v.batch, cluster, strategies, m, scaling_train_config());
     v.layouts = std::move(plan.layouts);
     std::vector<size_t> fitting;
     for (size_t i = 0; i < v.layouts.size(); ++i) {
       if (!v.layouts[i].over_memory) fitting.push_back(i);
     }
+    if (v.layouts.empty()) {
+      throw Error(Error::Kind::invalid_argument,
+                  "plan: no layout of " + std::to_string(options.world_size) + " ranks" +
+                      (plan.without_layout.empty() ? "" : ": " + plan.without_layout.front()) + ": nothing to verify");
+    }
     if (fitting.empty()) {
-      throw Error(Error::Kind::invalid_argument, "plan: no layout of " + std::to_string(options.world_size) +
-                                                     " ranks fits --memory-per-rank: nothing to verify");
+      double least = v.layouts.front().memory;
+      for (const planner::LayoutPrediction& p : v.layouts) least = std::min(least, p.memory);
+      throw Error(Error::Kind::invalid_argument,
+                  "plan: no layout of " + std::to_string(options.world_size) + " ranks fits: the smallest needs " +
+                      format_bytes(least) + " per rank, and a rank may hold " + format_bytes(bound.bytes) + " (" +
+                      bound.source + "): nothing to verify");
     }
     const auto k = static_cast<size_t>(f.verify);
     for (size_t j = 0; j < fitting.size(); ++j) {

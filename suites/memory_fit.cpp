@@ -88,12 +88,12 @@ std::string describe_model(const ModelSpec& spec) {
          std::to_string(parameter_count(spec)) + " parameters)";
 }
 
-void check_fits(const std::string& what, double needed, const std::string& how, const MemoryAvailable& available) {
+void check_fits(const std::string& what, double needed, const std::string& how, const MemoryAvailable& available,
+                const std::string& remedy) {
   if (needed <= available.bytes) return;
   throw Error(Error::Kind::invalid_argument,
               what + " needs at least " + format_bytes(needed) + " per rank (" + how + "), and a rank here has " +
-                  format_bytes(available.bytes) + " (" + available.source +
-                  "): lower --width, --layers or --batch, or run on more memory");
+                  format_bytes(available.bytes) + " (" + available.source + "): " + remedy + ", or run on more memory");
 }
 
 }  // namespace dts

@@ -25,8 +25,10 @@ MemoryAvailable memory_available_per_rank(int ranks_on_node);
 double training_bytes_at_least(const ModelSpec& spec, int64_t batch_rows, double bytes_per_parameter);
 
 // Throws Error{invalid_argument} with one line when `needed` exceeds `available`: "<what> needs
-// at least N bytes per rank (<how>) and ... ; lower --width, --layers or --batch".
-void check_fits(const std::string& what, double needed, const std::string& how, const MemoryAvailable& available);
+// at least N bytes per rank (<how>) and ... : <remedy>, or run on more memory".
+inline constexpr const char* kLowerTheModel = "lower --width, --layers or --batch";
+void check_fits(const std::string& what, double needed, const std::string& how, const MemoryAvailable& available,
+                const std::string& remedy = kLowerTheModel);
 
 // "a 3-layer MLP of width 100000 (10,003,300,010 parameters)", for the line check_fits writes.
 std::string describe_model(const ModelSpec& spec);

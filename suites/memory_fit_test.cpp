@@ -43,6 +43,14 @@ TEST(MemoryFit, AWorkloadPastWhatARankHasIsOneLineNamingBoth) {
     EXPECT_NE(what.find("a rank here has 16 GB (MemAvailable 32 GB shared by 2 ranks)"), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos);
   }
+  // A message size's remedy is its own flag, not the model's.
+  try {
+    check_fits("scaling: the all_reduce of 1.07 PB", 3.2e15, "3 bytes a byte", {16e9, "z"}, "lower --scaling-bytes");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(z): lower --scaling-bytes, or run on more memory"), std::string::npos)
+        << e.what();
+  }
   EXPECT_NO_THROW(check_fits("x", 1e9, "y", {16e9, "z"}));
   EXPECT_NO_THROW(check_fits("x", 16e9, "y", {16e9, "z"}));  // exactly what there is: fits
 }

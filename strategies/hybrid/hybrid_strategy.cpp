@@ -49,7 +49,7 @@ std::vector<PlannedCall> hybrid_calls(const ModelSpec& spec, const ParallelConfi
                                       int dp_index, int64_t batch, DType dtype, DType wire) {
   const std::vector<int> bounds = balanced_stages(spec, c.pp);
   const StageLayout layout = stage_layout(spec, bounds[static_cast<size_t>(stage)],
-                                          bounds[static_cast<size_t>(stage) + 1], c.tp, tp_index);
+                                          bounds[static_cast<size_t>(stage) + 1], c.tp, tp_index, /*with_runs=*/false);
   const auto element = static_cast<int64_t>(size_of(dtype));
   std::vector<PlannedCall> calls;
   const auto call = [&](const char* group, const char* collective, int n, int64_t bytes, DType type) {

@@ -41,7 +41,7 @@ int64_t tensor_parallel_reordered_terms(const ModelSpec& spec, int tp) {
   return terms;
 }
 
-StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int tp_rank) {
+StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int tp_rank, bool with_runs) {
   if (first < 0 || end > spec.layers || first >= end) {
     throw Error(Error::Kind::invalid_argument, "stage_layout: bad layer range");
   }
@@ -51,7 +51,8 @@ StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int 
   StageLayout layout;
   int64_t offset = 0;
   const auto add_run = [&](int64_t reference_first, int64_t length, bool replicated) {
-    if (length > 0) layout.runs.push_back({offset, reference_first, length, replicated});
+    if (length > 0 && with_runs) layout.runs.push_back({offset, reference_first, length, replicated});
+    if (!with_runs && replicated) layout.replicated += length;
     offset += length;
   };
   for (int l = first; l < end; ++l) {
@@ -77,7 +78,8 @@ StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int 
     } else if (layer.split == LayerSplit::row) {
       std::tie(layer.in_first, layer.in_local) = even_split(layer.in, tp, tp_rank);
       // Stored compact (out x in_local): one run per output row.
-      for (int64_t o = 0; o < layer.out; ++o) add_run(w + o * layer.in + layer.in_first, layer.in_local, false);
+      if (!with_runs) offset += layer.out * layer.in_local;
+      for (int64_t o = 0; with_runs && o < layer.out; ++o) add_run(w + o * layer.in + layer.in_first, layer.in_local, false);
       layer.bias = offset;
       add_run(b, layer.out, true);  // added once, after the all_reduce: replicated
     } else {
@@ -88,6 +90,7 @@ StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int 
     layout.layers.push_back(layer);
   }
   layout.count = offset;
+  if (!with_runs) return layout;  // no runs to move: the layers' weight and bias offsets unmoved
   // Move the replicated runs to the front, keeping the order within each block: a tensor's runs
   // share one flag and are consecutive, so every tensor stays contiguous.
   std::map<int64_t, int64_t> moved;

@@ -58,7 +58,10 @@ struct StageLayout {
   int64_t count = 0;       // elements
   int64_t replicated = 0;  // elements of the replicated block at the front
 };
-StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int tp_rank);
+// with_runs false: the layers' sizes, count and replicated alone, as the planner prices them
+// (`runs` empty, the layers' weight and bias offsets not final): a row-parallel layer has a run
+// per output row, too many to list for a model that exists only on paper.
+StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int tp_rank, bool with_runs = true);
 
 // Balanced pipeline stages: layer ranges [bounds[s], bounds[s + 1]) with at least one layer each,
 // chosen to minimise the largest stage's parameter count (among equal ones, a fixed choice).

@@ -257,6 +257,27 @@ TEST(StageLayout, TensorParallelShardsTileTheReferenceLayout) {
   }
 }
 
+TEST(StageLayout, WithoutRunsItsSizesAreTheSame) {
+  // The planner's layout of a model on paper lists no runs (a row-parallel layer has one per
+  // output row); its sizes must be the ones the strategies hold.
+  for (const ModelSpec& spec : {kDefaultSpec, ModelSpec{4, 64, 30, 10, 3, 4}, ModelSpec{5, 7, 3, 2, 5, 6}}) {
+    for (int tp : {1, 2, 3, 4}) {
+      for (int t = 0; t < tp; ++t) {
+        const StageLayout full = stage_layout(spec, 1, spec.layers, tp, t);
+        const StageLayout sizes = stage_layout(spec, 1, spec.layers, tp, t, /*with_runs=*/false);
+        EXPECT_TRUE(sizes.runs.empty());
+        EXPECT_EQ(sizes.count, full.count) << "tp " << tp << " rank " << t;
+        EXPECT_EQ(sizes.replicated, full.replicated) << "tp " << tp << " rank " << t;
+        ASSERT_EQ(sizes.layers.size(), full.layers.size());
+        for (size_t l = 0; l < full.layers.size(); ++l) {
+          EXPECT_EQ(sizes.layers[l].in_local, full.layers[l].in_local);
+          EXPECT_EQ(sizes.layers[l].out_local, full.layers[l].out_local);
+        }
+      }
+    }
+  }
+}
+
 TEST(StageLayout, WidthSmallerThanTpIsRefused) {
   const ModelSpec narrow{3, 2, 32, 10, 1, 2};  // 2 hidden features for 3 ranks
   try {

@@ -20,6 +20,7 @@
 #include "suites/collectives/collective.h"
 #include "suites/collectives/datatype_flag.h"
 #include "suites/flag_checks.h"
+#include "suites/memory_fit.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -404,6 +405,12 @@ class CollectivesSuite final : public Suite {
                   "-r " + std::to_string(o.root) + " is not a rank of this " + std::to_string(n) + "-rank job");
     }
     std::vector<Case> cases;
+    // Before anything is allocated: a case's placement holds, in host memory, its input and its
+    // output (out of place; in place the larger of the two; on a device the host images, as
+    // large), and the check computes the reference element by element: (in + out) x element
+    // bytes per rank, the largest case's.
+    double largest = 0;
+    std::string largest_case;
     for (Collective coll : o.collectives) {
       for (DType dtype : o.dtypes) {
         const auto element = static_cast<int64_t>(size_of(dtype));
@@ -411,6 +418,14 @@ class CollectivesSuite final : public Suite {
         for (int64_t bytes : sweep_bytes(o)) {
           const int64_t count = bytes / (element * (count_is_per_rank(coll) ? n : 1));
           if (count > 0) counts.insert(count);
+        }
+        const CheckSpec widest{coll, dtype, ReduceOp::sum, 0, *counts.rbegin(), n, 0, InputKind::exact};
+        const double held = static_cast<double>(element) *
+                            (static_cast<double>(input_elements(widest)) + static_cast<double>(output_elements(widest)));
+        if (held > largest) {
+          largest = held;
+          largest_case = std::string(dts::name(coll)) + " " + std::string(dts::name(dtype)) + " of " +
+                         format_bytes(static_cast<double>(collective_bytes(coll, widest.count, element, n)));
         }
         std::vector<ReduceOp> ops = is_reducing(coll) ? o.ops : std::vector<ReduceOp>{ReduceOp::sum};
         std::vector<int> roots{-1};
@@ -436,6 +451,9 @@ class CollectivesSuite final : public Suite {
         }
       }
     }
+    check_fits("collectives: " + largest_case + " on " + std::to_string(n) + " ranks", largest,
+               "its input and output buffers, out of place", memory_available_per_rank(common.ranks_on_node),
+               "lower -e (--maxbytes)");
     return cases;
   }
 
@@ -528,6 +546,7 @@ SuiteInfo collectives_info() {
       {"wrong", "elements", "wrong output elements, summed over ranks"},
       {"max_ulp", "ulp", "largest output error in units in the last place"},
   };
+  info.deviation_kinds = deviation_vocabulary();
   PlotSpec bandwidth;
   bandwidth.metric = "busbw";
   bandwidth.x = PlotSpec::X::bytes;

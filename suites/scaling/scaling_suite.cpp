@@ -82,6 +82,7 @@ class ScalingSuite final : public Suite {
   std::vector<Case> plan(const RunOptions& common) const override {
     const ScalingFlags& s = common.flags<ScalingFlags>();
     const TrainingFlags& t = common.flags<TrainingFlags>();
+    t.check_straggler(common.world_size, "the job's");  // the largest sub-world is the job
     std::vector<std::string> targets = t.strategies;
     if (targets.empty()) targets = registered_strategies();
     // Before anything is allocated: the one-rank sub-world holds the whole model, in f32 with its
@@ -92,6 +93,12 @@ class ScalingSuite final : public Suite {
                training_bytes_at_least(model, largest_batch, 12),
                "12 bytes a parameter: f32 weights, gradients and momentum on one rank, plus the batch",
                memory_available_per_rank(common.ranks_on_node));
+    // The all_reduce beside them (time_all_reduce): its buffer and the host ones copied into it,
+    // and room for one more copy, the scratch a library's all_reduce may keep: 3 bytes a byte.
+    check_fits("scaling: the all_reduce of " + format_bytes(static_cast<double>(s.all_reduce_bytes)),
+               3.0 * static_cast<double>(s.all_reduce_bytes),
+               "3 bytes a byte of message: the buffer, its host input, a library's scratch copy",
+               memory_available_per_rank(common.ranks_on_node), "lower --scaling-bytes");
     std::vector<Case> cases;
     for (ScalingMode mode : s.modes) {
       for (const std::string& target : targets) {
