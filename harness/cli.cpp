@@ -77,6 +77,17 @@ CLI::Validator ListenAddress() {
       "ADDRESS");
 }
 
+// --seed: a decimal whole number of 64 bits. CLI11 reads an unsigned through strtoull, which took
+// "-1" as 2^64 - 1 and 99999999999999999999 as 2^64 - 1 (saturated): both ran with that seed.
+CLI::Validator SeedValue() {
+  return CLI::Validator(
+      [](const std::string& value) -> std::string {
+        if (decimal_of<uint64_t>(value)) return {};
+        return quoted_input(value) + " is not a whole number from 0 to " + std::to_string(UINT64_MAX);
+      },
+      "UINT64");
+}
+
 }  // namespace
 
 std::string read_profile_file(const std::string& path) { return read_input_file(path, "profile", profile_limits()); }
@@ -145,7 +156,7 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
       ->check(CLI::Range(0, 1))->capture_default_str();
   run->add_option("-T,--timeout", o.timeout_seconds, "seconds a case may take before it is reported as hung; 0: never")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
-  run->add_option("--seed", o.seed, "seed of every generated input")->capture_default_str();
+  run->add_option("--seed", o.seed, "seed of every generated input")->check(SeedValue())->capture_default_str();
   run->add_option("--repeat", o.repeat,
                   "run the whole plan R times, each pass in an order shuffled by the seed (rows carry their repetition)")
       ->check(CLI::Range(1, 1000))->capture_default_str();
@@ -205,7 +216,8 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                       "write the current run's HTML report with the gate's verdicts (regressed, blind, ...) and "
                       "each row's detectable change");
   compare->add_option("-T,--timeout", co.timeout_seconds,
-                      "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
+                      "seconds to wait for the bytes of an input that is a FIFO or pipe (--expect's too), and for "
+                      "each plot's gnuplot of --report; 0: never give up")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
   AbOptions& abo = cmd.ab;
@@ -224,7 +236,9 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   ab->add_option("--csv", abo.csv_path, "write the judgement as CSV");
   ab->add_option("--junit", abo.junit_path, "write the judgement as JUnit XML (B worse: failure; unknown: skipped)");
   ab->add_option("--report", abo.report_path, "write an HTML report: the first round's runs side by side, and the judgement");
-  ab->add_option("-T,--timeout", abo.timeout_seconds, "seconds to wait for the bytes of a rounds file that is a FIFO; 0: never")
+  ab->add_option("-T,--timeout", abo.timeout_seconds,
+                 "seconds a side's run of a round may take (then it is stopped with its process group, exit 3), "
+                 "and to wait for the bytes of a rounds file that is a FIFO; 0: never")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
   ReportOptions& ro = cmd.report;
@@ -232,7 +246,8 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   report->add_option("results", ro.inputs, "results CSVs (several stacks are drawn side by side)")->required();
   report->add_option("-o,--output", ro.output_path, "HTML file to write")->capture_default_str();
   report->add_option("-T,--timeout", ro.timeout_seconds,
-                     "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
+                     "seconds to wait for the bytes of an input that is a FIFO or pipe, and for each plot's gnuplot; "
+                     "0: never give up")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
 
   PlanOptions& po = cmd.plan;
@@ -253,7 +268,8 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   plan->add_option("--parameters", po.parameters,
                    "the model's size instead of --width: the width whose MLP of --layers has about this many parameters")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
-  plan->add_option("--memory-per-rank", po.memory_per_rank, "bytes a rank may hold (e.g. 16G); layouts above it are marked");
+  plan->add_option("--memory-per-rank", po.memory_per_rank, "bytes a rank may hold (e.g. 16G); layouts above it are marked")
+      ->check([](const std::string& v) { return v.empty() ? "a size such as 16G (empty given)" : ""; });
   plan->add_option("--strategy", po.strategies, "strategies (and pinned layouts, as run --strategy takes them)")
       ->capture_default_str();
   plan->add_option("--csv", po.csv_path, "write plan_* rows (one set per layout) as a results CSV");
@@ -344,6 +360,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
       o.warmup = std::min(o.warmup, 1);
     }
     for (auto& [name, group] : o.flags_by_group) group->finish(o);
+    // Said of the suite: left to the plan, every case of it was "asked for twice".
+    for (auto s = o.suites.begin(); s != o.suites.end(); ++s) {
+      if (std::find(o.suites.begin(), s, *s) != s) throw UsageError("suite " + quoted_input(*s) + " named twice");
+    }
     if (o.suites.empty()) o.suites.push_back("collectives");
   } catch (const Error& e) {
     if (e.kind() == Error::Kind::timeout) throw;  // a hang, not a usage error (exit 3)

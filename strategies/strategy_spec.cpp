@@ -90,8 +90,9 @@ StrategySpec parse_strategy_spec(std::string_view text) {
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
     const int least = key == "zero" || key == "staleness" ? 0 : 1;
     if (value.empty() || error != std::errc{} || end != value.data() + value.size() || number < least ||
-        number > (1 << 20)) {
-      throw bad_spec(text, key + " must be an integer >= " + std::to_string(least) + ", not " + quoted_input(value));
+        number > kMaxSpecValue) {
+      throw bad_spec(text, key + " must be an integer from " + std::to_string(least) + " to " +
+                               std::to_string(kMaxSpecValue) + ", not " + quoted_input(value));
     }
     if (key == "zero" && number > 1) throw bad_spec(text, "zero is 0 or 1 (ZeRO-1 across the dp group)");
     spec.pinned[key] = number;

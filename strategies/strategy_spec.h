@@ -14,6 +14,9 @@ namespace dts {
 
 // What a parameter server's spec leaves open takes: ps-ssp's bound s, ps-backup's b.
 inline constexpr int kDefaultStaleness = 1, kDefaultBackup = 1;
+// The largest value a spec's number takes (dp, tp, pp, mb, servers, staleness, backup): far past
+// any layout of a real job, and its products (dp x tp x pp, dp x mb) stay within an int64.
+inline constexpr int kMaxSpecValue = 1 << 20;
 
 struct StrategySpec {
   std::string name;                   // a registered strategy

@@ -97,6 +97,20 @@ TEST(StrategySpec, ListsRefuseASpecGivenTwice) {
   EXPECT_EQ(parse_strategy_list("tp(tp=2),tp(tp=4),hybrid(schedule=gpipe),hybrid(schedule=1f1b)").size(), 4u);
 }
 
+// A number out of range names the range the parser takes, both ends: "staleness must be an
+// integer >= 0" was said of 2147483647, which is >= 0.
+TEST(StrategySpec, ANumberOutOfRangeNamesTheRange) {
+  const std::string top = std::to_string(kMaxSpecValue);
+  EXPECT_NE(parse_error("ps-ssp(staleness=2147483647)").find("staleness must be an integer from 0 to " + top +
+                                                               ", not '2147483647'"),
+            std::string::npos)
+      << parse_error("ps-ssp(staleness=2147483647)");
+  EXPECT_NE(parse_error("ddp(dp=0)").find("dp must be an integer from 1 to " + top), std::string::npos)
+      << parse_error("ddp(dp=0)");
+  EXPECT_EQ(parse_error("ps-ssp(staleness=" + top + ")"), "");  // the top itself is taken
+  EXPECT_NE(parse_error("ps-ssp(staleness=" + std::to_string(kMaxSpecValue + 1) + ")"), "");
+}
+
 // Errors quote the spec as backend specs are quoted (core/error.h, quoted_input): cut past
 // kQuotedChars with its length, control bytes escaped, so the harness's error stays one short line.
 TEST(StrategySpec, MessagesAreOneShortLine) {

@@ -3,15 +3,30 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 
 namespace dts {
+
+// `text` as a decimal number of type T (std::from_chars): the whole text, no space, no '+', no
+// hex, and within T's range; std::nullopt otherwise. The rule every number inside a flag's text
+// follows (CLI11 and std::sto* read "0x10" as 16, "-1" as 2^64 - 1 for an unsigned, " 16" as 16).
+template <class T>
+std::optional<T> decimal_of(std::string_view text) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
 
 // A finite number in [lo, hi]. CLI11's Range lets NaN through (every comparison with NaN is
 // false), and NaN then plans one case per byte (-f) or judges every case hung (-T).

@@ -47,7 +47,7 @@ void TrainingFlags::declare(CLI::App& g) {
   g.add_option("--straggler", straggler_text_,
                "RANK:FACTOR: rank RANK of every layout computes FACTOR (1 to 1000) times as long, waiting after each "
                "of its compute phases (ddp, zero1-3, ps-*, gossip; the others SKIP): a slow processor, not a slow link; "
-               "a layout without that rank has no straggler");
+               "a layout without that rank has no straggler; a RANK outside the job (convergence: its groups) is refused");
 }
 
 namespace {
@@ -95,6 +95,24 @@ void TrainingFlags::finish(const RunOptions&) {
 
 ModelSpec TrainingFlags::model(const RunOptions& common) const {
   return {layers, width, input, classes, common.seed, common.seed + 1};
+}
+
+void TrainingFlags::require_layout(const StrategySpec& spec, size_t layouts, const std::string& ranks, int world,
+                                   const LayoutDefaults& defaults) const {
+  if (layouts > 0 || strategies.empty()) return;
+  const std::string why = why_no_layout(spec, world, defaults);
+  throw Error(Error::Kind::invalid_argument,
+              "strategy '" + spec.text + "' has no layout on " + ranks + " with a " + std::to_string(defaults.layers) +
+                  "-layer model of width " + std::to_string(defaults.width) +
+                  (why.empty() ? "" : " (on " + std::to_string(world) + ": " + why + ")"));
+}
+
+void TrainingFlags::check_straggler(int ranks, const std::string& whose) const {
+  if (straggler_rank < ranks) return;
+  throw Error(Error::Kind::invalid_argument,
+              "--straggler " + quoted_input(straggler_text_) + ": rank " + std::to_string(straggler_rank) + " is outside " +
+                  whose + " " + std::to_string(ranks) + " ranks (0 to " + std::to_string(ranks - 1) +
+                  "): no layout would have the straggler");
 }
 
 DTS_REGISTER_FLAGS(TrainingFlags, "Training suites (equivalence, scaling)");

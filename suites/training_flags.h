@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "strategies/single/single_trainer.h"
+#include "strategies/strategy_spec.h"
 #include "strategies/workload.h"
 #include "suites/suite.h"
 
@@ -31,6 +32,16 @@ class TrainingFlags final : public FlagGroup {
   void finish(const RunOptions& common) override;
   // The model of the flags, its parameters and data keyed by the run's seed.
   ModelSpec model(const RunOptions& common) const;
+  // The training suites' shared refusals, at plan (the ranks are known there, not in finish), on
+  // every rank alike: Error{invalid_argument}, one line, exit 2, before anything runs.
+  // A strategy named in --strategy that has no layout where the suite trains it (`layouts` found
+  // on `ranks`, e.g. "1..4 ranks"; why_no_layout asked about `world`); under `all` a suite leaves
+  // such a strategy out instead.
+  void require_layout(const StrategySpec& spec, size_t layouts, const std::string& ranks, int world,
+                      const LayoutDefaults& defaults) const;
+  // A --straggler rank outside the largest layout the suite trains (`ranks` ranks, `whose` says
+  // whose: "the job's"): no layout would have it, and the run would go as if it were not given.
+  void check_straggler(int ranks, const std::string& whose) const;
 
  private:
   std::string strategies_text_ = "all";

@@ -162,7 +162,8 @@ TEST(Convergence, StrategiesTrainTheRunsAndReportTimeAndSamplesToTarget) {
 }
 
 // Odd and single: at 3 ranks ps-backup is 1 server + 2 workers (b = 1 drops one of two) and
-// gossip a ring of 3; at 1 rank a parameter server has no layout and SKIPs saying why.
+// gossip a ring of 3; at 1 rank a parameter server has no layout: named, it is refused as the
+// equivalence suite refuses it (one line, exit 2, saying why), and ddp trains alone.
 TEST(Convergence, StrategiesAtThreeRanksAndAtOne) {
   const auto rows = run_convergence(3, "--strategy ps-backup,gossip --group-ranks 3 --scan-scales none", 0, "three");
   const auto f = by_case(rows);
@@ -174,11 +175,13 @@ TEST(Convergence, StrategiesAtThreeRanksAndAtOne) {
   // ps-backup keeps a server's range and both workers' copies alike: compared, and passing.
   EXPECT_EQ(f.at({"rule/digits/k8/ps-backup", "base", "check"}).verdict, dts::Verdict::pass)
       << f.at({"rule/digits/k8/ps-backup", "base", "check"}).detail;
-  const auto single = by_case(run_convergence(1, "--strategy ps-sync,ddp --scan-scales none", 0, "one"));
-  ASSERT_TRUE(single.count({"rule/digits/k8/ps-sync", "", "check"}));
-  EXPECT_EQ(single.at({"rule/digits/k8/ps-sync", "", "check"}).verdict, dts::Verdict::skip);
-  EXPECT_NE(single.at({"rule/digits/k8/ps-sync", "", "check"}).detail.find("at least 2 ranks"), std::string::npos)
-      << single.at({"rule/digits/k8/ps-sync", "", "check"}).detail;
+  const RunResult refused = run_dtsuite(1, "run convergence --strategy ps-sync,ddp --scan-scales none");
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  ASSERT_EQ(our_lines(refused.err).size(), 1u) << refused.err;
+  EXPECT_NE(our_lines(refused.err)[0].find("strategy 'ps-sync' has no layout on groups of 1 ranks"), std::string::npos)
+      << refused.err;
+  EXPECT_NE(our_lines(refused.err)[0].find("at least 2 ranks"), std::string::npos) << refused.err;
+  const auto single = by_case(run_convergence(1, "--strategy ddp --scan-scales none", 0, "one"));
   EXPECT_EQ(single.at({"rule/digits/k8", "base", "check"}).verdict, dts::Verdict::pass);
 }
 
@@ -251,7 +254,7 @@ TEST(Convergence, ADivergedScaledRunFailsTheRuleWhileTheStackPasses) {
 TEST(Convergence, RefusedFlagValuesAreOneLineAndExitTwo) {
   // (arguments, what the one line must say)
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"--sweep 16:1e30", "must be a number in (0, 1e+06]"},  // --base-lr's bound
+      {"--sweep 16:1e30", "must be a decimal number in (0, 1e+06]"},  // --base-lr's bound
       {"--sweep ''", "write --sweep none"},                   // empty: refused alike for both lists
       {"--scan-scales ''", "write --scan-scales none"},
       {"--group-ranks 3", "--group-ranks 3 exceeds the job's 2 ranks"},  // not shrunk to 2 silently

@@ -104,18 +104,15 @@ class ConvergenceFlags final : public FlagGroup {
         if (colon == std::string::npos) {
           throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "' is not BATCH:LR (e.g. 64:0.08)");
         }
+        // Both halves decimal, the whole text (decimal_of): std::stod read the lr "0x10" as 16.
         SweepPoint p;
         p.batch = integer_of(item.substr(0, colon), "--sweep batch", 1);
-        try {
-          size_t used = 0;
-          p.lr = std::stod(item.substr(colon + 1), &used);
-          if (used != item.size() - colon - 1 || !(p.lr > 0) || !(p.lr <= kMaxLearningRate)) {
-            throw std::invalid_argument("");
-          }
-        } catch (const std::exception&) {
-          throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "': the learning rate must be a number in (0, " +
+        const std::optional<double> lr = decimal_of<double>(std::string_view(item).substr(colon + 1));
+        if (!lr || !(*lr > 0) || !(*lr <= kMaxLearningRate)) {
+          throw Error(Error::Kind::invalid_argument, "--sweep item '" + item + "': the learning rate must be a decimal number in (0, " +
                                                          format_number(kMaxLearningRate, "%g") + "], as --base-lr's");
         }
+        p.lr = *lr;
         sweep.push_back(p);
       }
     }
@@ -134,6 +131,13 @@ class ConvergenceFlags final : public FlagGroup {
                   "--group-ranks " + std::to_string(group_ranks) + " exceeds the job's " + std::to_string(world_size) +
                       " ranks (at most " + std::to_string(world_size) + ", or 0 for groups of at least 2)");
     }
+  }
+
+  // Ranks of each concurrent run's group: --group-ranks, else groups of at least 2 (so every run
+  // goes through the stack's collectives), as many as the runs can use.
+  int group_size_of(int runs, int world_size) const {
+    if (group_ranks > 0) return group_ranks;
+    return world_size / std::max(1, std::min(runs, world_size / 2));
   }
 
   std::string describe() const override {
@@ -159,14 +163,10 @@ class ConvergenceFlags final : public FlagGroup {
   }
 
   static int integer_of(const std::string& text, const std::string& what, int minimum) {
-    try {
-      size_t used = 0;
-      const long value = std::stol(text, &used);
-      if (used == text.size() && value >= minimum && value <= (1 << 24)) return static_cast<int>(value);
-    } catch (const std::exception&) {
-    }
-    throw Error(Error::Kind::invalid_argument,
-                what + " '" + text + "' is not a whole number of at least " + std::to_string(minimum));
+    const std::optional<int> value = decimal_of<int>(text);
+    if (value && *value >= minimum && *value <= (1 << 24)) return *value;
+    throw Error(Error::Kind::invalid_argument, what + " '" + text + "' is not a decimal whole number from " +
+                                                   std::to_string(minimum) + " to " + std::to_string(1 << 24));
   }
 
   std::string scan_text_ = "2,4,16,32", scaled_lr_text_ = "linear", sweep_text_ = "none";
@@ -313,6 +313,14 @@ ConvergenceData load_data(const std::string& data, const RunOptions& common) {
   return digits_data(parse_digits(common.read_shared_input(path, "--data file", digits_file_limits()), name), name);
 }
 
+// What layouts_of fills in for the digits model: its layers bound a pipeline, its width tp.
+LayoutDefaults layout_defaults() {
+  LayoutDefaults defaults;
+  defaults.layers = digits_model().layers;
+  defaults.width = digits_model().width;
+  return defaults;
+}
+
 // "run=scaled-k8": what a row's series is called in the report and the CSV.
 std::string run_label(const PlannedRun& p) {
   if (p.role == Role::base) return "base";
@@ -395,6 +403,15 @@ class ConvergenceSuite final : public Suite {
     std::vector<StrategySpec> strategies;
     for (const std::string& text : t.strategies) strategies.push_back(parse_strategy_spec(text));
     if (strategies.empty()) strategies.push_back(parse_strategy_spec("ddp"));
+    // As the equivalence suite refuses them (TrainingFlags): a named strategy with no layout on
+    // the groups' ranks, and a straggler outside them; here, before anything runs, not a SKIP.
+    const int group_size = f.group_size_of(static_cast<int>(c.runs.size()), common.world_size);
+    const std::string groups = "groups of " + std::to_string(group_size) + " ranks (--group-ranks)";
+    for (const StrategySpec& strategy : strategies) {
+      t.require_layout(strategy, layouts_of(strategy, group_size, layout_defaults()).size(), groups, group_size,
+                       layout_defaults());
+    }
+    t.check_straggler(group_size, "the convergence groups'");
     const double slowdown = t.straggler_rank >= 0 ? t.straggler_factor : 1.0;
     std::vector<Case> cases;
     for (const StrategySpec& strategy : strategies) {
@@ -428,11 +445,7 @@ class ConvergenceSuite final : public Suite {
     // every run goes through the stack's collectives), as many as the runs can use.
     const int runs = static_cast<int>(c.runs.size());
     f.check_group_ranks(world);  // plan refused it already; a group of no ranks would never end
-    int group_size = f.group_ranks;
-    if (group_size <= 0) {
-      const int groups_wanted = std::max(1, std::min(runs, world / 2));
-      group_size = world / groups_wanted;
-    }
+    const int group_size = f.group_size_of(runs, world);
     const int groups = world / group_size;
     const int my_group = rank / group_size < groups ? rank / group_size : -1;  // -1: the ranks left over wait
     std::unique_ptr<Communicator> group = comm.split(my_group < 0 ? groups : my_group, rank);
@@ -442,9 +455,7 @@ class ConvergenceSuite final : public Suite {
     // The strategy's first layout of a group's ranks (pinned keys choose another), with the
     // straggler: SKIP, on every rank alike, where there is none.
     const TrainingFlags& t = common.flags<TrainingFlags>();
-    LayoutDefaults defaults;
-    defaults.layers = model.layers;
-    defaults.width = model.width;
+    const LayoutDefaults defaults = layout_defaults();
     const std::vector<ParallelConfig> layouts = layouts_of(c.strategy, group_size, defaults);
     if (layouts.empty()) {
       throw Error(Error::Kind::unsupported, "convergence with " + c.strategy.text + " on groups of " +

@@ -289,14 +289,9 @@ class EquivalenceSuite final : public Suite {
         }
       }
       // Asked for by name, a strategy with no layout here is a usage error; "all" skips it.
-      if (layouts == 0 && !o.strategies.empty()) {
-        const std::string why = why_no_layout(spec, common.world_size, defaults);
-        throw Error(Error::Kind::invalid_argument,
-                    "strategy '" + spec.text + "' has no layout on 1.." + std::to_string(common.world_size) +
-                        " ranks with a " + std::to_string(o.layers) + "-layer model of width " +
-                        std::to_string(o.width) + (why.empty() ? "" : " (on " + std::to_string(common.world_size) + ": " + why + ")"));
-      }
+      o.require_layout(spec, layouts, "1.." + std::to_string(common.world_size) + " ranks", common.world_size, defaults);
     }
+    o.check_straggler(common.world_size, "the job's");
     return cases;
   }
 

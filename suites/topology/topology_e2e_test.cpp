@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
@@ -99,18 +100,28 @@ TEST(Topology, ASweepTimesOneWayMessagesOfEverySize) {
   }
   // 8, 32, 128, 512, 2K, 8K and the matrix's 64K, each direction of the one pair.
   EXPECT_EQ(one_way, (std::map<int64_t, int>{{8, 2}, {32, 2}, {128, 2}, {512, 2}, {2048, 2}, {8192, 2}, {65536, 2}}));
-  // --quick caps the sweep at 256K as it caps --p2p-bytes; MAX is timed even off the x4 steps.
+  // --quick caps the sweep at 256K as it caps --p2p-bytes, and says so in the preamble and on the
+  // sweep's rows; MAX is timed even off the x4 steps (3K x4^4 = 768K: 3K, 12K, 48K, 192K, then 256K).
   const fs::path quick = scratch_dir() / "sweep-quick.csv";
-  ASSERT_EQ(run_dtsuite(2, "run topology --quick " + kSmall + " --p2p-sweep 1M:4M --csv " + quick.string()).exit_code, 0);
+  const RunResult q = run_dtsuite(2, "run topology --quick " + kSmall + " --p2p-sweep 3K:1M --csv " + quick.string());
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const std::string note = "--quick cut --p2p-sweep 3K:1M at 256K";
+  EXPECT_NE(q.out.find("(" + note + ")"), std::string::npos) << q.out.substr(0, 2000);
   ASSERT_EQ(run_dtsuite(2, "run topology " + kSmall + " --p2p-sweep 1K:3K --csv " + csv.string()).exit_code, 0);
-  for (const auto& [file, sizes] : {std::pair{quick, std::set<int64_t>{262144}}, std::pair{csv, std::set<int64_t>{1024, 3072}}}) {
+  for (const auto& [file, sizes, said] :
+       {std::tuple{quick, std::set<int64_t>{3072, 12288, 49152, 196608, 262144}, note},
+        std::tuple{csv, std::set<int64_t>{1024, 3072}, std::string()}}) {
     std::set<int64_t> swept;
     for (const dts::Record& row : dts::read_results_csv(file.string())) {
-      if (config(row, "sweep") == "1") swept.insert(row.labels.bytes);
+      if (config(row, "sweep") != "1") continue;
+      swept.insert(row.labels.bytes);
+      EXPECT_EQ(row.detail, said) << file << " " << row.labels.bytes;
     }
     EXPECT_EQ(swept, sizes) << file;
   }
-  for (const std::string bad : {"4K", "8K:1K", "0:4K", "x:4K"}) {
+  // A sweep wholly above the cap would sweep nothing: refused (errors_e2e_test.cpp has its line).
+  EXPECT_EQ(run_dtsuite(2, "run topology --quick " + kSmall + " --p2p-sweep 1M:4M").exit_code, 2);
+  for (const std::string bad : {"4K", "8K:1K", "0:4K", "x:4K", "''"}) {
     const RunResult b = run_dtsuite(2, "run topology " + kSmall + " --p2p-sweep " + bad);
     EXPECT_EQ(b.exit_code, 2) << bad << "\n" << b.err;
     EXPECT_EQ(our_lines(b.err).size(), 1u) << bad << "\n" << b.err;

@@ -19,6 +19,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "results/noise.h"
+#include "suites/memory_fit.h"
 #include "suites/suite.h"
 #include "suites/topology/link_counters.h"
 
@@ -36,6 +37,8 @@ class TopologyFlags final : public FlagGroup {
   // One-way message sizes timed beside --p2p-bytes (--p2p-sweep MIN:MAX, x4): the line a
   // message's time follows between latency and bandwidth, where a library may change protocol.
   std::vector<int64_t> sweep;
+  // What --quick did to the sweep, said in the preamble and on the sweep's rows; "": nothing.
+  std::string quick_note;
 
   void declare(CLI::App& g) override {
     g.add_option("--p2p-bytes", p2p_text_, "message size of the point-to-point bandwidth matrix (suffixes K, M, G)")
@@ -46,7 +49,10 @@ class TopologyFlags final : public FlagGroup {
     g.add_option("--link-speed", speed_text_, "rated speed of the links, bits per second (1gbit, 100G); default: "
                                               "what each interface reports");
     g.add_option("--p2p-sweep", sweep_text_, "also time one-way messages of every size from MIN to MAX, x4 "
-                                             "(e.g. 8:4M; the planner's line of a link between latency and bandwidth)");
+                                             "(e.g. 8:4M; the planner's line of a link between latency and bandwidth)")
+        // Empty is "no sweep" only when the flag is left out: given empty, it is a script's unset variable.
+        ->check(CLI::Validator([](std::string& v) { return v.empty() ? "an empty value (MIN:MAX, e.g. 8:4M)" : ""; },
+                               "MIN:MAX"));
   }
   void finish(const RunOptions& common) override {
     p2p_bytes = parse_size(p2p_text_);
@@ -66,6 +72,7 @@ class TopologyFlags final : public FlagGroup {
     }
     link_speed = speed_text_.empty() ? 0 : parse_link_speed(speed_text_);
     sweep.clear();
+    quick_note.clear();
     if (!sweep_text_.empty()) {
       const size_t colon = sweep_text_.find(':');
       if (colon == std::string::npos) {
@@ -75,9 +82,14 @@ class TopologyFlags final : public FlagGroup {
       if (lo <= 0 || hi < lo) {
         throw Error(Error::Kind::invalid_argument, "--p2p-sweep MIN:MAX needs 0 < MIN <= MAX, not '" + sweep_text_ + "'");
       }
-      if (common.quick) {  // as --p2p-bytes: at most 256K
-        hi = std::min<int64_t>(hi, int64_t{256} << 10);
-        lo = std::min(lo, hi);
+      if (common.quick && hi > kQuickBytes) {  // as --p2p-bytes: at most 256K
+        if (lo > kQuickBytes) {
+          throw Error(Error::Kind::invalid_argument, "--p2p-sweep " + quoted_input(sweep_text_) +
+                                                         " under --quick: every size is above --quick's 256K, so "
+                                                         "nothing would be swept (MIN at most 256K, or no --quick)");
+        }
+        hi = kQuickBytes;
+        quick_note = "--quick cut --p2p-sweep " + sweep_text_ + " at 256K";
       }
       // MIN, x4 while below MAX, and MAX itself (parse_size keeps both far below overflow).
       for (int64_t b = lo; b < hi; b *= 4) sweep.push_back(b);
@@ -88,11 +100,13 @@ class TopologyFlags final : public FlagGroup {
   std::string describe() const override {
     return "topology: p2p " + std::to_string(p2p_bytes) + " B" +
            (sweep.empty() ? "" : " (one way also " + std::to_string(sweep.front()) + " to " + std::to_string(sweep.back()) + " B)") +
+           (quick_note.empty() ? "" : " (" + quick_note + ")") +
            ", latency " + std::to_string(latency_bytes) + " B, link all_reduce " + std::to_string(link_bytes) + " B" +
            (link_speed > 0 ? ", rated " + std::to_string(link_speed / 1e9) + " Gbit/s" : "");
   }
 
  private:
+  static constexpr int64_t kQuickBytes = int64_t{256} << 10;  // --quick's largest p2p message
   std::string p2p_text_ = "4M", latency_text_ = "8", link_text_ = "64M", speed_text_, sweep_text_;
 };
 DTS_REGISTER_FLAGS(TopologyFlags, "Topology suite");
@@ -112,6 +126,14 @@ class TopologySuite final : public Suite {
 
   std::vector<Case> plan(const RunOptions& common) const override {
     const TopologyFlags& f = common.flags<TopologyFlags>();
+    // Before anything is allocated: a pair's rank holds an outgoing and an incoming buffer of the
+    // largest message (the matrix's or the sweep's), 2 bytes a byte; the link case an all_reduce
+    // of --link-bytes in place and room for a library's scratch copy, 2 bytes a byte too.
+    int64_t largest = std::max(f.p2p_bytes, f.link_bytes);
+    for (int64_t b : f.sweep) largest = std::max(largest, b);
+    check_fits("topology: a message of " + format_bytes(static_cast<double>(largest)), 2.0 * static_cast<double>(largest),
+               "2 bytes a byte of the largest message: the buffer sent and the one received",
+               memory_available_per_rank(common.ranks_on_node), "lower --p2p-sweep's MAX, --p2p-bytes or --link-bytes");
     std::vector<Case> cases;
     for (int a = 0; a < common.world_size; ++a) {
       for (int b = a + 1; b < common.world_size; ++b) {
@@ -251,6 +273,7 @@ class TopologySuite final : public Suite {
       if (message > 0) {
         r.labels.bytes = message;
         r.labels.config += ";sweep=1";  // not a cell of the matrix (the report's heat map leaves it out)
+        r.detail = f.quick_note;
       }
       r.verdict = Verdict::info;
       ctx.emit(r);
