@@ -3,7 +3,8 @@
 // ranks; SIGINT/SIGTERM to a rank or to the launcher (an interruption: skip); a rank killed
 // mid-case (a failure naming the rank and its node); and a launch by another MPI library's
 // launcher. -T 600 in every run: if the harness left the job to the watchdog, the run would report
-// a timeout, which these tests refuse (and ctest's limit is lower).
+// a timeout, which these tests refuse (and ctest's limit is lower). And flag values that once ran
+// as something else than was asked: each is refused, one line, exit 2, before anything runs.
 //   ctest -R errors_e2e_test
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "harness/testing/e2e.h"
 #include "results/csv_reader.h"
@@ -184,6 +187,22 @@ class RankLost : public ::testing::TestWithParam<std::string> {
     if (!open_mpi_launcher()) GTEST_SKIP() << "needs Open MPI's launcher (SIGTERM to the others of a job that lost a rank)";
   }
   std::string name(const std::string& what) const { return what + (GetParam().empty() ? "" : "_" + GetParam()); }
+  // Starts `command` (two_node_command's ranks write their pids), waits until `csv` has `lines`
+  // lines, SIGKILLs rank `rank` and returns the launcher's wait status; -1 when no rank's pid
+  // was there to kill.
+  static int kill_rank_after_rows(const std::string& command, const fs::path& csv, size_t lines, int rank,
+                                  std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const fs::path pid_file = scratch_dir() / ("rank" + std::to_string(rank) + ".pid");
+    fs::remove(pid_file);
+    const pid_t child = start_shell(command);
+    if (child < 0) return -1;
+    wait_for_lines(csv, lines, limit);
+    const std::string pid_text = read_file(pid_file);
+    if (!pid_text.empty()) kill(static_cast<pid_t>(std::stol(pid_text)), SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    return pid_text.empty() ? -1 : status;
+  }
 };
 
 // A rank that disappears in the middle of a case (SIGKILL: the OOM killer, a crashed node) is a
@@ -192,22 +211,14 @@ class RankLost : public ::testing::TestWithParam<std::string> {
 // and its node; JUnit counts it as an error, Prometheus and the console as a failed case.
 TEST_P(RankLost, AKilledRankFailsTheCaseNamingItAndItsNode) {
   const Outputs o(name("killed_rank"));
-  fs::remove(scratch_dir() / "rank3.pid");
   // The launcher's SIGKILL follows its SIGTERM by 1 s (odls_base_sigkill_timeout); rank 0 needs
   // about a fifth of it (Watchdog::kSignalWindow, then the outputs), but a loaded test machine may
   // hold its threads back: 5 s here.
-  const pid_t child = start_shell(two_node_command("--mca odls_base_sigkill_timeout 5 " + transport_flags()) + kLongSweep +
-                                  o.flags());
-  ASSERT_GE(child, 0);
-  wait_for_lines(o.csv, 20);
-  const std::string pid_text = read_file(scratch_dir() / "rank3.pid");
-  ASSERT_FALSE(pid_text.empty());
-  kill(static_cast<pid_t>(std::stol(pid_text)), SIGKILL);
-  int status = 0;
-  waitpid(child, &status, 0);
+  const int status = kill_rank_after_rows(
+      two_node_command("--mca odls_base_sigkill_timeout 5 " + transport_flags()) + kLongSweep + o.flags(), o.csv, 20, 3);
   // The launcher's own code says a process was killed (Open MPI: 137); dtsuite's rank 0 ends
   // with 1, a failed case.
-  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_TRUE(status >= 0 && WIFEXITED(status)) << status;
   EXPECT_NE(WEXITSTATUS(status), 0);
   // "rank 3 (node n1) stopped answering", or, over TCP, where the ranks that talked to rank 3 may
   // be held up too, "ranks 1 (node n0), 2 (node n1), 3 (node n1) stopped answering".
@@ -254,6 +265,33 @@ TEST_P(RankLost, ASignalToAnotherRankIsAnInterruption) {
   EXPECT_EQ(rows.back().verdict, dts::Verdict::skip) << rows.back().detail;
   EXPECT_NE(rows.back().detail.find("interrupted by SIG"), std::string::npos) << rows.back().detail;
   EXPECT_NE(read_file(o.junit).find(" errors=\"0\""), std::string::npos);
+}
+
+// A rank lost while rank 0 writes a long case's rows: the convergence suite emits every epoch's
+// rows at the end of its case (a thousand and more), and the rows of the run after it. Rank 2 is
+// killed when the first of them reach the CSV: inside that burst, or in the collectives case that
+// follows it. Either way the last row is a FAIL naming rank 2, in every output. Before the ending
+// took the sinks first, the burst kept the mutex from the signal thread until the launcher's
+// SIGKILL: 1,137 info rows, JUnit with 0 failures, dtsuite_cases_failed 0, exit 137.
+TEST_P(RankLost, DuringABurstOfRowsTheLastRowStillNamesTheRank) {
+  const Outputs o(name("burst"));
+  // The launcher's own second between SIGTERM and SIGKILL (no odls_base_sigkill_timeout): what a
+  // user's mpirun gives. The CSV's first row (after its header) is the convergence case's first.
+  const int status = kill_rank_after_rows(two_node_command(transport_flags()) +
+                                              " run convergence collectives --strategy gossip --epochs 400 "
+                                              "--scan-scales none -d f32 -o sum -e 64M -T 600" + o.flags(),
+                                          o.csv, 2, 2, std::chrono::seconds(300));
+  ASSERT_TRUE(status >= 0 && WIFEXITED(status)) << status;
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const auto rows = dts::read_results_csv(o.csv.string());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().metric, "check");
+  EXPECT_EQ(rows.back().verdict, dts::Verdict::fail) << rows.back().case_id << ": " << rows.back().detail;
+  EXPECT_NE(rows.back().detail.find("2 (node n1)"), std::string::npos) << rows.back().detail;
+  const std::string junit = read_file(o.junit);
+  EXPECT_NE(junit.find("<error type=\"rank_lost\" message=\""), std::string::npos) << junit.substr(0, 400);
+  EXPECT_NE(junit.find("</testsuites>"), std::string::npos);
+  EXPECT_EQ(prom_line(o.prom, "dtsuite_cases_failed"), "dtsuite_cases_failed 1");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, RankLost, ::testing::Values(std::string(), std::string("tcp")),
@@ -319,6 +357,42 @@ TEST(LauncherMismatch, NJobsOfOneRankAreRefused) {
   ASSERT_EQ(ours.size(), 1u) << r.err;
   EXPECT_NE(ours[0].find("the launcher started 2 ranks (PMI_SIZE=2) but MPI sees a world of 1"), std::string::npos) << ours[0];
   EXPECT_FALSE(fs::exists(csv));
+}
+
+// Each of these ran, as something else than was asked, or said the wrong thing; now each is one
+// line naming what is taken, and exit 2, on 2 ranks (the straggler's and the layouts' world).
+TEST(AcceptedSilently, EachIsRefusedWithOneLineNamingWhatIsTaken) {
+  const std::string seeds = "is not a whole number from 0 to 18446744073709551615";  // 2^64 - 1
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      // strtoull took both as 2^64 - 1.
+      {"run collectives --seed -1", "--seed: '-1' " + seeds},
+      {"run collectives --seed 99999999999999999999", "--seed: '99999999999999999999' " + seeds},
+      // std::stod read the lr 0x10 as 16 while the batch 0x10 was refused: both halves decimal now.
+      {"run convergence --sweep 16:0x10", "--sweep item '16:0x10': the learning rate must be a decimal number"},
+      {"run convergence --sweep 0x10:0.02", "--sweep batch '0x10' is not a decimal whole number from 1 to 16777216"},
+      // No layout of 2 ranks has a rank 5: the run went as if no straggler were given.
+      {"run equivalence --strategy ddp --straggler 5:4", "--straggler '5:4': rank 5 is outside the job's 2 ranks (0 to 1)"},
+      {"run scaling --strategy ddp --straggler 2:4", "--straggler '2:4': rank 2 is outside the job's 2 ranks (0 to 1)"},
+      {"run convergence --straggler 2:4", "rank 2 is outside the convergence groups' 2 ranks (0 to 1)"},
+      // --quick caps the sweep at 256K: a sweep above it swept nothing.
+      {"run topology --quick --p2p-sweep 8G:8G", "--p2p-sweep '8G:8G' under --quick: every size is above --quick's 256K"},
+      {"run topology --p2p-sweep ''", "--p2p-sweep: an empty value"},
+      // The equivalence suite's refusal, shared: convergence SKIPped it with exit 0.
+      {"run convergence --strategy 'ps-sync(servers=3)'",
+       "strategy 'ps-sync(servers=3)' has no layout on groups of 2 ranks (--group-ranks)"},
+      {"run equivalence --strategy 'ps-sync(servers=3)'", "strategy 'ps-sync(servers=3)' has no layout on 1..2 ranks"},
+      // "must be an integer >= 0" was said of a value that is.
+      {"run equivalence --strategy 'ps-ssp(staleness=2147483647)'", "staleness must be an integer from 0 to 1048576"},
+      // Reported as a case asked for twice.
+      {"run collectives collectives", "suite 'collectives' named twice"},
+  };
+  for (const auto& [args, says] : refused) {
+    const RunResult r = run_dtsuite(2, args + " -T 600 --csv " + (scratch_dir() / "silent.csv").string());
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    const auto lines = our_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args << ": " << r.err;
+    EXPECT_NE(lines[0].find(says), std::string::npos) << args << ": " << lines[0];
+  }
 }
 
 }  // namespace

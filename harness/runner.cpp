@@ -135,10 +135,11 @@ std::vector<size_t> case_order(size_t cases, int repeat, uint64_t seed) {
   return order;
 }
 
-// Rank 0's fan-out to the sinks. Thread-safe: the watchdog thread writes the timeout record.
+// Rank 0's fan-out to the sinks. Thread-safe: the watchdog's and the signal thread's ending
+// writes the job's last row while the main thread may be inside a sink.
 class Results {
  public:
-  void add(std::unique_ptr<Sink> sink) { sinks_.push_back(std::move(sink)); }
+  void add(std::unique_ptr<Sink> sink) { sinks_.push_back(Guarded{std::move(sink), std::make_unique<std::timed_mutex>()}); }
   // --profile: every record is judged against the profile's thresholds before any sink sees it.
   void judge_with(const Profile& profile) { judge_.emplace(profile); }
   // --expect: then every record is judged against the known deviations (results/expectations.h).
@@ -153,54 +154,113 @@ class Results {
     return judge_ ? judge_->summary() : std::vector<Record>{};
   }
 
+  // The job is ending (end_job, on the watchdog's or the signal thread), and the launcher's
+  // SIGKILL follows its SIGTERM by a second. From here on the main thread's writes wait, so the
+  // ending's row goes in after at most the one record being written (a suite emits its rows at the
+  // end of a case: 1,100 for a long convergence run). The ending aborts the job: they never resume.
+  void begin_ending() { ending_.store(true); }
+
   void write(Record record) {
-    std::lock_guard lock(mutex_);
-    if (judge_) judge_->apply(record);
-    if (expected_) expected_->apply(record);
-    if (is_failure(record.verdict)) failed_cases_.insert(record.case_id);
-    for (auto& sink : sinks_) {
-      if (!sink) continue;
-      try {
-        sink->write(record);
-      } catch (const std::exception& e) {
-        // Keep measuring and keep the other sinks: one line, and exit 2 at the end.
-        std::fprintf(stderr, "dtsuite: results sink dropped: %s\n", e.what());
-        sink.reset();
-        sink_failed_ = true;
-      }
-    }
+    while (ending_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    write_to_sinks(std::move(record), false);
   }
 
-  void close() {
-    std::lock_guard lock(mutex_);
-    for (auto& sink : sinks_) {
-      if (!sink) continue;
+  // The ending's row (after begin_ending), and its closing of the outputs: each sink is waited for
+  // kEndingWait at most. A sink the main thread is stuck in is passed over, named on stderr: the
+  // console, whose stdout is a pipe to a launcher that stopped reading it once a rank was lost
+  // (Open MPI's mpirun does), held the one lock of every sink until the launcher's SIGKILL, and a
+  // lost rank left no row in any output.
+  void write_final(Record record) { write_to_sinks(std::move(record), true); }
+
+  // At the end of the run (main thread), or of an ending (ending = true: as write_final; a sink
+  // still in use is left open, not destroyed under its user, and one passed over is not waited
+  // for again).
+  void close(bool ending = false) {
+    for (Guarded& g : sinks_) {
+      std::unique_lock lock(*g.mutex, std::defer_lock);
+      if (!ending) {
+        lock.lock();
+      } else if (g.passed_over || !lock.try_lock()) {
+        continue;
+      }
+      if (!g.sink) continue;
       try {
-        sink->close();
+        g.sink->close();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "dtsuite: results sink failed to close: %s\n", e.what());
         sink_failed_ = true;
       }
+      g.sink.reset();
     }
-    sinks_.clear();
   }
 
   size_t failed_cases() {
     std::lock_guard lock(mutex_);
     return failed_cases_.size();
   }
-  bool sink_failed() {
-    std::lock_guard lock(mutex_);
-    return sink_failed_;
-  }
+  bool sink_failed() const { return sink_failed_.load(); }
 
  private:
+  struct Guarded {
+    std::unique_ptr<Sink> sink;
+    std::unique_ptr<std::timed_mutex> mutex;  // held while the sink writes: no other lock is
+    bool passed_over = false;                 // the ending found it busy: the ending's thread only
+  };
+  // Long enough for a sink's write of one record (JUnit and CSV: microseconds; a full disk's
+  // error: one syscall), short enough to leave most of the launcher's second to the rest of the
+  // ending after the lost ranks are found (Watchdog::lost_ranks: about half of it). The sinks that
+  // are free get the row first; only then is a busy one waited for.
+  static constexpr std::chrono::milliseconds kEndingWait{100};
+
+  void write_one(Guarded& g, const Record& record) {
+    if (!g.sink) return;
+    try {
+      g.sink->write(record);
+    } catch (const std::exception& e) {
+      // Keep measuring and keep the other sinks: one line, and exit 2 at the end.
+      std::fprintf(stderr, "dtsuite: results sink dropped: %s\n", e.what());
+      g.sink.reset();
+      sink_failed_ = true;
+    }
+  }
+
+  void write_to_sinks(Record record, bool ending) {
+    {
+      std::lock_guard lock(mutex_);  // the judges and the count: no I/O under this lock
+      if (judge_) judge_->apply(record);
+      if (expected_) expected_->apply(record);
+      if (is_failure(record.verdict)) failed_cases_.insert(record.case_id);
+    }
+    std::vector<Guarded*> busy;
+    for (Guarded& g : sinks_) {
+      std::unique_lock lock(*g.mutex, std::defer_lock);
+      if (!ending) {
+        lock.lock();
+      } else if (!lock.try_lock()) {
+        busy.push_back(&g);
+        continue;
+      }
+      write_one(g, record);
+    }
+    for (Guarded* g : busy) {
+      std::unique_lock lock(*g->mutex, std::defer_lock);
+      if (lock.try_lock_for(kEndingWait)) {
+        write_one(*g, record);
+        continue;
+      }
+      g->passed_over = true;
+      std::fprintf(stderr, "dtsuite: a results sink is still busy (a blocked write: a full pipe or disk); the "
+                           "job's last row passes it over\n");
+    }
+  }
+
   std::mutex mutex_;
-  std::vector<std::unique_ptr<Sink>> sinks_;
+  std::vector<Guarded> sinks_;
   std::set<std::string> failed_cases_;
-  bool sink_failed_ = false;
+  std::atomic<bool> sink_failed_{false};
   std::optional<ProfileJudge> judge_;
   std::optional<ExpectationJudge> expected_;
+  std::atomic<bool> ending_{false};
 };
 
 class HarnessContext final : public RunContext {
@@ -550,7 +610,7 @@ int run_with_mpi(Command& cmd) {
         check_outputs(inputs, {{"--csv", csv_path}, {"--junit", cmd.junit_path}, {"--prom", cmd.prom_path}});
         if (!cmd.expect_paths.empty()) {
           std::vector<ExpectationFile> files;
-          for (const std::string& path : cmd.expect_paths) files.push_back(load_expectations(path));
+          for (const std::string& path : cmd.expect_paths) files.push_back(load_expectations(path, o.timeout_seconds));
           results.expect(std::move(files));
         }
         results.add(std::make_unique<ConsoleTable>(stdout));
@@ -568,6 +628,7 @@ int run_with_mpi(Command& cmd) {
   HarnessContext context(*tested, *control, o, tested->memory(), stack, run_id, &results, observer.get());
   std::string current_suite;
   const Case* current_case = nullptr;
+  std::string previous_case;  // the last case whose rows are all written: where a row between cases goes
   std::mutex current_mutex;
   // The last word of a job that ends while a case runs (rank 0, from the watchdog's or the
   // signal thread): the case's row, then the sinks closed, one line on stderr, and the job ended
@@ -576,27 +637,34 @@ int run_with_mpi(Command& cmd) {
   auto end_job = [&](Verdict verdict, const std::string& detail, double threshold, const std::string& line,
                      int exit_code, const std::string& error_type) {
     std::lock_guard ending(ending_mutex);
+    results.begin_ending();
     Record r;
+    bool in_case = false;
     {
       std::lock_guard lock(current_mutex);
       r.suite = current_suite;
-      if (current_case) {
+      in_case = current_case != nullptr;
+      if (in_case) {
         r.case_id = current_case->id;
         r.labels = current_case->labels;
+      } else {
+        // Between cases, before the first or after the last (the summaries, the outputs' closing):
+        // the row still says how the job ended, under the run's own name, so that no output of a
+        // job that lost a rank or was stopped reads as complete and green.
+        r.suite = "run";
+        r.case_id = previous_case.empty() ? "before the first case" : "after " + previous_case;
       }
     }
-    if (!r.case_id.empty()) {  // between cases, or before the first, there is no case to speak of
-      context.label_unfinished(r.labels);
-      r.metric = "check";
-      r.value = 0;  // the check did not hold, or did not finish
-      r.verdict = verdict;
-      r.threshold = threshold;
-      r.detail = detail;
-      r.error_type = error_type;
-      context.stamp(r);
-      results.write(r);
-    }
-    results.close();
+    if (in_case) context.label_unfinished(r.labels);
+    r.metric = "check";
+    r.value = 0;  // the check did not hold, or did not finish
+    r.verdict = verdict;
+    r.threshold = threshold;
+    r.detail = detail;
+    r.error_type = error_type;
+    context.stamp(r);
+    results.write_final(r);
+    results.close(/*ending=*/true);
     std::fprintf(stderr, "dtsuite: %s\n", line.c_str());
     std::fflush(stdout);
     std::fflush(stderr);
@@ -710,7 +778,8 @@ int run_with_mpi(Command& cmd) {
     progress.end(step);
     {
       std::lock_guard lock(current_mutex);
-      current_case = nullptr;  // its rows are written: an ending before the next one writes none for it
+      previous_case = the_case.id;
+      current_case = nullptr;  // its rows are written: an ending before the next one writes a row of the run
     }
   }
 
