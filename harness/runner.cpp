@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <mpi.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -135,11 +136,35 @@ std::vector<size_t> case_order(size_t cases, int repeat, uint64_t seed) {
   return order;
 }
 
+// A descriptor made non-blocking while this lives, when it is a pipe (a launcher's, which may have
+// stopped reading it), and put back after: a terminal's description is shared with the shell.
+class NonBlockingPipe {
+ public:
+  explicit NonBlockingPipe(int fd) : fd_(fd) {
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0 || !S_ISFIFO(info.st_mode)) return;
+    flags_ = ::fcntl(fd_, F_GETFL);
+    if (flags_ >= 0) ::fcntl(fd_, F_SETFL, flags_ | O_NONBLOCK);
+  }
+  ~NonBlockingPipe() {
+    if (flags_ >= 0) ::fcntl(fd_, F_SETFL, flags_);
+  }
+  NonBlockingPipe(const NonBlockingPipe&) = delete;
+  NonBlockingPipe& operator=(const NonBlockingPipe&) = delete;
+
+ private:
+  int fd_;
+  int flags_ = -1;
+};
+
 // Rank 0's fan-out to the sinks. Thread-safe: the watchdog's and the signal thread's ending
 // writes the job's last row while the main thread may be inside a sink.
 class Results {
  public:
-  void add(std::unique_ptr<Sink> sink) { sinks_.push_back(Guarded{std::move(sink), std::make_unique<std::timed_mutex>()}); }
+  // `stream`: the FILE a sink writes to (the console's stdout), or none (a file sink).
+  void add(std::unique_ptr<Sink> sink, FILE* stream = nullptr) {
+    sinks_.push_back(Guarded{std::move(sink), std::make_unique<std::timed_mutex>(), stream});
+  }
   // --profile: every record is judged against the profile's thresholds before any sink sees it.
   void judge_with(const Profile& profile) { judge_.emplace(profile); }
   // --expect: then every record is judged against the known deviations (results/expectations.h).
@@ -165,24 +190,35 @@ class Results {
     write_to_sinks(std::move(record), false);
   }
 
-  // The ending's row (after begin_ending), and its closing of the outputs: each sink is waited for
-  // kEndingWait at most. A sink the main thread is stuck in is passed over, named on stderr: the
-  // console, whose stdout is a pipe to a launcher that stopped reading it once a rank was lost
-  // (Open MPI's mpirun does), held the one lock of every sink until the launcher's SIGKILL, and a
-  // lost rank left no row in any output.
+  // The ending's row (after begin_ending), and its closing of the outputs: the file sinks first,
+  // each waited for kEndingWait at most; a sink the main thread is stuck in is passed over, named
+  // on stderr. The console last, and only if it can neither block nor wait: its stdout is a pipe
+  // to a launcher that stops reading it once a rank is lost (Open MPI's mpirun does), which held
+  // the one lock of every sink until the launcher's SIGKILL, and a lost rank left no row in any
+  // output. So the ending's caller makes a piped stdout non-blocking (NonBlockingPipe: a full pipe
+  // drops the console's lines, the job ends next), and the console is passed over while another
+  // thread holds stdout's FILE lock.
   void write_final(Record record) { write_to_sinks(std::move(record), true); }
+
+  // fflush of a stream no other thread holds (its FILE lock): the ending's last flush.
+  static void flush_if_free(FILE* stream) {
+    if (::ftrylockfile(stream) != 0) return;
+    std::fflush(stream);
+    ::funlockfile(stream);
+  }
 
   // At the end of the run (main thread), or of an ending (ending = true: as write_final; a sink
   // still in use is left open, not destroyed under its user, and one passed over is not waited
   // for again).
   void close(bool ending = false) {
-    for (Guarded& g : sinks_) {
-      std::unique_lock lock(*g.mutex, std::defer_lock);
+    for (Guarded& g : ending_order()) {
+      std::unique_lock lock(g.mutex(), std::defer_lock);
       if (!ending) {
         lock.lock();
-      } else if (g.passed_over || !lock.try_lock()) {
+      } else if (g.passed_over || !lock.try_lock_for(kEndingWait) || !g.stream_free()) {
         continue;
       }
+      const StreamHold hold(g, ending);
       if (!g.sink) continue;
       try {
         g.sink->close();
@@ -203,9 +239,30 @@ class Results {
  private:
   struct Guarded {
     std::unique_ptr<Sink> sink;
-    std::unique_ptr<std::timed_mutex> mutex;  // held while the sink writes: no other lock is
-    bool passed_over = false;                 // the ending found it busy: the ending's thread only
+    std::unique_ptr<std::timed_mutex> lock;  // held while the sink writes: no other lock is
+    FILE* stream = nullptr;                  // the console's stdout
+    bool passed_over = false;                // the ending found it busy: the ending's thread only
+    std::timed_mutex& mutex() { return *lock; }
+    // The ending's test of a stream sink: its FILE lock free, then held (StreamHold) while it writes.
+    bool stream_free() const { return !stream || ::ftrylockfile(stream) == 0; }
   };
+  // Releases the FILE lock stream_free took (the ending's, on a stream sink).
+  struct StreamHold {
+    FILE* stream;
+    StreamHold(const Guarded& g, bool ending) : stream(ending ? g.stream : nullptr) {}
+    ~StreamHold() {
+      if (stream) ::funlockfile(stream);
+    }
+    StreamHold(const StreamHold&) = delete;
+    StreamHold& operator=(const StreamHold&) = delete;
+  };
+  // The file sinks, then the stream sinks: the order of an ending.
+  std::vector<std::reference_wrapper<Guarded>> ending_order() {
+    std::vector<std::reference_wrapper<Guarded>> order;
+    for (Guarded& g : sinks_) if (!g.stream) order.emplace_back(g);
+    for (Guarded& g : sinks_) if (g.stream) order.emplace_back(g);
+    return order;
+  }
   // Long enough for a sink's write of one record (JUnit and CSV: microseconds; a full disk's
   // error: one syscall), short enough to leave most of the launcher's second to the rest of the
   // ending after the lost ranks are found (Watchdog::lost_ranks: about half of it). The sinks that
@@ -231,20 +288,27 @@ class Results {
       if (expected_) expected_->apply(record);
       if (is_failure(record.verdict)) failed_cases_.insert(record.case_id);
     }
+    if (!ending) {
+      for (Guarded& g : sinks_) {
+        std::lock_guard lock(g.mutex());
+        write_one(g, record);
+      }
+      return;
+    }
+    // The free file sinks get the row first; then a busy one is waited for, and the console last.
     std::vector<Guarded*> busy;
-    for (Guarded& g : sinks_) {
-      std::unique_lock lock(*g.mutex, std::defer_lock);
-      if (!ending) {
-        lock.lock();
-      } else if (!lock.try_lock()) {
+    for (Guarded& g : ending_order()) {
+      std::unique_lock lock(g.mutex(), std::defer_lock);
+      if (g.stream || !lock.try_lock()) {
         busy.push_back(&g);
         continue;
       }
       write_one(g, record);
     }
     for (Guarded* g : busy) {
-      std::unique_lock lock(*g->mutex, std::defer_lock);
-      if (lock.try_lock_for(kEndingWait)) {
+      std::unique_lock lock(g->mutex(), std::defer_lock);
+      if (lock.try_lock_for(kEndingWait) && g->stream_free()) {
+        const StreamHold hold(*g, true);
         write_one(*g, record);
         continue;
       }
@@ -613,7 +677,7 @@ int run_with_mpi(Command& cmd) {
           for (const std::string& path : cmd.expect_paths) files.push_back(load_expectations(path, o.timeout_seconds));
           results.expect(std::move(files));
         }
-        results.add(std::make_unique<ConsoleTable>(stdout));
+        results.add(std::make_unique<ConsoleTable>(stdout), stdout);
         results.add(std::make_unique<CsvSink>(csv_path));
         if (!cmd.junit_path.empty()) results.add(std::make_unique<JunitSink>(cmd.junit_path));
         if (auto prom = make_prometheus_sink(cmd, stack, run_id, cases.size() * static_cast<size_t>(o.repeat), progress)) {
@@ -663,10 +727,13 @@ int run_with_mpi(Command& cmd) {
     r.detail = detail;
     r.error_type = error_type;
     context.stamp(r);
-    results.write_final(r);
-    results.close(/*ending=*/true);
+    {
+      const NonBlockingPipe console(STDOUT_FILENO);
+      results.write_final(r);
+      results.close(/*ending=*/true);
+      Results::flush_if_free(stdout);  // the main thread may be stuck inside a write to it
+    }
     std::fprintf(stderr, "dtsuite: %s\n", line.c_str());
-    std::fflush(stdout);
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   };

@@ -161,6 +161,14 @@ constexpr ClockMeasured kClockMeasured[] = {
     {"p2p_bandwidth", "bytes_per_second", true},
 };
 
+// The unit a clock-measured metric is written in, or none for another metric.
+const ClockMeasured* clock_metric(std::string_view metric) {
+  for (const ClockMeasured& m : kClockMeasured) {
+    if (m.metric == metric) return &m;
+  }
+  return nullptr;
+}
+
 bool clock_measured(const Record& r) {
   return std::any_of(std::begin(kClockMeasured), std::end(kClockMeasured), [&](const ClockMeasured& m) {
     return r.metric == m.metric && r.unit == m.unit && (!m.with_bytes || r.labels.bytes > 0);
@@ -376,6 +384,12 @@ InputLimits csv_limits(double timeout_seconds) {
 }  // namespace
 
 std::string impossible_measurement(const Record& r) {
+  // A clock's metric in another unit (or none) would slip past every check below, which read the
+  // unit, and still join the baseline's rows in compare (its key has no unit).
+  if (const ClockMeasured* m = clock_metric(r.metric); m && r.unit != m->unit) {
+    return r.metric + " in '" + r.unit + "': a " + r.metric + " is written in " + std::string(m->unit) +
+           " (results/SCHEMA.md)";
+  }
   if (r.stats.n > 0) {
     if (std::string fault = impossible_stats(r); !fault.empty()) return fault;
     // results/SCHEMA.md, `value`: a timed quantity's (and a bandwidth's) is the median.

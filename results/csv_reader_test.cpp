@@ -310,6 +310,9 @@ std::vector<Malformed> malformed_cases() {
       {"zero_sample", h + ok + replace_field(ok, 31, "0;2e-06;3e-06"), 3, "a sample 0 seconds"},
       {"nan_sample", h + ok + replace_field(ok, 31, "nan;2e-06;3e-06"), 3, "samples hold nan"},
       {"zero_algbw", h + ok + zero_algbw, 3, "value 0 bytes_per_second: algbw is read from a clock (bytes over a time)"},
+      // A time without its unit would slip past every check that reads the unit.
+      {"time_without_unit", h + ok + replace_field(replace_field(ok, 21, ""), 20, "0"), 3,
+       "time in '': a time is written in seconds"},
       // Each row is one line, none skipped: the fifth line is the fourth row.
       {"impossible_on_line_5", h + ok + ok + ok + replace_field(ok, 24, "nan"), 5, "p05 is nan"},
       // A bad last row that does end its line was written whole: it is wrong, not torn.

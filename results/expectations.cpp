@@ -19,8 +19,24 @@ bool contains(const std::vector<std::string>& items, std::string_view item) {
 
 constexpr std::string_view kUnclassified = "wrong value";
 
+// Nothing but white space, ASCII or Unicode's (no-break and the typographic spaces, the zero
+// widths, the byte order mark): a citation of these cites nothing.
 bool blank(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+  static const std::string_view kUnicodeBlanks[] = {
+      "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003", "\u2004", "\u2005", "\u2006", "\u2007",
+      "\u2008", "\u2009", "\u200a", "\u200b", "\u200c", "\u200d", "\u2028", "\u2029", "\u202f", "\u205f",
+      "\u2060", "\u3000", "\ufeff"};
+  while (!text.empty()) {
+    if (std::isspace(static_cast<unsigned char>(text.front()))) {
+      text.remove_prefix(1);
+      continue;
+    }
+    const auto* blank = std::find_if(std::begin(kUnicodeBlanks), std::end(kUnicodeBlanks),
+                                     [&](std::string_view b) { return text.substr(0, b.size()) == b; });
+    if (blank == std::end(kUnicodeBlanks)) return false;
+    text.remove_prefix(blank->size());
+  }
+  return true;
 }
 
 // Levenshtein distance, two rows: kinds are a few dozen characters.

@@ -258,6 +258,10 @@ citation = "x")");
             std::string::npos);  // nothing close: no suggestion
   const std::string blank = error_of("[[expect]]\nlibrary = \"L\"\ndeviation = \"saturates at 127\"\ncitation = \" \\t \"\n");
   EXPECT_NE(blank.find("x.toml:4: 'citation' of [[expect]] #1 is blank"), std::string::npos) << blank;
+  // No-break and zero-width spaces are blank too.
+  EXPECT_NE(error_of("[[expect]]\nlibrary = \"L\"\ndeviation = \"saturates at 127\"\ncitation = \"\\u00a0\\u200b\"\n")
+                .find("is blank"),
+            std::string::npos);
 }
 
 TEST(Expectations, AnEntryIsJudgedKindByKind) {
