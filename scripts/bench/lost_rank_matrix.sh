@@ -4,19 +4,22 @@
 # killed with SIGKILL T seconds in, for each strategy and T, RUNS times. A run counts as reported
 # when all three outputs say so: the CSV has a `fail` row naming "rank VICTIM", the JUnit file an
 # <error type="rank_lost"> and is a closed document, the Prometheus textfile
-# dtsuite_cases_failed >= 1. A run that ended before its kill is counted apart ("over"), and so
-# is one whose outputs were whole and closed before it (every case done, the console's closing
-# summary printed with no failure: the rank died in the job's teardown, after the last row).
+# dtsuite_cases_failed >= 1 ("named"; "unnamed" when the row says a rank was lost but rank 0's
+# MPI calls held it from asking which). Not counted: a run with no rank VICTIM running at T (not
+# started yet, or over), one killed before rank 0 opened its outputs (no CSV: nothing can say
+# anything), and one whose outputs were whole and closed before the kill (every case done, the
+# console's closing summary printed with no failure: the rank died in the job's teardown).
 #
 #   scripts/bench/lost_rank_matrix.sh --binary BUILD/harness/dtsuite [--runs 10] [--epochs 400]
 #       [--times "1 2 4 8"] [--strategies "ddp gossip ps-sync"] [--victim 2] [--out DIR]
 #
-# Prints one markdown row per strategy and time: reported / killed, over, and the exit codes seen.
+# Prints one markdown row per strategy and time: runs killed, named, unnamed, missed, not counted,
+# and the exit codes seen.
 # MPIRUN is the launcher (default mpirun, Open MPI's: it ends the others with SIGTERM, SIGKILL a
 # second later), MPIRUN_FLAGS its flags (default: oversubscribed, unbound, yield when idle).
 set -euo pipefail
 usage() {
-  sed -n '9,10p' "$0" >&2
+  sed -n '13,14p' "$0" >&2
   exit 2
 }
 binary="" runs=10 epochs=400 times="1 2 4 8" strategies="ddp gossip ps-sync" victim=2 out=""
@@ -66,16 +69,21 @@ PY
   awk '$1 == "dtsuite_cases_failed" && $2 >= 1 { found = 1 } END { exit !found }' "$prom"
 }
 
+reported_unnamed() {  # $1: the run's file prefix; a fail row "a rank of the job was lost"
+  grep -q 'a rank of the job was lost' "$1.csv" 2>/dev/null && grep -q '<error type="rank_lost"' "$1.xml" &&
+    awk '$1 == "dtsuite_cases_failed" && $2 >= 1 { found = 1 } END { exit !found }' "$1.prom"
+}
+
 closed_before() {  # $1: the run's file prefix
   grep -q '^# Failed cases : 0$' "$1.out" &&
     awk '$1 == "dtsuite_cases_planned" { p = $2 } $1 == "dtsuite_cases_done" { d = $2 } END { exit !(p > 0 && p == d) }' "$1.prom"
 }
 
-echo "| strategy | kill at | reported | over before the kill (outputs closed) | exit codes |"
-echo "|---|---|---|---|---|"
+echo "| strategy | kill at | killed | named | unnamed | missed | not counted | exit codes |"
+echo "|---|---|---|---|---|---|---|---|"
 for strategy in $strategies; do
   for t in $times; do
-    ok=0 killed=0 over=0 codes=""
+    ok=0 unnamed=0 killed=0 over=0 codes=""
     for run in $(seq 1 "$runs"); do
       prefix=$out/$strategy-$t-$run
       rm -f "$prefix".{csv,xml,prom,out,err}
@@ -97,13 +105,15 @@ for strategy in $strategies; do
       codes="$codes $code"
       if reported "$prefix"; then
         ok=$((ok + 1))
-      elif closed_before "$prefix"; then
+      elif reported_unnamed "$prefix"; then
+        unnamed=$((unnamed + 1))
+      elif [ ! -s "$prefix.csv" ] || closed_before "$prefix"; then
         killed=$((killed - 1))
         over=$((over + 1))
       else
         echo "not reported: $prefix" >&2
       fi
     done
-    echo "| $strategy | ${t} s | $ok / $killed | $over | $(tr ' ' '\n' <<<"$codes" | sort | uniq -c | awk 'NF == 2 { printf "%s%s x%s", sep, $2, $1; sep = ", " }') |"
+    echo "| $strategy | ${t} s | $killed | $ok | $unnamed | $((killed - ok - unnamed)) | $over | $(tr ' ' '\n' <<<"$codes" | sort | uniq -c | awk 'NF == 2 { printf "%s%s x%s", sep, $2, $1; sep = ", " }') |"
   done
 done
