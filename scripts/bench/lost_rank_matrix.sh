@@ -46,10 +46,24 @@ mpirun=${MPIRUN:-mpirun}
 read -r -a flags <<<"${MPIRUN_FLAGS:---oversubscribe --bind-to none --mca mpi_yield_when_idle 1}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# The pid of world rank $2 among the launcher $1's descendants (its environment says its rank).
+# Whether process $1 descends from process $2 (its parents, read from /proc).
+descends_from() {
+  local pid=$1 parent
+  while [ "$pid" -gt 1 ]; do
+    parent=$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ -n "$parent" ] || return 1
+    [ "$parent" -eq "$2" ] && return 0
+    pid=$parent
+  done
+  return 1
+}
+
+# The pid of world rank $2 among the launcher $1's descendants (its environment says its rank):
+# never a rank of another job on the machine that runs the same binary.
 rank_pid() {
   local pid
   for pid in $(pgrep -f -- "$binary run convergence" || true); do
+    descends_from "$pid" "$1" || continue
     if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
       echo "$pid"
       return
