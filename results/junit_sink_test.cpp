@@ -567,7 +567,16 @@ TEST_F(JunitSinkTest, KillBetweenAnyTwoSystemCalls) {
       lines += static_cast<size_t>(std::count(out.begin(), out.end(), '\n'));
       failed += c->first("failure") != nullptr;
     }
-    EXPECT_GE(lines, lines_before) << "stop " << stop;
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's runtime makes system calls of its own at points that vary from run to run, so stop N
+    // of one run is not the same point as stop N of the next: only each run's own document holds.
+    constexpr bool kSameStopsEveryRun = false;
+#else
+    constexpr bool kSameStopsEveryRun = true;
+#endif
+    if (kSameStopsEveryRun) {
+      EXPECT_GE(lines, lines_before) << "stop " << stop;
+    }
     lines_before = lines;
     const int64_t tests = std::stoll(root->attributes.at("tests"));
     EXPECT_TRUE(tests == static_cast<int64_t>(cases.size()) || tests + 1 == static_cast<int64_t>(cases.size()))
