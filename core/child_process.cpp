@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -49,8 +50,13 @@ extern "C" void on_stop_signal(int signal) {
   errno = saved;
 }
 
+// Seconds a killed group is waited on to die (end()).
+constexpr double kKilledWaitSeconds = 10;
+
+// `seconds` from now, at most a year: past about 9.2e9 s the cast to the clock's count is undefined.
 Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  const double bounded = std::clamp(seconds, 0.0, 365.0 * 24 * 3600);
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bounded));
 }
 
 // The child's group, as run_child tracks it.
@@ -84,14 +90,12 @@ struct Group {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ::kill(-leader, SIGKILL);
-    while (!leader_done) {
-      if (::waitpid(leader, &status, 0) == leader) leader_done = true;
-      else if (errno != EINTR) break;
-    }
-    // A SIGKILL is delivered, not yet acted on, when kill returns: reap the adopted as they die.
-    // Dying takes long only on a loaded machine or in uninterruptible sleep (which no signal ends).
-    for (const auto deadline = after(10); alive() && Clock::now() < deadline;) {
+    // A SIGKILL is delivered, not yet acted on, when kill returns: reap the leader and the adopted
+    // as they die. Dying takes long only on a loaded machine or in uninterruptible sleep (which
+    // no signal ends): a bounded wait, after which what is left is left.
+    for (const auto deadline = after(kKilledWaitSeconds); Clock::now() < deadline;) {
       reap();
+      if (leader_done && !alive()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -162,7 +166,9 @@ ChildResult ended_by(const Group& group) {
 
 }  // namespace
 
-ChildResult run_child(const ChildSpec& spec) {
+namespace {
+
+ChildResult run_watched(const ChildSpec& spec) {
   Group group{spawn(spec)};
   g_group.store(group.leader);
   struct Untrack {
@@ -198,6 +204,22 @@ ChildResult run_child(const ChildSpec& spec) {
   }
   const ChildResult result = ended_by(group);
   if (group.alive()) group.end(SIGTERM, spec.grace_seconds);  // what it left running
+  return result;
+}
+
+}  // namespace
+
+ChildResult run_child(const ChildSpec& spec) {
+  if (g_watching.load()) return run_watched(spec);
+  // No caller watches for SIGINT and SIGTERM: the child's group, which a terminal's Ctrl-C no
+  // longer reaches, is ended first, and then the signal is delivered here as it would have been
+  // (the previous handler, or the default action: the process ends by it).
+  ChildResult result;
+  {
+    StopSignals watch;
+    result = run_watched(spec);
+  }
+  if (result.end == ChildResult::End::stopped) ::raise(result.code);
   return result;
 }
 

@@ -31,7 +31,9 @@ struct ChildResult {
 };
 
 // Runs the child and waits for it and its group. Throws Error{io} when it cannot be started
-// (a missing program names the errno's text).
+// (a missing program names the errno's text). With no StopSignals living, a SIGINT or SIGTERM
+// still ends the child's group first (its own group: a terminal's Ctrl-C does not reach it), and
+// is then delivered to this process as it would have been: by default, the process ends by it.
 ChildResult run_child(const ChildSpec& spec);
 
 // While one lives, SIGINT and SIGTERM do not end this process: the first one is remembered

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +115,32 @@ TEST(StopSignals, ASignalToThisProcessEndsTheChildsGroup) {
   EXPECT_EQ(r.code, SIGTERM);
   EXPECT_EQ(StopSignals::received(), SIGTERM);
   EXPECT_TRUE(gone(pid_in(pidfile)));
+}
+
+// With no StopSignals living (`dtsuite report` drawing), a signal still ends the child's group
+// first, then this process by that signal, as it would without run_child: a terminal's Ctrl-C,
+// which no longer reaches the child's own group, leaves no gnuplot behind. In a forked process
+// (which the signal ends), not a death test: the grandchild would hold the test's pipe open.
+TEST(RunChild, ASignalNobodyWatchesEndsTheGroupThenThisProcess) {
+  const fs::path pidfile = scratch("unwatched.pid");
+  fs::remove(pidfile);
+  const pid_t process = ::fork();
+  ASSERT_GE(process, 0);
+  if (process == 0) {
+    std::thread([&] {
+      if (pid_in(pidfile) > 0) ::kill(::getpid(), SIGTERM);
+    }).detach();
+    run_child(shell("sleep 300 & echo $! > " + pidfile.string() + "; wait"));
+    std::_Exit(0);  // not reached: the signal ends the process after the group
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(process, &status, 0), process);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "wait status " << status;
+  const pid_t grandchild = pid_in(pidfile);
+  ASSERT_GT(grandchild, 0);
+  const bool ended = gone(grandchild);
+  if (!ended) ::kill(grandchild, SIGKILL);  // left running: the fault this test is for
+  EXPECT_TRUE(ended);
 }
 
 }  // namespace

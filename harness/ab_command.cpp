@@ -271,6 +271,15 @@ int run_rounds(const AbOptions& options, const std::string& a, const std::string
       }
     }
   }
+  // A signal after the last side's exit, while its CSV was read: every round finished, but the
+  // session was asked to stop all the same.
+  if (const int signal = StopSignals::received(); signal != 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "dtsuite: error: ab was interrupted by %s after its last round; its %zu rounds stay in %s: "
+                         "`dtsuite ab --out %s` judges them\n",
+                 signal_name(signal), options.rounds, dir.c_str(), dir.c_str());
+    return kExitSignalBase + signal;
+  }
   return 0;
 }
 
@@ -297,10 +306,11 @@ int run_ab(const AbOptions& options) {
       throw Error(Error::Kind::invalid_argument, "--out " + dir + " is not a folder of rounds");
     }
     // The folder holds the session's inputs (rounds, logs, commands.txt): no output goes there.
-    const fs::path folder = fs::weakly_canonical(fs::absolute(dir), error);
+    // Each where opening it lands (resolved_path): a dangling link into the folder is inside it.
+    const fs::path folder = resolved_path({"--out", dir});
     for (const NamedPath& output : outputs) {
       if (output.path.empty()) continue;
-      const fs::path parent = fs::weakly_canonical(fs::absolute(output.path), error).parent_path();
+      const fs::path parent = resolved_path(output).parent_path();
       const auto [end, unused] = std::mismatch(folder.begin(), folder.end(), parent.begin(), parent.end());
       if (end == folder.end()) {
         throw Error(Error::Kind::invalid_argument, output.flag + " " + output.path + " is inside --out " + dir +

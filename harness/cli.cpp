@@ -269,7 +269,7 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                    "the model's size instead of --width: the width whose MLP of --layers has about this many parameters")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
   plan->add_option("--memory-per-rank", po.memory_per_rank, "bytes a rank may hold (e.g. 16G); layouts above it are marked")
-      ->check([](const std::string& v) { return v.empty() ? "a size such as 16G (empty given)" : ""; });
+      ->check(NotEmpty("a size such as 16G"));
   plan->add_option("--strategy", po.strategies, "strategies (and pinned layouts, as run --strategy takes them)")
       ->capture_default_str();
   plan->add_option("--csv", po.csv_path, "write plan_* rows (one set per layout) as a results CSV");

@@ -372,6 +372,9 @@ TEST(AcceptedSilently, EachIsRefusedWithOneLineNamingWhatIsTaken) {
       // std::stod read the lr 0x10 as 16 while the batch 0x10 was refused: both halves decimal now.
       {"run convergence --sweep 16:0x10", "--sweep item '16:0x10': the learning rate must be a decimal number"},
       {"run convergence --sweep 0x10:0.02", "--sweep batch '0x10' is not a decimal whole number from 1 to 16777216"},
+      // strtod and std::stod read 0x10 as 16 here too (--straggler, every FLOAT flag).
+      {"run convergence --straggler 1:0x10", "--straggler '1:0x10': FACTOR must be a number from 1 to 1000"},
+      {"run collectives -f 0x2", "'0x2' is not a decimal number"},
       // No layout of 2 ranks has a rank 5: the run went as if no straggler were given.
       {"run equivalence --strategy ddp --straggler 5:4", "--straggler '5:4': rank 5 is outside the job's 2 ranks (0 to 1)"},
       {"run scaling --strategy ddp --straggler 2:4", "--straggler '2:4': rank 2 is outside the job's 2 ranks (0 to 1)"},

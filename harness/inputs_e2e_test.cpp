@@ -236,10 +236,12 @@ TEST(Inputs, AMessageThatCannotFitIsASetUpError) {
   const std::vector<std::pair<std::string, std::string>> runs{
       // 999999G: 1.07 PB a rank, 3 bytes a byte (buffer, host input, a library's scratch).
       {"scaling --scaling-bytes 999999G", "scaling: the all_reduce of 1.07 PB needs at least 3.22 PB per rank"},
-      // 16G in and 16G out: the out-of-place placement of all_reduce's widest case.
-      {"collectives -b 16G -e 16G", "collectives: all_reduce f32 of 17.2 GB on 2 ranks needs at least 34.4 GB per rank"},
-      // 4G sent and 4G received.
-      {"topology --p2p-sweep 4G:4G", "topology: a message of 4.29 GB needs at least 8.59 GB per rank"}};
+      // Each past any node's memory, not only under ulimit -v: under ASan the cap is an RSS
+      // limit the check cannot see, so a size that fits the node would run and be killed.
+      // 4096G in and 4096G out: the out-of-place placement of all_reduce's widest case.
+      {"collectives -b 4096G -e 4096G", "collectives: all_reduce f32 of 4.4 TB on 2 ranks needs at least 8.8 TB per rank"},
+      // 4096G sent and 4096G received.
+      {"topology --p2p-sweep 4096G:4096G", "topology: a message of 4.4 TB needs at least 8.8 TB per rank"}};
   for (const auto& [args, wanted] : runs) {
     const RunResult r = run_shell(memory_cap() + std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS + " " +
                                   DTS_BINARY + " run " + args);

@@ -420,7 +420,7 @@ TEST(Plan, AnEmptyMemoryPerRankIsRefused) {
     EXPECT_EQ(r.exit_code, 2) << args << r.err;
     const auto lines = our_lines(r.err);
     ASSERT_EQ(lines.size(), 1u) << args << r.err;
-    EXPECT_NE(lines[0].find("--memory-per-rank: a size such as 16G (empty given)"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("--memory-per-rank: an empty value (a size such as 16G)"), std::string::npos) << lines[0];
   }
 }
 

@@ -549,6 +549,20 @@ int ranks_sharing_memory() {
   return size;
 }
 
+// The least of the ranks' memory_available_per_rank, with the words of the lowest rank that has it:
+// one bound for the job (RunOptions::memory_available). Collective over `comm`.
+MemoryAvailable least_memory_available(Communicator& comm, int ranks_on_node) {
+  const MemoryAvailable mine = memory_available_per_rank(ranks_on_node);
+  double least = mine.bytes;
+  comm.all_reduce(&least, &least, 1, DType::f64, ReduceOp::min);
+  int32_t holder = mine.bytes == least ? comm.rank() : comm.size();
+  comm.all_reduce(&holder, &holder, 1, DType::i32, ReduceOp::min);
+  char source[256] = {};
+  if (comm.rank() == holder) std::snprintf(source, sizeof(source), "%s", mine.source.c_str());
+  comm.broadcast(source, source, sizeof(source), DType::u8, holder);
+  return {least, source};
+}
+
 void print_preamble(const Command& cmd, const StackInfo& stack, const std::string& run_id, const std::string& csv,
                     size_t cases) {
   const RunOptions& o = cmd.run;
@@ -617,6 +631,7 @@ int run_with_mpi(Command& cmd) {
     return read_on_rank_zero(*control, path, what, limits);
   };
   o.ranks_on_node = ranks_sharing_memory();
+  o.memory_available = least_memory_available(*control, o.ranks_on_node);
   auto planned = agreed_failure(*agreement, [&] {
     for (const auto& name : o.suites) suites.push_back(make_suite(name));
     tested = make_communicator(o.backend, comm_options);

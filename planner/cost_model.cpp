@@ -74,12 +74,12 @@ struct Pricing {
     if (call.collective == "send_recv") {
       const int r = std::max(1, cluster.ranks_per_node);
       const bool same_node = call.from / r == call.to / r;
-      auto [it, fresh] = messages.try_emplace({same_node, call.bytes, call.count}, 0.0);
-      if (fresh) {
-        const std::string link(same_node ? kSameNode : kOtherNode);
-        it->second = priced(m.link(link), call, "point-to-point " + link);
-      }
-      return it->second;
+      const std::tuple<bool, int64_t, int64_t> key{same_node, call.bytes, call.count};
+      if (auto it = messages.find(key); it != messages.end()) return it->second;
+      const std::string link(same_node ? kSameNode : kOtherNode);
+      const double priced_seconds = priced(m.link(link), call, "point-to-point " + link);  // may throw: cached after
+      messages.emplace(key, priced_seconds);
+      return priced_seconds;
     }
     // A collective of one rank moves nothing (the loss of a one-rank layout).
     if (call.group_size < 2) return 0;

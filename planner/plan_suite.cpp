@@ -23,6 +23,7 @@
 #include "results/csv_reader.h"
 #include "results/csv_sink.h"
 #include "strategies/strategy_spec.h"
+#include "suites/flag_checks.h"
 #include "suites/memory_fit.h"
 #include "suites/scaling/scaling.h"
 #include "suites/suite.h"
@@ -47,7 +48,7 @@ class PlanFlags final : public FlagGroup {
         ->check(CLI::Range(1, 1000))->capture_default_str();
     g.add_option("--memory-per-rank", memory_text_, "plan suite: bytes a rank may hold (e.g. 16G); layouts above it are "
                                                     "not run")
-        ->check([](const std::string& v) { return v.empty() ? "a size such as 16G (empty given)" : ""; });
+        ->check(NotEmpty("a size such as 16G"));
   }
   void finish(const RunOptions& common) override {
     (void)common;
@@ -116,10 +117,11 @@ class PlanSuite final : public Suite {
     // The job's own shape; ranks_on_node is this rank's node, the same on every node of a job
     // launched evenly.
     // The layouts are timed here, so a rank may hold no more than --memory-per-rank or, without
-    // it, what this node and this process's limits leave it (memory_available_per_rank).
+    // it, what the nodes and the ranks' limits leave the least of them (RunOptions::memory_per_rank,
+    // one figure for the job: every rank plans the same layouts).
     const MemoryAvailable bound = f.memory_per_rank > 0
                                       ? MemoryAvailable{f.memory_per_rank, "--memory-per-rank " + f.memory_text()}
-                                      : memory_available_per_rank(options.ranks_on_node);
+                                      : options.memory_per_rank();
     const planner::ClusterShape cluster{options.world_size, options.ranks_on_node,
                                         std::isfinite(bound.bytes) ? bound.bytes : 0};
     planner::Plan plan = planner::plan_layouts(v.model, v.batch, cluster, strategies, m, scaling_train_config());

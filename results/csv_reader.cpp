@@ -170,9 +170,8 @@ const ClockMeasured* clock_metric(std::string_view metric) {
 }
 
 bool clock_measured(const Record& r) {
-  return std::any_of(std::begin(kClockMeasured), std::end(kClockMeasured), [&](const ClockMeasured& m) {
-    return r.metric == m.metric && r.unit == m.unit && (!m.with_bytes || r.labels.bytes > 0);
-  });
+  const ClockMeasured* m = clock_metric(r.metric);
+  return m && r.unit == m->unit && (!m->with_bytes || r.labels.bytes > 0);
 }
 
 // Why a clock-measured row's `column` value is impossible, or empty.

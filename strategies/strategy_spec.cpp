@@ -2,6 +2,7 @@
 #include "strategies/strategy_spec.h"
 
 #include <charconv>
+#include <cstdint>
 #include <map>
 
 #include "core/error.h"
@@ -131,7 +132,7 @@ namespace {
 
 bool is_prime(int n) {
   if (n < 2) return false;
-  for (int d = 2; d * d <= n; ++d) {
+  for (int d = 2; d <= n / d; ++d) {
     if (n % d == 0) return false;
   }
   return true;
@@ -188,7 +189,8 @@ std::vector<ParallelConfig> enumerate_layouts(const StrategySpec& spec, int worl
   for (int dp : candidates(traits.dp, spec, "dp", world)) {
     for (int tp : candidates(traits.tp, spec, "tp", world)) {
       for (int pp : candidates(traits.pp, spec, "pp", world)) {
-        if (dp * tp * pp != world) continue;
+        // In 64 bits: each candidate runs up to world, and world^3 overflows int past 1290 ranks.
+        if (static_cast<int64_t>(dp) * tp * pp != world) continue;
         const int split = (dp > 1) + (tp > 1) + (pp > 1);
         if (!pinned_layout && split < traits.min_parallel_dimensions) {
           left_out("dimensions", spec.name + " needs at least " + std::to_string(traits.min_parallel_dimensions) +

@@ -168,6 +168,11 @@ TEST(LayoutsOf, HybridNeedsTwoSplitDimensions) {
   // 1, 2 and 3 ranks (1 or prime) cannot split two dimensions.
   for (int world : {1, 2, 3}) EXPECT_TRUE(layouts("hybrid", world).empty()) << world;
   EXPECT_EQ(layouts("hybrid(schedule=gpipe)", 4).at(0).schedule, PipelineSchedule::gpipe);
+  // 2^16 ranks, deep and wide enough for any split: a layout is (2^a, 2^b, 2^c) with a+b+c = 16,
+  // C(18,2) = 153 of them, less the 3 that split one way; the 135 with dp > 1 and a second
+  // split come with and without ZeRO-1: 285. (dp*tp*pp of the candidates reaches 2^48: the
+  // product overflowed int, which UBSan reports in the sanitize stage.)
+  EXPECT_EQ(layouts_of(parse_strategy_spec("hybrid"), 65536, {1, 4, 65536, 65536}).size(), 285u);
 }
 
 TEST(LayoutsOf, PinnedSpecs) {

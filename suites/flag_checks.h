@@ -36,18 +36,20 @@ inline CLI::Validator FiniteRange(double lo, double hi) {
   const std::string text = range;
   return CLI::Validator(
       [lo, hi, text](std::string& value) -> std::string {
-        double v = 0;
-        try {
-          size_t used = 0;
-          v = std::stod(value, &used);
-          if (used != value.size()) return "'" + value + "' is not a number";
-        } catch (const std::exception&) {
-          return "'" + value + "' is not a number";
-        }
-        if (!std::isfinite(v) || v < lo || v > hi) return "'" + value + "' is not a finite number in " + text;
+        // Decimal (decimal_of): std::stod read "0x10" as 16 and " 2" as 2.
+        const std::optional<double> v = decimal_of<double>(value);
+        if (!v) return "'" + value + "' is not a decimal number";
+        if (!std::isfinite(*v) || *v < lo || *v > hi) return "'" + value + "' is not a finite number in " + text;
         return {};
       },
       "FLOAT in " + text);
+}
+
+// A flag given an empty value (a script's unset variable) is refused, saying what was expected
+// (`hint`), where leaving the flag out has a meaning of its own. `description`: the help's.
+inline CLI::Validator NotEmpty(const std::string& hint, const std::string& description = "") {
+  return CLI::Validator([hint](std::string& v) { return v.empty() ? "an empty value (" + hint + ")" : std::string(); },
+                        description);
 }
 
 // A comma-separated list of `names`, each at most once (core's parse_list: no empty item, no

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "results/catalog.h"
 #include "results/output_paths.h"
 #include "results/record.h"
+#include "suites/memory_fit.h"
 
 namespace CLI {
 class App;
@@ -60,6 +62,14 @@ struct RunOptions {
   bool quick = false;
   int world_size = 1;                          // filled by the harness
   int ranks_on_node = 1;                       // filled by the harness: ranks sharing this rank's node
+  // What a rank may allocate, one figure for the whole job: the harness sets the least of the
+  // ranks' memory_available_per_rank on every rank, so that every rank's plan() judges a fit
+  // alike (MemAvailable moves between two reads; rank 0, which reads the inputs, holds more).
+  // Unset (one process, tests): this process's own, read when asked.
+  std::optional<MemoryAvailable> memory_available;
+  MemoryAvailable memory_per_rank() const {
+    return memory_available ? *memory_available : memory_available_per_rank(ranks_on_node);
+  }
   std::map<std::string, std::shared_ptr<FlagGroup>> flags_by_group;
   // Reads a file a flag names, once for the whole job. Where the harness sets it, its rank 0
   // reads the file (within `limits`, a FIFO or pipe waited on at most -T) and every rank gets

@@ -3,9 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "core/dtype.h"
@@ -59,19 +59,12 @@ std::pair<int, double> parse_straggler(const std::string& text) {
     return Error(Error::Kind::invalid_argument, "--straggler " + quoted_input(text) + ": " + why + " (RANK:FACTOR, e.g. 1:2)");
   };
   if (colon == std::string::npos) throw bad("expected RANK:FACTOR");
-  int rank = -1;
-  const std::string rank_text = text.substr(0, colon), factor_text = text.substr(colon + 1);
-  const auto [end, error] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
-  if (rank_text.empty() || error != std::errc{} || end != rank_text.data() + rank_text.size() || rank < 0) {
-    throw bad("RANK must be an integer >= 0");
-  }
-  char* stop = nullptr;
-  const double factor = std::strtod(factor_text.c_str(), &stop);
-  if (factor_text.empty() || stop != factor_text.c_str() + factor_text.size() || !std::isfinite(factor) || factor < 1 ||
-      factor > 1000) {
-    throw bad("FACTOR must be a number from 1 to 1000");
-  }
-  return {rank, factor};
+  // Decimal only (decimal_of): strtod read "0x10" as 16 and " 2" as 2.
+  const std::optional<int> rank = decimal_of<int>(std::string_view(text).substr(0, colon));
+  if (!rank || *rank < 0) throw bad("RANK must be an integer >= 0");
+  const std::optional<double> factor = decimal_of<double>(std::string_view(text).substr(colon + 1));
+  if (!factor || !std::isfinite(*factor) || *factor < 1 || *factor > 1000) throw bad("FACTOR must be a number from 1 to 1000");
+  return {*rank, *factor};
 }
 
 }  // namespace

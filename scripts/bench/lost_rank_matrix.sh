@@ -115,18 +115,18 @@ for strategy in $strategies; do
       kill -KILL "$pid" 2>/dev/null || true
       code=0
       wait "$launcher" || code=$?
-      killed=$((killed + 1))
-      codes="$codes $code"
       if reported "$prefix"; then
         ok=$((ok + 1))
       elif reported_unnamed "$prefix"; then
         unnamed=$((unnamed + 1))
       elif [ ! -s "$prefix.csv" ] || closed_before "$prefix"; then
-        killed=$((killed - 1))
         over=$((over + 1))
+        continue  # not counted: neither in killed nor among the exit codes
       else
         echo "not reported: $prefix" >&2
       fi
+      killed=$((killed + 1))
+      codes="$codes $code"
     done
     echo "| $strategy | ${t} s | $killed | $ok | $unnamed | $((killed - ok - unnamed)) | $over | $(tr ' ' '\n' <<<"$codes" | sort | uniq -c | awk 'NF == 2 { printf "%s%s x%s", sep, $2, $1; sep = ", " }') |"
   done

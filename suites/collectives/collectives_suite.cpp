@@ -452,7 +452,7 @@ class CollectivesSuite final : public Suite {
       }
     }
     check_fits("collectives: " + largest_case + " on " + std::to_string(n) + " ranks", largest,
-               "its input and output buffers, out of place", memory_available_per_rank(common.ranks_on_node),
+               "its input and output buffers, out of place", common.memory_per_rank(),
                "lower -e (--maxbytes)");
     return cases;
   }

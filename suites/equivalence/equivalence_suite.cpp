@@ -251,7 +251,7 @@ class EquivalenceSuite final : public Suite {
                training_bytes_at_least(model, o.batch, 40),
                "40 bytes a parameter: four f64 copies to compare and the reference's f32 weights and gradients, "
                "plus the batch",
-               memory_available_per_rank(common.ranks_on_node));
+               common.memory_per_rank());
     const std::vector<Precision> precisions = precisions_of(common);
     std::vector<Case> cases;
     for (const auto& spec : specs) {

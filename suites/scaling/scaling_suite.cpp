@@ -92,13 +92,13 @@ class ScalingSuite final : public Suite {
     check_fits("scaling: " + describe_model(model) + " on batches of " + std::to_string(largest_batch) + " rows",
                training_bytes_at_least(model, largest_batch, 12),
                "12 bytes a parameter: f32 weights, gradients and momentum on one rank, plus the batch",
-               memory_available_per_rank(common.ranks_on_node));
+               common.memory_per_rank());
     // The all_reduce beside them (time_all_reduce): its buffer and the host ones copied into it,
     // and room for one more copy, the scratch a library's all_reduce may keep: 3 bytes a byte.
     check_fits("scaling: the all_reduce of " + format_bytes(static_cast<double>(s.all_reduce_bytes)),
                3.0 * static_cast<double>(s.all_reduce_bytes),
                "3 bytes a byte of message: the buffer, its host input, a library's scratch copy",
-               memory_available_per_rank(common.ranks_on_node), "lower --scaling-bytes");
+               common.memory_per_rank(), "lower --scaling-bytes");
     std::vector<Case> cases;
     for (ScalingMode mode : s.modes) {
       for (const std::string& target : targets) {

@@ -19,6 +19,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "results/noise.h"
+#include "suites/flag_checks.h"
 #include "suites/memory_fit.h"
 #include "suites/suite.h"
 #include "suites/topology/link_counters.h"
@@ -51,8 +52,7 @@ class TopologyFlags final : public FlagGroup {
     g.add_option("--p2p-sweep", sweep_text_, "also time one-way messages of every size from MIN to MAX, x4 "
                                              "(e.g. 8:4M; the planner's line of a link between latency and bandwidth)")
         // Empty is "no sweep" only when the flag is left out: given empty, it is a script's unset variable.
-        ->check(CLI::Validator([](std::string& v) { return v.empty() ? "an empty value (MIN:MAX, e.g. 8:4M)" : ""; },
-                               "MIN:MAX"));
+        ->check(NotEmpty("MIN:MAX, e.g. 8:4M", "MIN:MAX"));
   }
   void finish(const RunOptions& common) override {
     p2p_bytes = parse_size(p2p_text_);
@@ -133,7 +133,7 @@ class TopologySuite final : public Suite {
     for (int64_t b : f.sweep) largest = std::max(largest, b);
     check_fits("topology: a message of " + format_bytes(static_cast<double>(largest)), 2.0 * static_cast<double>(largest),
                "2 bytes a byte of the largest message: the buffer sent and the one received",
-               memory_available_per_rank(common.ranks_on_node), "lower --p2p-sweep's MAX, --p2p-bytes or --link-bytes");
+               common.memory_per_rank(), "lower --p2p-sweep's MAX, --p2p-bytes or --link-bytes");
     std::vector<Case> cases;
     for (int a = 0; a < common.world_size; ++a) {
       for (int b = a + 1; b < common.world_size; ++b) {
