@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 
@@ -234,8 +235,12 @@ StopSignals::StopSignals() {
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // poll and sleeps return early all the same
-  ::sigaction(SIGINT, &action, &g_previous_int);
-  ::sigaction(SIGTERM, &action, &g_previous_term);
+  // A signal this process ignores stays ignored (a shell starts a background job with SIGINT
+  // ignored): it was not meant to stop anything.
+  for (auto [signal, previous] : {std::pair{SIGINT, &g_previous_int}, std::pair{SIGTERM, &g_previous_term}}) {
+    ::sigaction(signal, nullptr, previous);
+    if (previous->sa_handler != SIG_IGN) ::sigaction(signal, &action, nullptr);
+  }
   g_watching.store(true);
 }
 

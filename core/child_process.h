@@ -36,7 +36,8 @@ struct ChildResult {
 // is then delivered to this process as it would have been: by default, the process ends by it.
 ChildResult run_child(const ChildSpec& spec);
 
-// While one lives, SIGINT and SIGTERM do not end this process: the first one is remembered
+// While one lives, SIGINT and SIGTERM do not end this process (one it ignores stays ignored, as a
+// shell's background job has SIGINT): the first one is remembered
 // (received()) and forwarded at once to the group of the child that run_child is waiting on,
 // which run_child then ends (ChildResult::End::stopped). The previous handlers come back with
 // its end. One at a time.

@@ -143,5 +143,23 @@ TEST(RunChild, ASignalNobodyWatchesEndsTheGroupThenThisProcess) {
   EXPECT_TRUE(ended);
 }
 
+// A signal the process ignores (a shell's background job has SIGINT ignored) stays ignored while
+// a StopSignals lives: it stops nothing. SIGTERM, not ignored, is still caught.
+TEST(StopSignals, ASignalThisProcessIgnoresStaysIgnored) {
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ignore, &previous);
+  {
+    StopSignals watching;
+    ::kill(::getpid(), SIGINT);
+    EXPECT_EQ(StopSignals::received(), 0);
+    ::kill(::getpid(), SIGTERM);
+    EXPECT_EQ(StopSignals::received(), SIGTERM);
+  }
+  struct sigaction after {};
+  ::sigaction(SIGINT, &previous, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);  // as it was while the StopSignals lived
+}
+
 }  // namespace
 }  // namespace dts

@@ -670,6 +670,9 @@ std::string run_gnuplot(const std::string& script, const std::string& id_prefix,
     throw Error(Error::Kind::timeout, "gnuplot did not finish plot " + id_prefix + " in " +
                                           format_number(timeout_seconds, "%g") + " s (-T) and was stopped");
   }
+  if (ended.end == ChildResult::End::stopped) {  // a signal this process handles and lives on
+    throw Error(Error::Kind::io, "gnuplot was stopped on plot " + id_prefix + " by signal " + std::to_string(ended.code));
+  }
   if (ended.end != ChildResult::End::exited || ended.code != 0) {
     std::string first = read_text(err_path);
     // gnuplot echoes the offending line first; the message proper is the last non-empty line.
