@@ -180,8 +180,9 @@ class Results {
   }
 
   // The job is ending (end_job, on the watchdog's or the signal thread), and the launcher's
-  // SIGKILL follows its SIGTERM by a second. From here on the main thread's writes wait, so the
-  // ending's row goes in after at most the one record being written (a suite emits its rows at the
+  // SIGKILL follows its SIGTERM by a second. From here on the main thread's writes wait; the one
+  // record being written goes on sink by sink, so in a sink the ending reaches first it comes
+  // after the ending's row, or not at all once that sink is closed (a suite emits its rows at the
   // end of a case: 1,100 for a long convergence run). The ending aborts the job: they never resume.
   void begin_ending() { ending_.store(true); }
 
@@ -192,12 +193,12 @@ class Results {
 
   // The ending's row (after begin_ending), and its closing of the outputs: the file sinks first,
   // each waited for kEndingWait at most; a sink the main thread is stuck in is passed over, named
-  // on stderr. The console last, and only if it can neither block nor wait: its stdout is a pipe
-  // to a launcher that stops reading it once a rank is lost (Open MPI's mpirun does), which held
-  // the one lock of every sink until the launcher's SIGKILL, and a lost rank left no row in any
-  // output. So the ending's caller makes a piped stdout non-blocking (NonBlockingPipe: a full pipe
-  // drops the console's lines, the job ends next), and the console is passed over while another
-  // thread holds stdout's FILE lock.
+  // on stderr. The console last: a launcher may stop reading ranks' stdout once a rank is lost,
+  // which once held the one lock of every sink until the launcher's SIGKILL, and a lost rank left
+  // no row in any output. So the console is passed over while another thread holds stdout's FILE
+  // lock, and the ending's caller makes a piped stdout non-blocking (NonBlockingPipe: a full pipe
+  // drops the console's lines, the job ends next). A pty (Open MPI's mpirun gives ranks one) is
+  // left as it is: a full one can still hold the console's write, after the file sinks are written.
   void write_final(Record record) { write_to_sinks(std::move(record), true); }
 
   // fflush of a stream no other thread holds (its FILE lock): the ending's last flush.
