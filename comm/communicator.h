@@ -130,6 +130,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual Memory memory() const = 0;  // where buffers must live
+  // Whether this backend reaches device memory only through core/buffer.h's copies, so that its
+  // device memory may be either device kind, the emulated one included (staged(INNER)); a backend
+  // that hands device pointers to a device library (nccl) runs on CUDA only. Wrappers ask INNER.
+  virtual bool reaches_device_by_copies() const { return false; }
 
   // Collectives. `in == out` means in place; for reduce_scatter in place means
   // out == in + rank * out_count, for all_gather in == out + rank * in_count (NCCL's convention).

@@ -17,6 +17,7 @@ class ForwardingCommunicator : public Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   Memory memory() const override { return inner_->memory(); }
+  bool reaches_device_by_copies() const override { return inner_->reaches_device_by_copies(); }
 
   void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override {
     inner_->all_reduce(in, out, count, dtype, op);

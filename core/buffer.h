@@ -1,13 +1,36 @@
-// Buffer: an owned, aligned byte buffer in host or device memory. Device buffers exist only in
-// builds with CUDA; asking for one elsewhere throws Error{unsupported}.
+// Buffer: an owned, aligned byte buffer in host or device memory, and the device kinds behind
+// device memory. Device memory is the CUDA runtime's (builds with CUDA), or the emulated device's:
+// host memory that host code can reach only through copies (below) and the kernel table, so a
+// reader that touches device memory directly fails on any machine, not first on a GPU.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/dtype.h"
 
 namespace dts {
+
+// What Memory::device is in this process. cuda: the CUDA runtime's memory on this rank's current
+// device (a build without CUDA throws Error{unsupported} at the first device buffer). emulated:
+// each buffer is host memory that lives at one address, while the pointer handed out is a second,
+// inaccessible mapping of the same size: a direct read or write through it is SIGSEGV, and the
+// process says on stderr, before it dies, that host code touched emulated device memory. Its
+// address space counts twice against `ulimit -v`; its resident memory once.
+enum class DeviceKind : uint8_t { cuda, emulated };
+std::string_view name(DeviceKind kind);  // "cuda", "emulated"
+// Chooses the kind for the whole process; Error{invalid_argument} once a device buffer of the
+// other kind exists. Default: cuda.
+void use_device_kind(DeviceKind kind);
+DeviceKind device_kind();
+
+// Copies between host memory and device memory of this process's kind, as Buffer's copies do
+// (synchronous). A device range outside every device buffer is Error{invalid_argument} for the
+// emulated kind; CUDA's own error for cuda.
+void copy_host_to_device(void* device, const void* host, size_t bytes);
+void copy_device_to_host(void* host, const void* device, size_t bytes);
 
 class Buffer {
  public:

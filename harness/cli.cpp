@@ -145,9 +145,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                                    "name form one node")
       ->check([](const std::string& v) { return v.empty() || v.size() > kMaxNodeName ? "a node name of 1 to 255 bytes" : ""; });
   run->add_option("--device", o.device,
-                  "where buffers live: auto takes the backend's memory (nccl: cuda; the others: cpu); cuda with a "
-                  "host-memory backend makes every case SKIP")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+                  "where buffers live: auto takes the backend's memory (nccl, staged(INNER): cuda; the others: "
+                  "cpu); emulated: device memory that host code cannot read, in host memory (staged(INNER), any "
+                  "machine)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "emulated"}))
       ->capture_default_str();
   run->add_option("-n,--iters", o.iters, "timed iterations per case")->check(CLI::Range(1, 1000000))->capture_default_str();
   run->add_option("-w,--warmup_iters", o.warmup, "untimed warm-up iterations per case")

@@ -181,6 +181,68 @@ TEST(FaultsUnderRing, BitflipInPointToPointFailsAllReduce) {
   EXPECT_GT(failing, 0) << r.out.substr(0, 2000);
 }
 
+// The device path without a GPU: staged(mpi) on the emulated device, whose buffers host code can
+// read only through copies. Every collective's check downloads its output first; one that read
+// device memory in place would die here with SIGSEGV and say so (core/buffer_test.cpp).
+class DeviceCollectives : public testing::TestWithParam<int> {};
+
+TEST_P(DeviceCollectives, PassOnTheEmulatedDeviceThroughStagedMpi) {
+  const int np = GetParam();
+  const fs::path csv = scratch_dir() / ("staged_" + std::to_string(np) + ".csv");
+  const RunResult r = run_dtsuite(np, "run collectives --device emulated --backend 'staged(mpi)' " + kSmallSweep +
+                                          " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("# Failed cases : 0"), std::string::npos);
+  std::set<std::string> ops;
+  int checked = 0;
+  for (const Row& row : read_csv(csv)) {
+    ops.insert(row.at("op"));
+    EXPECT_EQ(row.at("backend"), "staged(mpi)");
+    EXPECT_EQ(row.at("device"), "emulated");
+    EXPECT_NE(row.at("backend_version").find("staged through host memory"), std::string::npos);
+    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
+    if (row.at("metric") == "wrong") {
+      EXPECT_EQ(row.at("value"), "0") << row.at("detail");
+      ++checked;
+    }
+  }
+  EXPECT_EQ(ops.size(), 7u);
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCollectives, testing::Values(1, 2, 3, 4));
+
+// The data faults reach the device path through staged(faulty(KIND,mpi)), and the checks catch
+// each on every collective.
+class DeviceFaults : public testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceFaults, AreCaughtOnTheEmulatedDevice) {
+  const std::string kind = GetParam();
+  const fs::path csv = scratch_dir() / ("staged_fault_" + kind + ".csv");
+  const RunResult r = run_dtsuite(3, "run collectives --device emulated --backend 'staged(faulty(" + kind +
+                                         ",mpi))' " + kSmallSweep + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::set<std::string> failing_ops;
+  for (const Row& row : read_csv(csv)) {
+    if (row.at("metric") == "wrong" && row.at("verdict") == "fail") failing_ops.insert(row.at("op"));
+  }
+  EXPECT_EQ(failing_ops.size(), 7u) << kind;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DeviceFaults, testing::Values("bitflip", "drop", "stale"));
+
+// staged(...) without --device takes CUDA memory: where no GPU answers, one line points at
+// --device emulated (on a GPU runner it runs instead, and this test has nothing to see).
+TEST(DeviceChoice, StagedWithoutAGpuNamesTheEmulatedDevice) {
+  const RunResult r = run_dtsuite(2, "run -b 8 -e 8 -n 1 -w 0 --collective all_reduce --backend 'staged(mpi)'");
+  if (r.exit_code == 0 && r.out.find("device cuda:") != std::string::npos) GTEST_SKIP() << "a CUDA device answers here";
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto ours = our_lines(r.err);
+  ASSERT_EQ(ours.size(), 1u) << r.err;
+  EXPECT_NE(ours[0].find("sees no CUDA device"), std::string::npos) << ours[0];
+  EXPECT_NE(ours[0].find("--device emulated"), std::string::npos) << ours[0];
+}
+
 TEST(Hang, IsReportedWithinTheTimeoutNamingTheMissingRank) {
   const fs::path csv = scratch_dir() / "hang.csv";
   const auto start = std::chrono::steady_clock::now();
@@ -390,6 +452,16 @@ INSTANTIATE_TEST_SUITE_P(
                     BadInput{0, "run equivalence -d f32,f16", "-d names f16, which no suite of this run takes"},
                     BadInput{0, "run scaling -d f32", "-d f32: only the collectives and equivalence suites read -d"},
                     BadInput{0, "run topology convergence -d f64", "neither is in this run"}));
+
+// A device the backend cannot use is a usage error before any case: --device cuda (or emulated) of
+// a host backend names staged(...), and emulated under nccl-like backends is refused.
+INSTANTIATE_TEST_SUITE_P(
+    Devices, BadInputs,
+    testing::Values(BadInput{2, "run -b 8 -e 8 --device cuda", "--device cuda needs a device backend: nccl (one GPU per rank) or staged(mpi)"},
+                    BadInput{0, "run -b 8 -e 8 --device emulated --backend 'ring(mpi)'", "or staged(ring(mpi))"},
+                    BadInput{0, "run -b 8 -e 8 --device cpu --backend 'staged(mpi)'", "takes device memory"},
+                    BadInput{0, "run -b 8 -e 8 --backend 'staged(staged(mpi))'", "staged(mpi) takes device memory itself"},
+                    BadInput{0, "run -b 8 -e 8 --backend 'staged(mpi,mpi)'", "exactly one argument"}));
 
 // --metrics-address is read strictly at parse time: civetweb took 999.1.1.1 as 231.1.1.1 (exit 0)
 // and failed on a malformed one with "null context when constructing CivetServer".

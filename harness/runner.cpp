@@ -564,6 +564,36 @@ MemoryAvailable least_memory_available(Communicator& comm, int ranks_on_node) {
   return {least, source};
 }
 
+// Why `device` (--device: auto, cpu, cuda, emulated) cannot run `tested`, or nothing. Collective
+// over `control`: whether a CUDA device answers is every rank's question, and all ranks refuse
+// alike (the least count decides).
+std::optional<std::string> device_refusal(Communicator& tested, Communicator& control, const std::string& backend,
+                                          const std::string& device) {
+  const bool device_backend = tested.memory() == Memory::device;
+  const std::string staged = "staged(" + backend + ")";
+  if (device == "cpu" && device_backend) {
+    return "backend " + backend + " takes device memory; it cannot run with --device cpu (leave --device out, or " +
+           "pass --device cuda)";
+  }
+  if ((device == "cuda" || device == "emulated") && !device_backend) {
+    return "backend " + backend + " takes host memory; --device " + device + " needs a device backend: nccl (one " +
+           "GPU per rank) or " + staged + " (device memory carried through " + backend + ", for ranks that share a GPU)";
+  }
+  if (device == "emulated" && !tested.reaches_device_by_copies()) {
+    return "backend " + backend + " hands device pointers to its library, which needs CUDA memory; --device " +
+           "emulated runs staged(INNER) backends, such as staged(mpi)";
+  }
+  if ((device == "cuda" || device == "auto") && device_backend && tested.reaches_device_by_copies()) {
+    int32_t devices = cuda_device_count();
+    control.all_reduce(&devices, &devices, 1, DType::i32, ReduceOp::min);
+    if (devices == 0) {
+      return "backend " + backend + " takes CUDA device memory and a rank sees no CUDA device (no GPU, no driver, " +
+             "or CUDA_VISIBLE_DEVICES hides them); --device emulated runs the device path in host memory";
+    }
+  }
+  return std::nullopt;
+}
+
 void print_preamble(const Command& cmd, const StackInfo& stack, const std::string& run_id, const std::string& csv,
                     size_t cases) {
   const RunOptions& o = cmd.run;
@@ -655,19 +685,14 @@ int run_with_mpi(Command& cmd) {
     return planned->exit_code;
   }
 
-  // Where buffers live is the backend's to say; --device only asks. Asking for device memory of a
-  // host backend leaves every case SKIP with the reason; host memory of a device backend cannot run.
-  const std::string backend_device = tested->memory() == Memory::device ? "cuda" : "cpu";
-  if (o.device == "auto") o.device = backend_device;
-  std::string device_skip;
-  if (o.device != backend_device) {
-    if (o.device == "cpu") {
-      say("error: backend " + o.backend + " takes device memory; it cannot run with --device cpu (leave --device out, " +
-          "or pass --device cuda)");
-      return kExitUsage;
-    }
-    device_skip = "backend " + o.backend + " takes host memory: --device cuda needs a device backend (nccl)";
+  // Where buffers live is the backend's to say; --device only asks, and a device the backend
+  // cannot use is the user's error, said before any case runs.
+  if (auto refused = device_refusal(*tested, *control, o.backend, o.device)) {
+    say("error: " + *refused);
+    return kExitUsage;
   }
+  if (o.device == "auto") o.device = tested->memory() == Memory::device ? "cuda" : "cpu";
+  if (o.device == "emulated") use_device_kind(DeviceKind::emulated);
   const StackInfo stack = discover_stack(*tested, *control, o.device, o.node);
   char id_buffer[64] = {};
   if (leader) std::snprintf(id_buffer, sizeof(id_buffer), "%s", new_run_id().c_str());
@@ -836,7 +861,6 @@ int run_with_mpi(Command& cmd) {
     progress.begin(step, suite->name(), the_case.id);
     std::exception_ptr failure;
     try {
-      if (!device_skip.empty()) throw Error(Error::Kind::unsupported, device_skip);
       suite->run(the_case, context);
     } catch (const std::exception&) {
       failure = std::current_exception();

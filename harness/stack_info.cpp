@@ -36,6 +36,8 @@ StackInfo discover_stack(Communicator& tested, Communicator& control, const std:
   if (device_kind == "cuda") {
     const std::string gpu = cuda_device_name(0);
     info.device = gpu.empty() ? "cuda (no device)" : "cuda:" + gpu;
+  } else if (device_kind == "emulated") {
+    info.device = "emulated";  // host memory behind device pointers (core/buffer.h)
   } else {
     const std::string model = cpu_model();
     info.device = model.empty() ? "cpu" : "cpu:" + model;

@@ -737,14 +737,19 @@ std::unique_ptr<Communicator> make_nccl(const BackendSpec& spec, const CommOptio
   // One GPU per rank: the ranks of a node take its devices in turn.
   OwnedMpiComm node;
   DTS_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, node.out()));
-  int local_rank = 0;
+  int local_rank = 0, node_ranks = 0;
   DTS_MPI_CHECK(MPI_Comm_rank(node.get(), &local_rank));
+  DTS_MPI_CHECK(MPI_Comm_size(node.get(), &node_ranks));
   const int devices = cuda_device_count();
   const int device = devices > 0 ? local_rank % devices : -1;
+  // NCCL refuses two ranks on one GPU, at its init and with its own words; more ranks on a node
+  // than it has GPUs is the user's layout, said before NCCL is called. kShared marks such a node.
+  constexpr int kShared = -1;
+  const bool shared = devices > 0 && node_ranks > devices;
   // This rank's device and its compute capability (major); 0 where it has none it can use.
   int major = 0;
   cudaError_t refused = cudaSuccess;
-  if (device >= 0) {
+  if (device >= 0 && !shared) {
     refused = cudaSetDevice(device);
     if (refused == cudaSuccess) refused = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     if (refused != cudaSuccess) {
@@ -758,8 +763,13 @@ std::unique_ptr<Communicator> make_nccl(const BackendSpec& spec, const CommOptio
   struct {
     int major;
     int rank;
-  } mine{major, world_rank}, least{0, 0};
+  } mine{shared ? kShared : major, world_rank}, least{0, 0};
   DTS_MPI_CHECK(MPI_Allreduce(&mine, &least, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD));
+  if (least.major == kShared) {
+    throw Error(Error::Kind::invalid_argument,
+                "nccl: rank " + std::to_string(least.rank) + "'s node runs more ranks than it has GPUs, and NCCL " +
+                    "needs one GPU per rank; ranks that share a GPU run with --backend 'staged(mpi)'");
+  }
   if (least.major == 0) {
     const std::string why =
         device < 0   ? "no CUDA device visible to this rank (no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them)"

@@ -169,18 +169,19 @@ TEST(Fp8, CasesSkipWithTheBackendsReason) {
   }
 }
 
-// Where buffers live is the backend's to say. --device cuda asks for device memory: a host backend
-// (mpi) cannot take it, so every case SKIPs with that reason, never FAILs, and the run ends 0.
-TEST(DeviceMemory, CudaOnAHostBackendSkipsEveryCaseWithTheReason) {
-  const auto rows = run_collectives(2, "--backend mpi --device cuda -d f32 --collective all_reduce,all_gather " + kSweep,
-                                    0, "device_cuda_mpi");
-  ASSERT_FALSE(rows.empty());
-  for (const dts::Record& r : rows) {
-    EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id;
-    EXPECT_NE(r.detail.find("backend mpi takes host memory: --device cuda needs a device backend"), std::string::npos)
-        << r.case_id << ": " << r.detail;
-    EXPECT_EQ(r.labels.device.rfind("cuda", 0), 0u) << r.labels.device;  // the identity says what was asked
-  }
+// Where buffers live is the backend's to say. --device cuda asks for device memory, which a host
+// backend (mpi) cannot take: one line naming the device backends that can, exit 2, before any case
+// runs, so no CSV claims a result (it was every case SKIP and exit 0, a green run that ran nothing).
+TEST(DeviceMemory, CudaOnAHostBackendIsAUsageErrorNamingStaged) {
+  const fs::path csv = scratch_dir() / "device_cuda_mpi.csv";
+  const RunResult r = run_dtsuite(2, "run collectives --backend mpi --device cuda -d f32 --collective all_reduce " +
+                                         kSweep + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("dtsuite: error: backend mpi takes host memory; --device cuda needs a device backend: nccl "
+                       "(one GPU per rank) or staged(mpi)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(csv));
 }
 
 // Without --device the backend decides: mpi takes host memory, so the cases run on the CPU.
