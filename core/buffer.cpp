@@ -152,6 +152,13 @@ void use_device_kind(DeviceKind kind) {
 
 DeviceKind device_kind() { return g_device_kind.load(); }
 
+void* emulated_memory_of(const void* device, size_t bytes) {
+  if (device_kind() != DeviceKind::emulated) {
+    throw Error(Error::Kind::invalid_argument, "emulated_memory_of: the device is CUDA, not emulated");
+  }
+  return emulated_real(device, bytes);
+}
+
 void copy_host_to_device(void* device, const void* host, size_t bytes) {
   if (bytes == 0) return;
   if (device_kind() == DeviceKind::emulated) {

@@ -32,6 +32,12 @@ DeviceKind device_kind();
 void copy_host_to_device(void* device, const void* host, size_t bytes);
 void copy_device_to_host(void* host, const void* device, size_t bytes);
 
+// The emulated device's kernels only (kernels/device): the host memory behind device range
+// [device, device + bytes), which one device buffer must hold whole (Error{invalid_argument}
+// otherwise, and under the cuda kind). Nothing else reads device memory this way: a check, a
+// strategy or a suite that did would skip the copies a GPU needs.
+void* emulated_memory_of(const void* device, size_t bytes);
+
 class Buffer {
  public:
   Buffer() = default;

@@ -376,6 +376,18 @@ TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
 // under the rounding bound but splits the replicas.
 class EquivalenceFaults : public testing::TestWithParam<std::pair<std::string, std::string>> {};
 
+// The world-size-3 cases of an equivalence CSV, and those of them that fail on `metric`.
+std::pair<std::set<std::string>, std::set<std::string>> dp3_cases_caught(const fs::path& csv, const std::string& metric) {
+  std::set<std::string> cases, caught;
+  for (const Row& row : read_csv(csv)) {
+    const std::string& id = row.at("case");
+    if (id.size() < 4 || id.substr(id.size() - 4) != "/dp3") continue;
+    cases.insert(id);
+    if (row.at("verdict") == "fail" && row.at("metric") == metric) caught.insert(id);
+  }
+  return {cases, caught};
+}
+
 TEST_P(EquivalenceFaults, AreCaught) {
   const auto& [kind, metric] = GetParam();
   const fs::path csv = scratch_dir() / ("equivalence_" + kind + ".csv");
@@ -384,13 +396,7 @@ TEST_P(EquivalenceFaults, AreCaught) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   // The fault hits the last rank, so every world-size-3 case (f32, f64 and bf16 compute, sgd and
   // adamw) must fail on the metric that exists to catch it.
-  std::set<std::string> dp3_cases, caught;
-  for (const Row& row : read_csv(csv)) {
-    const std::string& id = row.at("case");
-    if (id.size() < 4 || id.substr(id.size() - 4) != "/dp3") continue;
-    dp3_cases.insert(id);
-    if (row.at("verdict") == "fail" && row.at("metric") == metric) caught.insert(id);
-  }
+  const auto [dp3_cases, caught] = dp3_cases_caught(csv, metric);
   EXPECT_EQ(dp3_cases.size(), 6u);  // 3 precisions x 2 optimizers
   EXPECT_EQ(caught, dp3_cases) << kind;
 }
@@ -398,6 +404,49 @@ TEST_P(EquivalenceFaults, AreCaught) {
 INSTANTIATE_TEST_SUITE_P(Kinds, EquivalenceFaults,
                          testing::Values(std::make_pair(std::string("drop"), std::string("max_abs_error")),
                                          std::make_pair(std::string("bitflip"), std::string("check"))));
+
+// ddp and zero1-3 on the device path without a GPU: the emulated device's kernel table (kernels/cpu
+// behind device pointers) and staged(mpi), at every world size, against the same CPU reference.
+// f64 and bf16 SKIP on the device (its kernels are f32), saying so.
+class DeviceEquivalence : public testing::TestWithParam<int> {};
+
+TEST_P(DeviceEquivalence, DataParallelStrategiesMatchTheReference) {
+  const int np = GetParam();
+  const fs::path csv = scratch_dir() / ("device_equivalence_" + std::to_string(np) + ".csv");
+  const RunResult r = run_dtsuite(np, "run equivalence --device emulated --backend 'staged(mpi)' --strategy "
+                                      "ddp,zero1,zero2,zero3 " + kSmallTraining + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  std::set<std::string> passed, strategies;
+  for (const Row& row : read_csv(csv)) {
+    EXPECT_EQ(row.at("device"), "emulated");
+    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
+    if (row.at("dtype") == "f32") {
+      EXPECT_NE(row.at("verdict"), "skip") << row.at("case") << " " << row.at("detail");
+      if (row.at("metric") == "check" && row.at("verdict") == "pass") passed.insert(row.at("case"));
+      strategies.insert(row.at("strategy"));
+    } else if (row.at("verdict") == "skip") {
+      EXPECT_NE(row.at("detail").find("on the device computes in f32 only"), std::string::npos) << row.at("detail");
+    }
+  }
+  EXPECT_EQ(strategies, (std::set<std::string>{"ddp", "zero1", "zero2", "zero3"}));
+  // 4 strategies x 2 optimizers x each world size 1..np of the sweep.
+  EXPECT_EQ(passed.size(), 8u * static_cast<size_t>(np));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceEquivalence, testing::Values(1, 2, 3, 4));
+
+// The equivalence checks catch each data fault on the device path too: staged(faulty(KIND,mpi))
+// corrupts what the device strategies' collectives carry, on the last rank.
+TEST_P(EquivalenceFaults, AreCaughtOnTheEmulatedDevice) {
+  const auto& [kind, metric] = GetParam();
+  const fs::path csv = scratch_dir() / ("device_equivalence_" + kind + ".csv");
+  const RunResult r = run_dtsuite(3, "run equivalence --device emulated --strategy ddp,zero3 -d f32 --backend "
+                                     "'staged(faulty(" + kind + ",mpi))' " + kSmallTraining + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto [dp3_cases, caught] = dp3_cases_caught(csv, metric);
+  EXPECT_EQ(dp3_cases.size(), 4u);  // ddp and zero3, sgd and adamw
+  EXPECT_EQ(caught, dp3_cases) << kind;
+}
 
 struct BadInput {
   int np;

@@ -8,11 +8,11 @@
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/device/device_kernels.h"
 
 namespace dts {
 
-namespace cuda = kernels::cuda;
+namespace device = kernels::device;
 
 namespace {
 std::string_view stage_name(int stage) {
@@ -49,7 +49,7 @@ DeviceDataParallel::DeviceDataParallel(int stage, const ModelSpec& spec, const P
     state2_.fill_zero();
   }
   if (stage_ == 0) plan_ = plan_buckets(mlp_.layout(), sizeof(float), config.bucket_bytes);
-  cuda::synchronize();
+  device::synchronize();
 }
 
 std::string_view DeviceDataParallel::name() const {
@@ -58,7 +58,7 @@ std::string_view DeviceDataParallel::name() const {
 
 template <class Collective>
 void DeviceDataParallel::communicate(StepReport& report, Collective&& collective) {
-  cuda::synchronize();  // the kernels' results are in memory before the communicator's stream reads them
+  device::synchronize();  // the kernels' results are in memory before the communicator's stream reads them
   // Ring model: N - 1 steps, each sending one S-element slot.
   const double bytes = static_cast<double>((comm_.size() - 1) * shard_size_ * static_cast<int64_t>(sizeof(float)));
   blocking_collective(report, bytes, [&] {
@@ -70,9 +70,9 @@ void DeviceDataParallel::communicate(StepReport& report, Collective&& collective
 void DeviceDataParallel::optimizer_step(float* params, const float* grads, float* state1, float* state2, int64_t n) {
   ++steps_;
   if (config_.train.optimizer == OptimizerKind::sgd) {
-    cuda::sgd_momentum_step(params, grads, state1, n, config_.train.sgd);
+    device::sgd_momentum_step(params, grads, state1, n, config_.train.sgd);
   } else {
-    cuda::adamw_step(params, grads, state1, state2, n, config_.train.adamw, steps_);
+    device::adamw_step(params, grads, state1, state2, n, config_.train.adamw, steps_);
   }
 }
 
@@ -107,7 +107,7 @@ double DeviceDataParallel::micro_batch(const Batch& batch, int k, const float* p
   const double scale = static_cast<double>(local_rows) / static_cast<double>(batch.size);
   const auto compute_start = std::chrono::steady_clock::now();
   const double loss = mlp_.forward_backward(params, target, local, scale, on_ready);
-  cuda::synchronize();  // compute time is the device's, not the launches'
+  device::synchronize();  // compute time is the device's, not the launches'
   report.compute_time += seconds_since(compute_start);
   activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
   return loss * static_cast<double>(local_rows);
@@ -116,7 +116,7 @@ double DeviceDataParallel::micro_batch(const Batch& batch, int k, const float* p
 void DeviceDataParallel::finish(StepReport& report, double loss_sum, int64_t rows,
                                 std::chrono::steady_clock::time_point step_start) {
   report.loss = global_mean_loss(comm_, loss_sum, rows);
-  cuda::synchronize();
+  device::synchronize();
   report.step_time = seconds_since(step_start);
 }
 
@@ -141,11 +141,11 @@ StepReport DeviceDataParallel::step_ddp(const Batch& batch) {
   const auto on_ready = [&](size_t index) {
     if (k_steps > 1) {
       const ParameterInfo& p = layout[index];
-      cuda::add(grads_.data() + p.offset, micro_grads_.data() + p.offset, p.size());
+      device::add(grads_.data() + p.offset, micro_grads_.data() + p.offset, p.size());
     }
     const size_t b = plan_.bucket_of[index];
     if (--missing[b] == 0) {
-      cuda::synchronize();  // the bucket's gradients are computed before NCCL's stream reads them
+      device::synchronize();  // the bucket's gradients are computed before NCCL's stream reads them
       if (!launched) first_launch = std::chrono::steady_clock::now();
       launched = true;
       float* data = grads_.data() + plan_.buckets[b].first;
@@ -162,7 +162,7 @@ StepReport DeviceDataParallel::step_ddp(const Batch& batch) {
     float* target = k == 0 ? grads_.data() : micro_grads_.data();
     loss_sum += micro_batch(batch, k, params_.data(), target, report,
                             last ? std::function<void(size_t)>(on_ready) : nullptr);
-    if (!last && k > 0) cuda::add(grads_.data(), micro_grads_.data(), psi_);
+    if (!last && k > 0) device::add(grads_.data(), micro_grads_.data(), psi_);
   }
   // micro_grads_ stays, as in the host class: freeing it here would wait (cudaFree waits for the
   // whole device) for the buckets in flight, and hide their exposed time from the report.
@@ -176,7 +176,7 @@ StepReport DeviceDataParallel::step_ddp(const Batch& batch) {
 
   const auto optimizer_start = std::chrono::steady_clock::now();
   optimizer_step(params_.data(), grads_.data(), state1_.data(), state2_.size() ? state2_.data() : nullptr, psi_);
-  cuda::synchronize();
+  device::synchronize();
   report.compute_time += seconds_since(optimizer_start);
   finish(report, loss_sum, batch.size, step_start);
   return report;
@@ -218,7 +218,7 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
     } else {
       loss_sum += micro_batch(batch, k, params_.data(), target, report);
     }
-    if (k > 0) cuda::add(full_grads.data(), micro_grads_.data(), psi_);
+    if (k > 0) device::add(full_grads.data(), micro_grads_.data(), psi_);
   }
   micro_grads_.release();
 
@@ -235,7 +235,7 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
   const auto optimizer_start = std::chrono::steady_clock::now();
   float* shard_params = stage_ == 3 ? params_.data() : params_.data() + shard_first_;
   optimizer_step(shard_params, shard_grads, state1_.data(), state2_.size() ? state2_.data() : nullptr, shard_count_);
-  cuda::synchronize();
+  device::synchronize();
   report.compute_time += seconds_since(optimizer_start);
 
   if (stage_ != 3) {
@@ -291,7 +291,7 @@ DeviceStrategyFactory device_factory(int stage) {
     if (precision != Precision::f32) {
       throw Error(Error::Kind::unsupported,
                   std::string(stage_name(stage)) +
-                      " on the device computes in f32 only (kernels/cuda); " +
+                      " on the device computes in f32 only (kernels/device); " +
                       (precision == Precision::f64 ? "f64" : "bf16") + " runs on a host backend");
     }
     return std::make_unique<DeviceDataParallel>(stage, spec, config, *groups.dp);

@@ -1,7 +1,7 @@
-// ddp and zero1-3 on a CUDA device (issue: strategies on the device): the schemes of ddp/ and
-// zero/ with parameters, gradients, optimizer state and activations in device memory, the MLP
-// through DeviceMlp (kernels/cuda), the optimizer through kernels/cuda's sgd/adamw kernels, and
-// every collective on device pointers through a device communicator (the nccl backend).
+// ddp and zero1-3 on the device (a CUDA GPU, or the emulated device: core/buffer.h): the schemes
+// of ddp/ and zero/ with parameters, gradients, optimizer state and activations in device memory,
+// the MLP through DeviceMlp, the optimizer through the device's kernel table (kernels/device),
+// and every collective on device pointers through a device communicator (nccl, staged(INNER)).
 // make_strategy builds these, not the host classes, when the communicator takes device memory.
 //
 // Ordering: kernels run on the default stream; a device communicator runs on streams of its own
@@ -13,7 +13,7 @@
 // beside the rest of backward) and are waited for before the optimizer.
 //
 // What is held and sent is the host classes' model (ddp_strategy.h, zero_strategy.h): the same
-// buckets, shards, padding and traffic theory. Only f32 (kernels/cuda is f32); f64 and bf16 cases
+// buckets, shards, padding and traffic theory. Only f32 (the kernel table is f32); f64 and bf16 cases
 // are refused as unsupported (a SKIP). Results match the CPU reference within the equivalence
 // bound with the device's reordered sums (device_kernel_terms), never bit for bit: cuBLAS sums in
 // its own order, so same_order_microbatches() is 0.

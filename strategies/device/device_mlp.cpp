@@ -1,23 +1,15 @@
 // DeviceMlp: mlp.cpp's forward and backward, layer for layer, on device pointers.
 #include "strategies/device/device_mlp.h"
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/device/device_kernels.h"
 
 namespace dts {
 
-namespace cuda = kernels::cuda;
-
-namespace {
-void check_cuda(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) throw Error(Error::Kind::backend, std::string(what) + ": " + cudaGetErrorString(rc));
-}
-}  // namespace
+namespace device = kernels::device;
 
 void DeviceFloats::resize(int64_t size) {
   if (size < 0) throw Error(Error::Kind::invalid_argument, "DeviceFloats: negative size");
@@ -40,20 +32,14 @@ void DeviceFloats::upload(const float* host, int64_t count, int64_t offset) {
 
 std::vector<float> DeviceFloats::download() const {
   std::vector<float> host(static_cast<size_t>(size_));
-  cuda::synchronize();  // a kernel fault surfaces here as an Error, not as wrong bytes
+  device::synchronize();  // a kernel fault surfaces here as an Error, not as wrong bytes
   buffer_.copy_to_host(host.data(), static_cast<size_t>(bytes()));
   return host;
 }
 
-void DeviceFloats::fill_zero() {
-  if (size_ > 0) check_cuda(cudaMemsetAsync(data(), 0, static_cast<size_t>(bytes()), 0), "cudaMemsetAsync");
-}
+void DeviceFloats::fill_zero() { device::zero(data(), size_); }
 
-void copy_device(float* dst, const float* src, int64_t count) {
-  if (count <= 0 || dst == src) return;
-  check_cuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToDevice, 0),
-             "cudaMemcpyAsync");
-}
+void copy_device(float* dst, const float* src, int64_t count) { device::copy(dst, src, count); }
 
 DeviceMlp::DeviceMlp(const ModelSpec& spec) : spec_(spec), layout_(parameter_layout(spec)), dims_(layer_dims(spec)) {
   count_ = layout_.back().offset + layout_.back().size();
@@ -85,14 +71,14 @@ double DeviceMlp::forward(const float* params, const Batch& batch) {
     const float* b = params + layout_[2 * ul + 1].offset;
     scratch_.resize(rows * out);
     // z = a W^T (W is out x in, row-major)
-    cuda::gemm({false, true, rows, out, in, in, in, out}, 1.0f, activations_[ul].data(), w, 0.0f, scratch_.data());
+    device::gemm({false, true, rows, out, in, in, in, out}, 1.0f, activations_[ul].data(), w, 0.0f, scratch_.data());
     pre_[ul].resize(rows * out);
     if (l + 1 < layers) {
       activations_[ul + 1].resize(rows * out);
-      cuda::bias_gelu_forward(scratch_.data(), b, pre_[ul].data(), activations_[ul + 1].data(), rows, out);
+      device::bias_gelu_forward(scratch_.data(), b, pre_[ul].data(), activations_[ul + 1].data(), rows, out);
       activation_bytes_ += activations_[ul + 1].bytes();
     } else {
-      cuda::bias_add(scratch_.data(), b, pre_[ul].data(), rows, out);
+      device::bias_add(scratch_.data(), b, pre_[ul].data(), rows, out);
     }
     activation_bytes_ += pre_[ul].bytes();
   }
@@ -103,7 +89,7 @@ double DeviceMlp::forward(const float* params, const Batch& batch) {
   }
   labels_.copy_from_host(batch.labels.data(), static_cast<size_t>(rows) * sizeof(int32_t));
   // Reads the per-row losses back: the forward pass is done when this returns.
-  return cuda::softmax_cross_entropy(pre_.back().data(), static_cast<const int32_t*>(labels_.data()), dlogits_.data(),
+  return device::softmax_cross_entropy(pre_.back().data(), static_cast<const int32_t*>(labels_.data()), dlogits_.data(),
                                      rows, classes);
 }
 
@@ -119,7 +105,7 @@ double DeviceMlp::forward_backward(const float* params, float* grads, const Batc
   g_last.resize(dlogits_.size());
   copy_device(g_last.data(), dlogits_.data(), dlogits_.size());
   // Mlp<float>: v * static_cast<float>(loss_scale), one float product per element.
-  if (loss_scale != 1.0) cuda::scale(g_last.data(), static_cast<float>(loss_scale), g_last.size());
+  if (loss_scale != 1.0) device::scale(g_last.data(), static_cast<float>(loss_scale), g_last.size());
   const auto ready = [&](size_t index) {
     if (on_ready) on_ready(index);
   };
@@ -131,21 +117,21 @@ double DeviceMlp::forward_backward(const float* params, float* grads, const Batc
     float* db = grads + layout_[2 * ul + 1].offset;
     const float* w = params + layout_[2 * ul].offset;
     if (l == layers - 1) {
-      cuda::column_sum(g, db, rows, out);  // the last layer's bias gradient: no activation
+      device::column_sum(g, db, rows, out);  // the last layer's bias gradient: no activation
       ready(2 * ul + 1);
     }
     // dW = g^T a  (out x in)
-    cuda::gemm({true, false, out, in, rows, out, in, in}, 1.0f, g, activations_[ul].data(), 0.0f, dw);
+    device::gemm({true, false, out, in, rows, out, in, in}, 1.0f, g, activations_[ul].data(), 0.0f, dw);
     ready(2 * ul);
     if (l == 0) break;
     // da = g W (rows x in), then back through the previous layer's GeLU, which also yields that
     // layer's bias gradient.
     scratch_.resize(rows * in);
-    cuda::gemm({false, false, rows, in, out, out, in, in}, 1.0f, g, w, 0.0f, scratch_.data());
+    device::gemm({false, false, rows, in, out, out, in, in}, 1.0f, g, w, 0.0f, scratch_.data());
     DeviceFloats& dz = backprop_[ul - 1];
     dz.resize(rows * in);
     float* db_prev = grads + layout_[2 * (ul - 1) + 1].offset;
-    cuda::bias_gelu_backward(pre_[ul - 1].data(), scratch_.data(), dz.data(), db_prev, rows, in);
+    device::bias_gelu_backward(pre_[ul - 1].data(), scratch_.data(), dz.data(), db_prev, rows, in);
     ready(2 * (ul - 1) + 1);
   }
   return mean_loss;

@@ -1,10 +1,11 @@
-// The MLP of strategies/mlp.h on a CUDA device, in f32: parameters, gradients and activations in
-// device memory, every layer through kernels/cuda (cuBLAS gemm, the GeLU, softmax and column-sum
-// kernels) on the default stream. The same math in the same layout as Mlp<float> with native
+// The MLP of strategies/mlp.h on the device, in f32: parameters, gradients and activations in
+// device memory, every layer through the device's kernel table (kernels/device: on a GPU cuBLAS
+// gemm and the GeLU, softmax and column-sum kernels, on the default stream; on the emulated
+// device kernels/cpu). The same math in the same layout as Mlp<float> with native
 // compute, step for step (mlp.cpp), so a strategy built on it trains the model the CPU reference
 // trains; the sums run in cuBLAS's order, not OpenBLAS's, so results agree within the bound the
 // equivalence suite derives for it (suites/equivalence/tolerance.h, device_kernel_terms), not bit
-// for bit. Built only with CUDA.
+// for bit.
 #pragma once
 #include <cstdint>
 #include <functional>
