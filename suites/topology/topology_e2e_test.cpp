@@ -84,6 +84,37 @@ TEST(Topology, CorruptedPointToPointDataFailsTheVictimsPairs) {
   EXPECT_EQ(failed, (std::set<std::string>{"p2p/0-1", "p2p/1-2", "p2p/1-3", "link/all_reduce/262144"}));
 }
 
+// The matrix on device memory: staged(mpi) on the emulated device (ranks that share a GPU), the
+// messages written and read back through copies only. The same pairs and rows, and the same
+// fault caught: the victim's pairs and the counted all_reduce fail.
+TEST(Topology, OnTheDeviceThroughStagedMpi) {
+  const fs::path csv = scratch_dir() / "device.csv";
+  const RunResult r = run_on_two_nodes("run topology " + kSmall + " --p2p-sweep 1K:4K --device emulated --backend "
+                                       "'staged(mpi)' --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  int one_way = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    EXPECT_NE(row.verdict, dts::Verdict::fail) << row.case_id << " " << row.detail;
+    EXPECT_EQ(row.labels.device, "emulated");
+    EXPECT_EQ(row.labels.backend, "staged(mpi)");
+    if (row.metric == "p2p_bandwidth" && config(row, "direction") == "one-way" && config(row, "sweep").empty()) {
+      EXPECT_TRUE(std::isfinite(row.value) && row.value > 0) << row.value;
+      ++one_way;
+    }
+  }
+  EXPECT_EQ(one_way, 12);  // 4 x 3 ordered pairs
+
+  const fs::path faulty = scratch_dir() / "device_bitflip.csv";
+  const RunResult f = run_on_two_nodes("run topology " + kSmall + " --device emulated --backend "
+                                       "'staged(faulty(bitflip,mpi))' --fault-rank 1 --csv " + faulty.string());
+  EXPECT_EQ(f.exit_code, 1) << f.err;
+  std::set<std::string> failed;
+  for (const dts::Record& row : dts::read_results_csv(faulty.string())) {
+    if (row.verdict == dts::Verdict::fail) failed.insert(row.case_id);
+  }
+  EXPECT_EQ(failed, (std::set<std::string>{"p2p/0-1", "p2p/1-2", "p2p/1-3", "link/all_reduce/262144"}));
+}
+
 // --p2p-sweep: one-way rows at every size from MIN to MAX (x4) beside --p2p-bytes, each size and
 // direction once per pair (the planner's line of the link); bad ranges are one line, exit 2.
 TEST(Topology, ASweepTimesOneWayMessagesOfEverySize) {

@@ -153,7 +153,6 @@ class TopologySuite final : public Suite {
   }
 
   void run(const Case& c, RunContext& ctx) override {
-    if (ctx.memory() != Memory::host) throw Error(Error::Kind::unsupported, "topology needs host memory for now");
     if (const auto* pair = std::any_cast<PairCase>(&c.params)) run_pair(c, *pair, ctx);
     else run_link(c, ctx);
   }
@@ -182,14 +181,26 @@ class TopologySuite final : public Suite {
       const size_t big = static_cast<size_t>(f.p2p_bytes), small = static_cast<size_t>(std::max<int64_t>(f.latency_bytes, 1));
       int64_t largest = f.p2p_bytes;
       for (int64_t b : f.sweep) largest = std::max(largest, b);
-      std::vector<uint8_t> out(static_cast<size_t>(largest), static_cast<uint8_t>(rank + 1)),
-          in(static_cast<size_t>(largest), 0), ack(1, 0);
+      // The messages live where the stack takes them (device memory for nccl and staged(INNER)):
+      // written through a host image, and what arrived read back the same way.
+      const Memory memory = ctx.memory();
+      const std::vector<uint8_t> pattern(static_cast<size_t>(largest), static_cast<uint8_t>(rank + 1));
+      Buffer out_buffer(memory, pattern.size()), in_buffer(memory, pattern.size()), ack_buffer(memory, 1);
+      out_buffer.copy_from_host(pattern.data(), pattern.size());
+      const std::vector<uint8_t> zeros(pattern.size(), 0);
+      in_buffer.copy_from_host(zeros.data(), zeros.size());
+      ack_buffer.copy_from_host(zeros.data(), 1);
+      void* const out = out_buffer.data();
+      void* const in = in_buffer.data();
+      void* const ack = ack_buffer.data();
+      // A device stack's calls return once queued: the clock stops when the stack is done.
       const auto timed = [&](const std::function<void()>& body) {
         std::vector<double> samples;
         for (int i = 0; i < common.warmup + common.iters; ++i) {
           pair->barrier();
           const auto start = std::chrono::steady_clock::now();
           body();
+          comm.synchronize();
           double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           pair->all_reduce(&elapsed, &elapsed, 1, DType::f64, ReduceOp::max);
           if (i >= common.warmup) samples.push_back(elapsed);
@@ -201,11 +212,11 @@ class TopologySuite final : public Suite {
       const auto one_way = [&](int from, size_t bytes) {
         return timed([&] {
           if (rank == from) {
-            comm.send(out.data(), bytes, DType::u8, peer);
-            comm.recv(ack.data(), 1, DType::u8, peer);
+            comm.send(out, bytes, DType::u8, peer);
+            comm.recv(ack, 1, DType::u8, peer);
           } else {
-            comm.recv(in.data(), bytes, DType::u8, peer);
-            comm.send(ack.data(), 1, DType::u8, peer);
+            comm.recv(in, bytes, DType::u8, peer);
+            comm.send(ack, 1, DType::u8, peer);
           }
         });
       };
@@ -215,27 +226,29 @@ class TopologySuite final : public Suite {
       }
       times[0] = one_way(p.a, big);
       times[1] = one_way(p.b, big);
-      times[2] = timed([&] { comm.send_recv(out.data(), peer, in.data(), peer, big, DType::u8); });
+      times[2] = timed([&] { comm.send_recv(out, peer, in, peer, big, DType::u8); });
       // Latency: half a round trip of a small message (ping-pong), kRoundTrips of them back to back
       // per sample, so the skew of the members leaving the barrier is spread over them.
       std::vector<double> round = timed([&] {
         for (int k = 0; k < kRoundTrips; ++k) {
           if (rank == p.a) {
-            comm.send(out.data(), small, DType::u8, peer);
-            comm.recv(in.data(), small, DType::u8, peer);
+            comm.send(out, small, DType::u8, peer);
+            comm.recv(in, small, DType::u8, peer);
           } else {
-            comm.recv(in.data(), small, DType::u8, peer);
-            comm.send(out.data(), small, DType::u8, peer);
+            comm.recv(in, small, DType::u8, peer);
+            comm.send(out, small, DType::u8, peer);
           }
         }
       });
       for (double t : round) times[3].push_back(t / (2 * kRoundTrips));
       // Each member checks what it received last: the peer's pattern (rank + 1), byte for byte.
       const auto expected = static_cast<uint8_t>(peer + 1);
+      std::vector<uint8_t> received(big);
+      in_buffer.copy_to_host(received.data(), big);
       for (size_t i = 0; i < big; ++i) {
-        if (in[i] != expected) {
+        if (received[i] != expected) {
           throw Error(Error::Kind::mismatch, "p2p " + std::to_string(peer) + " -> " + std::to_string(rank) + ": byte " +
-                                                 std::to_string(i) + " is " + std::to_string(in[i]) + ", not " +
+                                                 std::to_string(i) + " is " + std::to_string(received[i]) + ", not " +
                                                  std::to_string(expected));
         }
       }
@@ -332,23 +345,29 @@ class TopologySuite final : public Suite {
       return links;
     };
     const size_t count = static_cast<size_t>(f.link_bytes / 4);
-    std::vector<float> data;
+    std::vector<float> data;  // the result's host image
     std::map<std::string, LinkCounter> traffic;
     double seconds = 0;
     std::exception_ptr failure;
     try {
       data.assign(count, 1.0f);
+      Buffer buffer(ctx.memory(), count * sizeof(float));  // where the stack takes it
+      buffer.copy_from_host(data.data(), buffer.bytes());
+      void* const on_stack = buffer.data();
       if (reader) read();  // opens NVML (dlopen, init) now, not inside the timed span
-      for (int i = 0; i < common.warmup; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
+      for (int i = 0; i < common.warmup; ++i) comm.all_reduce(on_stack, on_stack, count, DType::f32, ReduceOp::sum);
+      comm.synchronize();
       // The baseline is read before the barrier that starts every rank's clock, so no rank's
       // first bytes fall before it.
       const auto before = reader ? read() : std::map<std::string, LinkCounter>{};
       control.barrier();
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < common.iters; ++i) comm.all_reduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum);
+      for (int i = 0; i < common.iters; ++i) comm.all_reduce(on_stack, on_stack, count, DType::f32, ReduceOp::sum);
+      comm.synchronize();  // a device stack's calls return once queued
       control.barrier();
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (reader) traffic = link_traffic(before, read());
+      buffer.copy_to_host(data.data(), buffer.bytes());
     } catch (...) {
       failure = std::current_exception();
     }
