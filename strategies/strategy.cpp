@@ -192,8 +192,7 @@ const StrategyTraits& strategy_traits(std::string_view name) {
   return it->second.traits;
 }
 
-std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
-                                        ProcessGroups& groups, Precision precision) {
+void check_strategy(std::string_view name, const ParallelConfig& config, Memory memory, Precision precision) {
   const StrategyTraits& traits = strategy_traits(name);
   const auto refuse = [&](const std::string& why) {
     return Error(Error::Kind::invalid_argument, std::string(name) + " does not run " + config.describe() + ": " + why);
@@ -207,7 +206,6 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   if ((config.staleness > 0 && !traits.staleness) || (config.backup > 0 && !traits.backup)) {
     throw refuse("a staleness or backup key it does not take");
   }
-  if (!groups.world || groups.world->size() != config.world()) throw refuse("process groups of another layout");
   if (config.has_straggler() && !traits.straggler) {
     std::string slowed;
     for (const auto& [n, entry] : strategy_registry()) {
@@ -215,26 +213,39 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
     }
     throw Error(Error::Kind::unsupported, std::string(name) + " does not slow its compute for --straggler (these do: " + slowed + ")");
   }
+  if (memory == Memory::host) return;
   const Registered& entry = strategy_registry().find(std::string(name))->second;
-  if (groups.world->memory() != Memory::host) {
-    if (!entry.device_factory) {
-      std::string device;
-      for (const auto& n : device_strategies()) device += (device.empty() ? "" : ", ") + n;
-      throw Error(Error::Kind::unsupported,
-                  std::string(name) + " keeps its tensors in host memory, and backend " +
-                      std::string(groups.world->backend()) + " takes device memory (on the device: " +
-                      device + ")");
-    }
-    if (config.has_straggler()) {
-      // Measured on an H100 (ddp, f32, 40 steps, the host waiting (FACTOR - 1) x each synchronized
-      // forward-backward): FACTOR 3 took the compute time from 190 to 1,085 us a step (5.7x; zero3
-      // 2.4x), so the device's own phases changed with the host's wait (cause not established).
-      throw Error(Error::Kind::unsupported,
-                  std::string(name) + " on the device does not take --straggler: a host wait between its kernels "
-                                      "did not slow it by FACTOR (measured 5.7x for 3)");
-    }
-    return entry.device_factory(spec, config, groups, precision);
+  if (!entry.device_factory) {
+    std::string device;
+    for (const auto& n : device_strategies()) device += (device.empty() ? "" : ", ") + n;
+    throw Error(Error::Kind::unsupported, std::string(name) + " keeps its tensors in host memory, and the backend " +
+                                              "takes device memory (on the device: " + device + ")");
   }
+  if (precision != Precision::f32) {
+    throw Error(Error::Kind::unsupported, std::string(name) + " on the device computes in f32 only (kernels/device); " +
+                                              (precision == Precision::f64 ? "f64" : "bf16") + " runs on a host backend");
+  }
+  if (config.has_straggler()) {
+    // Measured on an H100 (ddp, f32, 40 steps, the host waiting (FACTOR - 1) x each synchronized
+    // forward-backward): FACTOR 3 took the compute time from 190 to 1,085 us a step (5.7x; zero3
+    // 2.4x), so the device's own phases changed with the host's wait (cause not established).
+    throw Error(Error::Kind::unsupported,
+                std::string(name) + " on the device does not take --straggler: a host wait between its kernels "
+                                    "did not slow it by FACTOR (measured 5.7x for 3)");
+  }
+}
+
+std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
+                                        ProcessGroups& groups, Precision precision) {
+  strategy_traits(name);  // an unknown name first, naming the known ones
+  if (!groups.world || groups.world->size() != config.world()) {
+    throw Error(Error::Kind::invalid_argument, std::string(name) + " does not run " + config.describe() +
+                                                   ": process groups of another layout");
+  }
+  const Memory memory = groups.world->memory();
+  check_strategy(name, config, memory, precision);
+  const Registered& entry = strategy_registry().find(std::string(name))->second;
+  if (memory != Memory::host) return entry.device_factory(spec, config, groups, precision);
   return entry.factory(spec, config, groups, precision);
 }
 

@@ -271,6 +271,14 @@ std::vector<std::string> registered_strategies();
 const StrategyTraits& strategy_traits(std::string_view name);
 // Builds `name` over `groups` (split for `config`). Error{invalid_argument} for an unknown name
 // or a layout the strategy does not run.
+// What make_strategy would refuse before building anything, from the name, the layout, where the
+// communicator's buffers live and the precision alone: a case calls it before it creates the
+// communicators of its groups, so a SKIP costs none (NCCL's take seconds each). Throws as
+// make_strategy does: Error{invalid_argument} for a layout the strategy cannot run,
+// Error{unsupported} for what it cannot do here (host tensors on a device backend, f64 or bf16 on
+// the device, --straggler it does not take).
+void check_strategy(std::string_view name, const ParallelConfig& config, Memory memory, Precision precision);
+
 std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,
                                         ProcessGroups& groups, Precision precision = Precision::f32);
 

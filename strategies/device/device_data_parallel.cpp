@@ -286,14 +286,9 @@ MemoryReport DeviceDataParallel::memory() const {
 
 namespace {
 DeviceStrategyFactory device_factory(int stage) {
+  // f32 only: make_strategy refuses the other precisions first (check_strategy).
   return [stage](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
-                 Precision precision) -> std::unique_ptr<Strategy> {
-    if (precision != Precision::f32) {
-      throw Error(Error::Kind::unsupported,
-                  std::string(stage_name(stage)) +
-                      " on the device computes in f32 only (kernels/device); " +
-                      (precision == Precision::f64 ? "f64" : "bf16") + " runs on a host backend");
-    }
+                 Precision) -> std::unique_ptr<Strategy> {
     return std::make_unique<DeviceDataParallel>(stage, spec, config, *groups.dp);
   };
 }

@@ -306,6 +306,10 @@ class EquivalenceSuite final : public Suite {
     config.train = train_config(c.optimizer);
     const int world = config.world();
     const bool member = rank < world;
+    // What the strategy refuses from its name, layout, memory and precision alone is refused
+    // before any communicator is made (every rank decides alike): a SKIP over nccl costs no
+    // ncclCommSplit.
+    check_strategy(c.spec.name, config, comm.memory(), c.precision);
     // Every rank takes part in the split; ranks outside the sub-world only help verify.
     std::unique_ptr<Communicator> group = comm.split(member ? 0 : 1, rank);
     // The members' own untampered communicator: they agree on building the strategy over it, so
