@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -434,6 +435,29 @@ TEST_P(DeviceEquivalence, DataParallelStrategiesMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceEquivalence, testing::Values(1, 2, 3, 4));
+
+// --straggler on the device: the straggler's wait is the device's own (a delay through the kernel
+// table, the host's wait on the emulated device), the layouts that have it still match the
+// reference, and equivalence measures the slowdown it caused (a timing: reported, not judged).
+TEST(DeviceStraggler, LayoutsWithTheStragglerMatchAndReportItsSlowdown) {
+  const fs::path csv = scratch_dir() / "device_straggler.csv";
+  const RunResult r = run_dtsuite(3, "run equivalence --device emulated --backend 'staged(mpi)' --strategy ddp,zero3 "
+                                     "-d f32 --optimizer sgd --straggler 2:3 " + kSmallTraining + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  std::set<std::string> slowed;
+  for (const Row& row : read_csv(csv)) {
+    EXPECT_TRUE(row.at("verdict") == "pass" || row.at("verdict") == "info") << row.at("case") << " " << row.at("detail");
+    const bool has = row.at("config").find(";straggler=2:3") != std::string::npos;
+    EXPECT_EQ(has, row.at("case").find("dp3") != std::string::npos) << row.at("case") << " " << row.at("config");
+    if (row.at("metric") != "straggler_slowdown") continue;
+    EXPECT_TRUE(has) << row.at("case");
+    EXPECT_TRUE(std::isfinite(std::stod(row.at("value")))) << row.at("detail");
+    EXPECT_NE(row.at("detail").find("rank 2's compute per step"), std::string::npos) << row.at("detail");
+    EXPECT_NE(row.at("detail").find("over its 2 peers' median"), std::string::npos) << row.at("detail");
+    slowed.insert(row.at("strategy"));
+  }
+  EXPECT_EQ(slowed, (std::set<std::string>{"ddp", "zero3"}));  // one row per dp3 case
+}
 
 // The equivalence checks catch each data fault on the device path too: staged(faulty(KIND,mpi))
 // corrupts what the device strategies' collectives carry, on the last rank.

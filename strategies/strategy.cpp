@@ -225,14 +225,6 @@ void check_strategy(std::string_view name, const ParallelConfig& config, Memory 
     throw Error(Error::Kind::unsupported, std::string(name) + " on the device computes in f32 only (kernels/device); " +
                                               (precision == Precision::f64 ? "f64" : "bf16") + " runs on a host backend");
   }
-  if (config.has_straggler()) {
-    // Measured on an H100 (ddp, f32, 40 steps, the host waiting (FACTOR - 1) x each synchronized
-    // forward-backward): FACTOR 3 took the compute time from 190 to 1,085 us a step (5.7x; zero3
-    // 2.4x), so the device's own phases changed with the host's wait (cause not established).
-    throw Error(Error::Kind::unsupported,
-                std::string(name) + " on the device does not take --straggler: a host wait between its kernels "
-                                    "did not slow it by FACTOR (measured 5.7x for 3)");
-  }
 }
 
 std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& spec, const ParallelConfig& config,

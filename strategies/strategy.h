@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 #include "strategies/single/single_trainer.h"
 #include "strategies/workload.h"
@@ -316,30 +316,29 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// How a straggler's rank spends its extra time: the host's wait (kernels::cpu::delay), or, on
+// the device, a delay kernel the host then waits for (strategies/device/device_data_parallel.cpp),
+// so that the slower processor is the one that computes.
+using StragglerWait = void (*)(double seconds);
+
 // The straggler's extra time: on rank `rank` of the layout when it is config's straggler, waits
-// (factor - 1) x `compute_seconds` (the phase it just computed) and returns the seconds waited
-// (0 elsewhere), which the caller books as compute: a slower processor, not a slower link. The
-// wait sleeps until 1 ms before its end and yields the processor for the rest: a plain sleep
-// overshoots by the timer's slack (measured: 100-460 us a phase, so factor 3 on phases of 50-200
-// us came out as 5), which would make the straggler slower than asked.
-inline double straggle(const ParallelConfig& config, int rank, double compute_seconds) {
+// (factor - 1) x `compute_seconds` (the phase it just computed) through `wait` and returns the
+// seconds that took (0 elsewhere), which the caller books as compute: a slower processor, not a
+// slower link.
+inline double straggle(const ParallelConfig& config, int rank, double compute_seconds,
+                       StragglerWait wait = kernels::cpu::delay) {
   if (!config.has_straggler() || rank != config.straggler_rank || !(compute_seconds > 0)) return 0;
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto wait = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>((config.straggler_factor - 1) * compute_seconds));
-  const auto end = start + wait;
-  constexpr auto margin = std::chrono::milliseconds(1);
-  if (wait > margin) std::this_thread::sleep_until(end - margin);
-  while (clock::now() < end) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  wait((config.straggler_factor - 1) * compute_seconds);
   return seconds_since(start);
 }
 
 // The seconds of a compute phase that began at `start`, the straggler's extra time included
 // (straggle()): what every strategy books as compute_time.
-inline double compute_seconds(const ParallelConfig& config, int rank, std::chrono::steady_clock::time_point start) {
+inline double compute_seconds(const ParallelConfig& config, int rank, std::chrono::steady_clock::time_point start,
+                              StragglerWait wait = kernels::cpu::delay) {
   const double computed = seconds_since(start);
-  return computed + straggle(config, rank, computed);
+  return computed + straggle(config, rank, computed, wait);
 }
 
 // Runs a blocking collective and books it in `report`: all of its time is communication and all

@@ -6,12 +6,14 @@
 #include <cblas.h>
 
 #include <bit>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <numbers>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -493,6 +495,15 @@ void round_to_bf16(float* values, int64_t n) {
   if (n == 0) return;
   require_pointer(values, "round_to_bf16", "values");
   round_to_bf16_simd(values, n);
+}
+
+void delay(double seconds) {
+  if (!(seconds > 0)) return;
+  using clock = std::chrono::steady_clock;
+  const auto end = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+  constexpr auto margin = std::chrono::milliseconds(1);
+  std::this_thread::sleep_until(end - margin);  // returns at once when the end is nearer than that
+  while (clock::now() < end) std::this_thread::yield();
 }
 void cast_f16_to_f32(const uint16_t* in, float* out, int64_t n) {
   require_count(n, "cast_f16_to_f32");

@@ -33,5 +33,10 @@ void cast_f16_to_f32(const uint16_t* in, float* out, int64_t n);
 // Each value replaced by the nearest bf16 (ties to even), widened back: the two casts in one pass
 // (bf16 compute rounds activations and gradients this way, strategies/mlp.h).
 void round_to_bf16(float* values, int64_t n);
+// Holds the calling thread for `seconds` (none for 0 or less), no less and little more: it sleeps
+// until 1 ms before the end and yields the processor for the rest. A plain sleep overshoots by
+// the timer's slack (measured: 100-460 us a call, so a straggler's factor 3 on phases of 50-200
+// us came out as 5). The straggler's wait on the host (strategies/strategy.h).
+void delay(double seconds);
 
 }  // namespace dts::kernels::cpu

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -801,3 +802,17 @@ TEST(Casts, NegativeCountThrows) {
 
 }  // namespace
 }  // namespace dts::kernels::cpu
+
+// The straggler's wait holds at least the time asked: it sleeps to 1 ms short of the end and
+// yields for the rest, so the timer's slack cannot end it early (only late, which the straggler's
+// measured slowdown reports). Nothing for 0, a negative or a NaN.
+TEST(Delay, HoldsAtLeastTheTimeAsked) {
+  using clock = std::chrono::steady_clock;
+  for (const double seconds : {0.0, 5e-5, 0.0004, 0.003}) {
+    const auto start = clock::now();
+    dts::kernels::cpu::delay(seconds);
+    EXPECT_GE(std::chrono::duration<double>(clock::now() - start).count(), seconds);
+  }
+  dts::kernels::cpu::delay(-1.0);
+  dts::kernels::cpu::delay(std::nan(""));
+}

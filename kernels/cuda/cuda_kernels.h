@@ -30,6 +30,9 @@ void bias_add(const float* x, const float* bias, float* out, int64_t rows, int64
 void column_sum(const float* x, float* out, int64_t rows, int64_t cols);
 void add(float* y, const float* x, int64_t n);
 void scale(float* x, float alpha, int64_t n);
+// Keeps the device busy for `seconds` (queued; none for 0 or less): a kernel spinning on the
+// device's global timer (the straggler's delay, strategies/strategy.h).
+void delay(double seconds);
 void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n);
 void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n);
 void cast_f32_to_f16(const float* in, uint16_t* out, int64_t n);

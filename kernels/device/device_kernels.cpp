@@ -182,6 +182,14 @@ void copy(float* dst, const float* src, int64_t n) {
 #endif
 }
 
+void delay(double seconds) {
+  if (emulated()) {
+    cpu::delay(seconds);
+    return;
+  }
+  DTS_ON_CUDA(delay(seconds));
+}
+
 #undef DTS_ON_CUDA
 
 }  // namespace dts::kernels::device

@@ -30,5 +30,9 @@ void scale(float* x, float alpha, int64_t n);
 // Device memory set to zero, and copied device to device (queued, as the kernels are).
 void zero(float* x, int64_t n);
 void copy(float* dst, const float* src, int64_t n);
+// Keeps the device busy for `seconds`, queued as a kernel is (the straggler's delay): on a GPU a
+// kernel spinning on the device's global timer; on the emulated device, whose kernels run when
+// called, the host's kernels/cpu delay.
+void delay(double seconds);
 
 }  // namespace dts::kernels::device

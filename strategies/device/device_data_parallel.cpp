@@ -18,6 +18,13 @@ namespace {
 std::string_view stage_name(int stage) {
   return stage == 0 ? std::string_view("ddp") : name(static_cast<ZeroStage>(stage));
 }
+
+// The straggler's wait on the device: a delay kernel of the length asked, waited for, so the
+// device is as busy as a processor that much slower would be (strategy.h, StragglerWait).
+void device_straggler_wait(double seconds) {
+  device::delay(seconds);
+  device::synchronize();
+}
 }  // namespace
 
 DeviceDataParallel::DeviceDataParallel(int stage, const ModelSpec& spec, const ParallelConfig& config,
@@ -108,7 +115,7 @@ double DeviceDataParallel::micro_batch(const Batch& batch, int k, const float* p
   const auto compute_start = std::chrono::steady_clock::now();
   const double loss = mlp_.forward_backward(params, target, local, scale, on_ready);
   device::synchronize();  // compute time is the device's, not the launches'
-  report.compute_time += seconds_since(compute_start);
+  report.compute_time += compute_seconds(config_, comm_.rank(), compute_start, device_straggler_wait);
   activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
   return loss * static_cast<double>(local_rows);
 }
@@ -210,7 +217,7 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
       const Batch local = local_batch(batch, k);
       const auto compute_start = std::chrono::steady_clock::now();
       loss_sum += mlp_.loss(full.data(), local) * static_cast<double>(local.size);
-      report.compute_time += seconds_since(compute_start);
+      report.compute_time += compute_seconds(config_, comm_.rank(), compute_start, device_straggler_wait);
       full.release();
       gather_parameters(full, report);
       micro_batch(batch, k, full.data(), target, report);

@@ -417,7 +417,7 @@ class EquivalenceSuite final : public Suite {
     // Per rank: the part of each step it did not compute (step_time - compute_time: waiting on
     // the others, exposed communication), and its own step time.
     struct IdleSeen {
-      double n = 0, min = 0, p05 = 0, median = 0, p95 = 0, max = 0, mean = 0, step_median = 0;
+      double n = 0, min = 0, p05 = 0, median = 0, p95 = 0, max = 0, mean = 0, step_median = 0, compute_median = 0;
     } idle_mine;
     if (member && !reports.empty()) {
       std::vector<double> idle;
@@ -428,7 +428,8 @@ class EquivalenceSuite final : public Suite {
       }
       const Stats s = compute_stats(idle);
       idle_mine = {static_cast<double>(s.n), s.min, s.p05, s.median, s.p95, s.max,
-                   sum / static_cast<double>(idle.size()), stats_of(reports, &StepReport::step_time).median};
+                   sum / static_cast<double>(idle.size()), stats_of(reports, &StepReport::step_time).median,
+                   stats_of(reports, &StepReport::compute_time).median};
     }
     const std::vector<IdleSeen> all_idle = gather_to_all(control, idle_mine);
     if (rank != 0) return;
@@ -540,6 +541,25 @@ class EquivalenceSuite final : public Suite {
         emit("idle_time", "seconds", s.median, Verdict::info, NAN, detail,
              Stats{static_cast<int64_t>(s.n), s.min, s.p05, s.median, s.p95, s.max}, ";rank=" + std::to_string(r));
       }
+    }
+    if (world > 1 && config.has_straggler()) {
+      // What --straggler did: the straggler's compute per step over the median of its peers' (the
+      // ranks of its role: workers beside workers). Its optimizer is not slowed, so a little under
+      // the factor is what was asked; info, as every timing is on a shared machine.
+      std::vector<double> peers;
+      const bool straggler_serves = config.straggler_rank < config.servers;
+      for (int r = 0; r < world; ++r) {
+        if (r != config.straggler_rank && (r < config.servers) == straggler_serves) {
+          peers.push_back(all_idle[static_cast<size_t>(r)].compute_median);
+        }
+      }
+      const double slowed = all_idle[static_cast<size_t>(config.straggler_rank)].compute_median;
+      const double peer = peers.empty() ? NAN : compute_stats(peers).median;
+      char detail[300];
+      std::snprintf(detail, sizeof(detail),
+                    "rank %d's compute per step (median %.3g s) over its %zu peers' median (%.3g s); asked %g",
+                    config.straggler_rank, slowed, peers.size(), peer, config.straggler_factor);
+      emit("straggler_slowdown", "ratio", peer > 0 ? slowed / peer : NAN, Verdict::info, NAN, detail);
     }
     emit_traffic(all_traffic, world, formula, false, emit);
     emit_traffic(all_traffic, world, received_formula, true, emit);
