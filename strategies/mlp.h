@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/device/kernel_table.h"
 #include "strategies/workload.h"
 
 namespace dts {
@@ -24,10 +25,18 @@ enum class MlpCompute { native, bf16 };
 template <class T>
 void round_for(MlpCompute compute, T* values, int64_t n);
 
+// One MLP for every memory kind: parameters, gradients and activations live in `memory`, and
+// every layer runs through the kernel table of that memory (kernels/device/kernel_table.h): on
+// the host kernels/cpu, on the device a GPU's CUDA kernels or the emulated device's. The same
+// operations in the same order on both; the device sums in its kernels' order (cuBLAS's, and
+// column sums in double), which the equivalence suite's device bound covers
+// (suites/equivalence/tolerance.h, device_kernel_terms). Device memory: T = float only (native or
+// bf16 compute); the batch is host data, uploaded here; on_ready(i) then means parameter i's
+// gradient is queued, not computed: synchronize the table before another stream reads it.
 template <class T>
 class Mlp {
  public:
-  explicit Mlp(const ModelSpec& spec, MlpCompute compute = MlpCompute::native);
+  explicit Mlp(const ModelSpec& spec, MlpCompute compute = MlpCompute::native, Memory memory = Memory::host);
 
   // Mean loss of `batch` at `params` (no gradients).
   double loss(const T* params, const Batch& batch);
@@ -40,7 +49,7 @@ class Mlp {
   // After forward_backward: writes, for every parameter, the sum over the batch's rows of the
   // magnitudes of that row's contribution to its gradient (|g|^T |a| for a weight, sum |g| for a
   // bias, with loss_scale included). It is the quantity rounding-error bounds of the gradient's
-  // row sum scale with (suites/equivalence/tolerance.h).
+  // row sum scale with (suites/equivalence/tolerance.h). Host memory only.
   void gradient_magnitudes(T* out) const;
 
   const std::vector<ParameterInfo>& layout() const { return layout_; }
@@ -51,22 +60,28 @@ class Mlp {
  private:
   double forward(const T* params, const Batch& batch);
 
-  // bf16 mode: rounds every element of v to the nearest bf16 (ties to even), in place.
-  void round(std::vector<T>& v) const;
+  // bf16 mode: rounds every element to the nearest bf16 (ties to even), in place.
+  void round(kernels::Array<T>& v) const;
   void round(T* v, int64_t n) const;
+  // At least `count` arrays in this MLP's memory (arrays are moved, never copied).
+  void grow(std::vector<kernels::Array<T>>& arrays, int count) const;
 
   ModelSpec spec_;
   MlpCompute compute_;
+  kernels::KernelTable<T> table_;
   std::vector<ParameterInfo> layout_;
   std::vector<int64_t> dims_;
   int64_t count_ = 0;
   int64_t activation_bytes_ = 0;
-  std::vector<std::vector<T>> activations_, pre_;  // a_l (rows x dims[l]), z_l (rows x dims[l+1])
-  std::vector<T> dlogits_;
-  std::vector<T> scratch_;                          // z of a forward layer; da of a backward one
-  std::vector<T> zeros_;                            // a zero bias, as wide as the widest layer
-  std::vector<T> rounded_params_;                   // bf16 mode: the weights as used
-  std::vector<std::vector<T>> backprop_;            // g_l (rows x dims[l+1]) of the last backward
+  int64_t rows_ = 0;                                    // of the last forward
+  std::vector<kernels::Array<T>> activations_, pre_;  // a_l (rows x dims[l]), z_l (rows x dims[l+1])
+  kernels::Array<T> dlogits_;
+  kernels::Array<T> scratch_;         // z of a forward layer; da of a backward one
+  kernels::Array<T> zeros_;           // a zero bias, as wide as the widest layer
+  kernels::Array<T> rounded_params_;  // bf16 mode: the weights as used
+  std::vector<kernels::Array<T>> backprop_;  // g_l (rows x dims[l+1]) of the last backward
+  kernels::Array<int32_t> labels_;    // device memory: the batch's labels, uploaded
+  std::vector<T> host_x_;             // device memory: the batch's inputs in T, before the upload
 };
 
 extern template class Mlp<float>;

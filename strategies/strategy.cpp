@@ -221,9 +221,9 @@ void check_strategy(std::string_view name, const ParallelConfig& config, Memory 
     throw Error(Error::Kind::unsupported, std::string(name) + " keeps its tensors in host memory, and the backend " +
                                               "takes device memory (on the device: " + device + ")");
   }
-  if (precision != Precision::f32) {
-    throw Error(Error::Kind::unsupported, std::string(name) + " on the device computes in f32 only (kernels/device); " +
-                                              (precision == Precision::f64 ? "f64" : "bf16") + " runs on a host backend");
+  if (precision == Precision::f64) {
+    throw Error(Error::Kind::unsupported, std::string(name) + " on the device computes in f32 and bf16 (the device's "
+                                              "kernels are f32); f64 runs on a host backend");
   }
 }
 

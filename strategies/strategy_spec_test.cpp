@@ -243,7 +243,7 @@ TEST(LayoutId, NamesTheSplitDimensions) {
 }
 
 // On a communicator that takes device memory, make_strategy builds a strategy's device class
-// (strategies/device/, CUDA builds: ddp and zero1-3, f32 only) or refuses it as unsupported (a
+// (strategies/device/: ddp and zero1-3, f32 and bf16) or refuses it as unsupported (a
 // SKIP), naming what does run there; it never hands host vectors to a device backend.
 std::string unsupported_on_device(const std::string& name, Precision precision) {
   testing::FakeCommunicator device("fakegpu", Memory::device);
@@ -283,12 +283,13 @@ TEST(DeviceStrategies, HostOnlyStrategiesAreRefusedWithWhatRunsOnTheDevice) {
   }
 }
 
-TEST(DeviceStrategies, TheDeviceClassesRefuseAllButF32) {
+TEST(DeviceStrategies, TheDeviceClassesRefuseF64Only) {
   for (const std::string& name : device_strategies()) {
-    for (const Precision p : {Precision::f64, Precision::bf16}) {
-      const std::string why = unsupported_on_device(name, p);
-      EXPECT_NE(why.find(name + " on the device computes in f32 only"), std::string::npos) << why;
-    }
+    const std::string why = unsupported_on_device(name, Precision::f64);
+    EXPECT_NE(why.find(name + " on the device computes in f32 and bf16"), std::string::npos) << why;
+    const ParallelConfig config = layouts_of(parse_strategy_spec(name), 1, kDefaults)[0];
+    EXPECT_NO_THROW(check_strategy(name, config, Memory::device, Precision::bf16)) << name;
+    EXPECT_NO_THROW(check_strategy(name, config, Memory::device, Precision::f32)) << name;
   }
 }
 

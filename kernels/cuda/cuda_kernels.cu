@@ -274,6 +274,12 @@ __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
     out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(in[i]));
   }
 }
+// bf16 compute's rounding in place (kernels/cpu round_to_bf16 on the host): f32 -> bf16 -> f32.
+__global__ void round_to_bf16_kernel(float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+  }
+}
 __global__ void bf16_to_f32_kernel(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     out[i] = __bfloat162float(__ushort_as_bfloat16(in[i]));
@@ -464,6 +470,13 @@ void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
   if (n == 0) return;
   f32_to_bf16_kernel<<<grid_for(n), kThreads>>>(in, out, n);
   check_launch("f32_to_bf16_kernel");
+}
+
+void round_to_bf16(float* x, int64_t n) {
+  check_count(n, "round_to_bf16 n");
+  if (n == 0) return;
+  round_to_bf16_kernel<<<grid_for(n), kThreads>>>(x, n);
+  check_launch("round_to_bf16_kernel");
 }
 
 void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n) {

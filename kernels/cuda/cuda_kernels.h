@@ -21,7 +21,7 @@ void bias_gelu_backward(const float* pre, const float* dy, float* dx, float* dbi
 double softmax_cross_entropy(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t classes);
 void sgd_momentum_step(float* param, const float* grad, float* velocity, int64_t n, const SgdMomentum& opt);
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, const AdamW& opt, int64_t step);
-// The pieces of a layer that kernels.h leaves to loops (strategies/device/device_mlp.cpp):
+// The pieces of a layer that kernels.h leaves to loops (kernels/device/kernel_table.h):
 //   bias_add:   out[r][c] = x[r][c] + bias[c]        (one float add: bias_gelu_forward without GeLU)
 //   column_sum: out[c] = sum over rows of x[r][c]    (in double, in a fixed order, rounded once;
 //                                                     0 for no rows)
@@ -35,6 +35,8 @@ void scale(float* x, float alpha, int64_t n);
 void delay(double seconds);
 void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n);
 void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n);
+// Each value to the nearest bf16 (ties to even) and back, in place: bf16 compute's rounding.
+void round_to_bf16(float* x, int64_t n);
 void cast_f32_to_f16(const float* in, uint16_t* out, int64_t n);
 void cast_f16_to_f32(const uint16_t* in, float* out, int64_t n);
 

@@ -155,6 +155,14 @@ void scale(float* x, float alpha, int64_t n) {
   DTS_ON_CUDA(scale(x, alpha, n));
 }
 
+void round_to_bf16(float* x, int64_t n) {
+  if (emulated()) {
+    cpu::round_to_bf16(host(x, n), n);
+    return;
+  }
+  DTS_ON_CUDA(round_to_bf16(x, n));
+}
+
 void zero(float* x, int64_t n) {
   if (n <= 0) return;
   if (emulated()) {

@@ -28,8 +28,11 @@ void device_straggler_wait(double seconds) {
 }  // namespace
 
 DeviceDataParallel::DeviceDataParallel(int stage, const ModelSpec& spec, const ParallelConfig& config,
-                                       Communicator& comm)
-    : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec) {
+                                       Communicator& comm, Precision precision)
+    : stage_(stage), spec_(spec), config_(config), comm_(comm), mlp_(spec, compute_of(precision), Memory::device) {
+  if (precision == Precision::f64) {
+    throw Error(Error::Kind::unsupported, std::string(name()) + " on the device: the device's kernels are f32");
+  }
   if (stage < 0 || stage > 3) throw Error(Error::Kind::invalid_argument, "device data parallel: stage 0..3");
   if (config.microbatches < 1) {
     throw Error(Error::Kind::invalid_argument, std::string(name()) + ": microbatches must be >= 1");
@@ -48,12 +51,12 @@ DeviceDataParallel::DeviceDataParallel(int stage, const ModelSpec& spec, const P
   params_.upload(host.data(), static_cast<int64_t>(host.size()));
   const int64_t held = stage_ == 0 ? psi_ : shard_size_;
   grads_.resize(stage_ <= 1 ? psi_ : shard_size_);
-  grads_.fill_zero();
+  device::zero(grads_.data(), grads_.size());
   state1_.resize(held);
-  state1_.fill_zero();
+  device::zero(state1_.data(), state1_.size());
   if (config.train.optimizer == OptimizerKind::adamw) {
     state2_.resize(held);
-    state2_.fill_zero();
+    device::zero(state2_.data(), state2_.size());
   }
   if (stage_ == 0) plan_ = plan_buckets(mlp_.layout(), sizeof(float), config.bucket_bytes);
   device::synchronize();
@@ -86,10 +89,10 @@ void DeviceDataParallel::optimizer_step(float* params, const float* grads, float
 void DeviceDataParallel::pad(const float* full) {
   const int n = comm_.size();
   padded_.resize(n * shard_size_);
-  padded_.fill_zero();
+  device::zero(padded_.data(), padded_.size());
   for (int r = 0; r < n; ++r) {
     const auto [first, count] = even_split(psi_, n, r);
-    copy_device(padded_.data() + r * shard_size_, full + first, count);
+    device::copy(padded_.data() + r * shard_size_, full + first, count);
   }
 }
 
@@ -97,7 +100,7 @@ void DeviceDataParallel::unpad(float* full) const {
   const int n = comm_.size();
   for (int r = 0; r < n; ++r) {
     const auto [first, count] = even_split(psi_, n, r);
-    copy_device(full + first, padded_.data() + r * shard_size_, count);
+    device::copy(full + first, padded_.data() + r * shard_size_, count);
   }
 }
 
@@ -189,10 +192,10 @@ StepReport DeviceDataParallel::step_ddp(const Batch& batch) {
   return report;
 }
 
-void DeviceDataParallel::gather_parameters(DeviceFloats& full, StepReport& report) {
+void DeviceDataParallel::gather_parameters(kernels::Array<float>& full, StepReport& report) {
   padded_.resize(comm_.size() * shard_size_);
   float* slot = padded_.data() + comm_.rank() * shard_size_;
-  copy_device(slot, params_.data(), shard_size_);  // stage 3's params_ is the padded slot
+  device::copy(slot, params_.data(), shard_size_);  // stage 3's params_ is the padded slot
   communicate(report, [&] { comm_.all_gather(slot, padded_.data(), static_cast<size_t>(shard_size_), DType::f32); });
   full.resize(psi_);
   unpad(full.data());
@@ -202,8 +205,8 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
   const auto step_start = std::chrono::steady_clock::now();
   const int k_steps = config_.microbatches;
   StepReport report;
-  DeviceFloats transient_grads, full;
-  DeviceFloats& full_grads = stage_ == 1 ? grads_ : transient_grads;
+  kernels::Array<float> transient_grads(Memory::device), full(Memory::device);
+  kernels::Array<float>& full_grads = stage_ == 1 ? grads_ : transient_grads;
   full_grads.resize(psi_);
   if (k_steps > 1) micro_grads_.resize(psi_);
 
@@ -236,7 +239,7 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
     comm_.reduce_scatter(padded_.data(), slot, static_cast<size_t>(shard_size_), DType::f32, ReduceOp::sum);
   });
   float* shard_grads = stage_ == 1 ? grads_.data() + shard_first_ : grads_.data();
-  copy_device(shard_grads, slot, shard_count_);  // the real elements only: padding never reaches the optimizer
+  device::copy(shard_grads, slot, shard_count_);  // the real elements only: padding never reaches the optimizer
   transient_grads.release();
 
   const auto optimizer_start = std::chrono::steady_clock::now();
@@ -247,8 +250,8 @@ StepReport DeviceDataParallel::step_zero(const Batch& batch) {
 
   if (stage_ != 3) {
     // Replicated parameters: every rank receives every updated shard.
-    padded_.fill_zero();
-    copy_device(slot, shard_params, shard_count_);
+    device::zero(padded_.data(), padded_.size());
+    device::copy(slot, shard_params, shard_count_);
     communicate(report, [&] { comm_.all_gather(slot, padded_.data(), static_cast<size_t>(shard_size_), DType::f32); });
     unpad(params_.data());
   }
@@ -261,7 +264,7 @@ std::vector<double> DeviceDataParallel::full_parameters() {
   std::vector<float> host;
   if (stage_ == 3) {
     StepReport not_a_step;  // inspection, not training traffic
-    DeviceFloats full;
+    kernels::Array<float> full(Memory::device);
     gather_parameters(full, not_a_step);
     padded_.release();
     host = full.download();
@@ -273,7 +276,7 @@ std::vector<double> DeviceDataParallel::full_parameters() {
 
 std::vector<ReplicaDigest> DeviceDataParallel::replica_digests() {
   if (stage_ != 0) return Strategy::replica_digests();
-  const auto digest = [](const DeviceFloats& values, uint64_t seed) { return digest_of(values.download(), seed); };
+  const auto digest = [](const kernels::Array<float>& values, uint64_t seed) { return digest_of(values.download(), seed); };
   const uint64_t params = digest(params_, kFnvOffsetBasis);
   return {{"replica", digest(state2_, digest(state1_, digest(grads_, params)))}};
 }
@@ -293,10 +296,10 @@ MemoryReport DeviceDataParallel::memory() const {
 
 namespace {
 DeviceStrategyFactory device_factory(int stage) {
-  // f32 only: make_strategy refuses the other precisions first (check_strategy).
+  // f32 and bf16: make_strategy refuses f64 first (check_strategy).
   return [stage](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
-                 Precision) -> std::unique_ptr<Strategy> {
-    return std::make_unique<DeviceDataParallel>(stage, spec, config, *groups.dp);
+                 Precision precision) -> std::unique_ptr<Strategy> {
+    return std::make_unique<DeviceDataParallel>(stage, spec, config, *groups.dp, precision);
   };
 }
 }  // namespace

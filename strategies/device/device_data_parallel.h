@@ -1,7 +1,7 @@
 // ddp and zero1-3 on the device (a CUDA GPU, or the emulated device: core/buffer.h): the schemes
 // of ddp/ and zero/ with parameters, gradients, optimizer state and activations in device memory,
-// the MLP through DeviceMlp, the optimizer through the device's kernel table (kernels/device),
-// and every collective on device pointers through a device communicator (nccl, staged(INNER)).
+// the MLP through Mlp<float> on device memory (strategies/mlp.h: the host's MLP code over the
+// device's kernel table), the optimizer through the kernel table, and every collective on device pointers through a device communicator (nccl, staged(INNER)).
 // make_strategy builds these, not the host classes, when the communicator takes device memory.
 //
 // Ordering: kernels run on the default stream; a device communicator runs on streams of its own
@@ -13,8 +13,9 @@
 // beside the rest of backward) and are waited for before the optimizer.
 //
 // What is held and sent is the host classes' model (ddp_strategy.h, zero_strategy.h): the same
-// buckets, shards, padding and traffic theory. Only f32 (the kernel table is f32); f64 and bf16 cases
-// are refused as unsupported (a SKIP). Results match the CPU reference within the equivalence
+// buckets, shards, padding and traffic theory. f32, and bf16 compute with f32 master weights (the
+// host's MlpCompute::bf16 rounding, on the device); f64 is refused as unsupported (a SKIP: the
+// device's kernels are f32). Results match the CPU reference within the equivalence
 // bound with the device's reordered sums (device_kernel_terms), never bit for bit: cuBLAS sums in
 // its own order, so same_order_microbatches() is 0.
 #pragma once
@@ -25,7 +26,8 @@
 #include "comm/communicator.h"
 #include "core/buffer.h"
 #include "strategies/ddp/ddp_strategy.h"
-#include "strategies/device/device_mlp.h"
+#include "kernels/device/kernel_table.h"
+#include "strategies/mlp.h"
 #include "strategies/strategy.h"
 #include "strategies/zero/zero_strategy.h"
 
@@ -34,7 +36,10 @@ namespace dts {
 class DeviceDataParallel final : public Strategy {
  public:
   // stage 0: ddp; 1-3: ZeRO's stages. `comm` takes device memory.
-  DeviceDataParallel(int stage, const ModelSpec& spec, const ParallelConfig& config, Communicator& comm);
+  // precision: f32, or bf16 compute with f32 master weights (MlpCompute::bf16); f64 is
+  // Error{unsupported} (the device's kernels are f32).
+  DeviceDataParallel(int stage, const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
+                     Precision precision = Precision::f32);
 
   std::string_view name() const override;
   StepReport step(const Batch& global_batch) override;
@@ -57,7 +62,7 @@ class DeviceDataParallel final : public Strategy {
   double micro_batch(const Batch& batch, int k, const float* params, float* target, StepReport& report,
                      const std::function<void(size_t)>& on_ready = {});
   // ZeRO: the full parameters from every rank's shard (one all_gather), into `full` (Psi).
-  void gather_parameters(DeviceFloats& full, StepReport& report);
+  void gather_parameters(kernels::Array<float>& full, StepReport& report);
   // ZeRO's padded wire layout (zero_strategy.h) in padded_ (N * S): every shard of `full`
   // (reference layout) to its slot, tails zero; and back.
   void pad(const float* full);
@@ -75,13 +80,14 @@ class DeviceDataParallel final : public Strategy {
   ModelSpec spec_;
   ParallelConfig config_;
   Communicator& comm_;
-  DeviceMlp mlp_;
+  Mlp<float> mlp_;
   int64_t psi_ = 0, shard_size_ = 0, shard_first_ = 0, shard_count_ = 0;
   BucketPlan plan_;  // ddp
   // ddp: params, grads Psi. ZeRO as zero_strategy.h: params Psi (stage 3: S), grads Psi (stage
   // 1) or S. State: Psi (ddp) or S, state2 for AdamW only. micro_grads: ddp keeps it (with
   // accumulation), ZeRO frees it each step; padded is transient.
-  DeviceFloats params_, grads_, state1_, state2_, micro_grads_, padded_;
+  kernels::Array<float> params_{Memory::device}, grads_{Memory::device}, state1_{Memory::device},
+      state2_{Memory::device}, micro_grads_{Memory::device}, padded_{Memory::device};
   int64_t steps_ = 0;
   int64_t activations_peak_ = 0;
 };

@@ -1,8 +1,10 @@
-// DeviceMlp against Mlp<float> on the same parameters and batch: the loss, every gradient within
-// the bound the equivalence suite admits for the device (2 (B - 1 + R_device) u M per element,
-// M the CPU's own gradient magnitudes, tolerance.h), the parameters in the same ready order, and
-// the same bits run to run. Needs a GPU: exits 77 (ctest SKIP) without one.
-//   ctest -R device_mlp --output-on-failure
+// Mlp<float> on device memory against Mlp<float> on host memory, on the same parameters and
+// batch: the loss, every gradient within the bound the equivalence suite admits for the device
+// (2 (B - 1 + R_device) u M per element, M the CPU's own gradient magnitudes, tolerance.h), the
+// parameters in the same ready order, bf16 compute's rounding points, and the same bits run to
+// run. Built twice: mlp_emulated_test on the emulated device (any machine), mlp_cuda_test on a
+// GPU (exits 77, ctest SKIP, without one).
+//   ctest -R 'mlp_(emulated|cuda)' --output-on-failure
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -10,8 +12,11 @@
 #include <cstdio>
 #include <vector>
 
+#if !DTS_TEST_EMULATED_DEVICE
 #include "kernels/cuda/cuda_kernels.h"
-#include "strategies/device/device_mlp.h"
+#endif
+#include "core/half.h"
+#include "kernels/device/kernel_table.h"
 #include "strategies/mlp.h"
 #include "suites/equivalence/tolerance.h"
 
@@ -29,9 +34,10 @@ struct Pass {
   std::vector<size_t> ready;
 };
 
-Pass device_pass(const std::vector<float>& params, const Batch& batch) {
-  DeviceMlp mlp(kSpec);
-  DeviceFloats p(static_cast<int64_t>(params.size())), g(static_cast<int64_t>(params.size()));
+Pass device_pass(const std::vector<float>& params, const Batch& batch, MlpCompute compute = MlpCompute::native) {
+  Mlp<float> mlp(kSpec, compute, Memory::device);
+  kernels::Array<float> p(Memory::device, static_cast<int64_t>(params.size()));
+  kernels::Array<float> g(Memory::device, static_cast<int64_t>(params.size()));
   p.upload(params.data(), static_cast<int64_t>(params.size()));
   Pass pass;
   pass.loss = mlp.forward_backward(p.data(), g.data(), batch, kLossScale, [&](size_t i) { pass.ready.push_back(i); });
@@ -39,7 +45,7 @@ Pass device_pass(const std::vector<float>& params, const Batch& batch) {
   return pass;
 }
 
-TEST(DeviceMlp, MatchesTheCpuMlpWithinTheDeviceBound) {
+TEST(MlpOnTheDevice, MatchesTheHostMlpWithinTheDeviceBound) {
   const std::vector<double> init = init_parameters(kSpec);
   const std::vector<float> params(init.begin(), init.end());
   const Batch batch = make_batch(kSpec, 0, kRows);
@@ -71,7 +77,7 @@ TEST(DeviceMlp, MatchesTheCpuMlpWithinTheDeviceBound) {
 }
 
 // cuBLAS and the kernels use no atomics: the equivalence suite's "reproducible" check rests on it.
-TEST(DeviceMlp, GivesTheSameBitsTwice) {
+TEST(MlpOnTheDevice, GivesTheSameBitsTwice) {
   const std::vector<double> init = init_parameters(kSpec);
   const std::vector<float> params(init.begin(), init.end());
   const Batch batch = make_batch(kSpec, 5, kRows);
@@ -80,14 +86,39 @@ TEST(DeviceMlp, GivesTheSameBitsTwice) {
   EXPECT_EQ(first.loss, second.loss);
 }
 
+// bf16 compute on the device rounds where the host's does (mlp.h): every gradient is a bf16
+// value, and within the host bf16 test's bound of the f64 gradient (mlp_test.cpp: 15 roundings
+// of 2^-8 for 3 layers), widened by the device's reordered f32 sums (2 (B - 1 + R_device) u M).
+// Rounding nowhere would leave f32 values; rounding to f16 or twice as often would break it.
+TEST(MlpOnTheDevice, Bf16ComputeRoundsWhereTheHostDoes) {
+  const std::vector<double> init = init_parameters(kSpec);
+  const std::vector<float> params(init.begin(), init.end());
+  const Batch batch = make_batch(kSpec, 3, kRows);
+  Mlp<double> exact(kSpec);
+  std::vector<double> params64 = init, grads64(init.size()), magnitudes(init.size());
+  exact.forward_backward(params64.data(), grads64.data(), batch, kLossScale);
+  exact.gradient_magnitudes(magnitudes.data());
+  const Pass device = device_pass(params, batch, MlpCompute::bf16);
+  const double bound = 15 * 0x1p-8 + 2.0 * static_cast<double>(kRows - 1 + device_kernel_terms(kSpec)) * FLT_EPSILON / 2;
+  for (size_t i = 0; i < device.grads.size(); ++i) {
+    const float g = device.grads[i];
+    EXPECT_EQ(float_from_bf16_bits(bf16_bits_from_double(g)), g) << i;
+    EXPECT_LE(std::fabs(g - grads64[i]), bound * magnitudes[i] + 1e-30) << i;
+  }
+}
+
 }  // namespace
 }  // namespace dts
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+#if DTS_TEST_EMULATED_DEVICE
+  dts::use_device_kind(dts::DeviceKind::emulated);
+#else
   if (!dts::kernels::cuda::available()) {
     std::printf("no CUDA device: skipping\n");
     return 77;
   }
+#endif
   return RUN_ALL_TESTS();
 }
