@@ -29,14 +29,14 @@ size_t size_of(DType dtype) {
   return 0;
 }
 
+DType carrier_dtype(DType dtype) { return dtype == DType::f8e4m3 || dtype == DType::f8e5m2 ? DType::u8 : dtype; }
+
 bool is_floating(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16 ||
-         !has_host_arithmetic(dtype);
+         dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
 }
 
 bool is_unsigned(DType dtype) { return dtype == DType::u8 || dtype == DType::u32 || dtype == DType::u64; }
-
-bool has_host_arithmetic(DType dtype) { return dtype != DType::f8e4m3 && dtype != DType::f8e5m2; }
 
 std::string_view name(DType dtype) {
   switch (dtype) {

@@ -1,7 +1,7 @@
 // Element types and reduction operators: the shared vocabulary of every layer.
 // Names follow DESIGN.md (f32, bf16, ...); parsing also accepts nccl-tests' spellings.
-// The fp8 formats (OCP e4m3 and e5m2) are known by name and size only: no host backend carries
-// them and dtsuite has no host arithmetic for them (visit_dtype throws Error{unsupported}).
+// The fp8 formats (OCP e4m3 and e5m2, core/fp8.h) have host arithmetic like the others, but no
+// MPI datatype: the mpi backend refuses them, dtsuite's own algorithms (ring, tree) carry them.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -17,20 +17,22 @@ enum class DType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64, u32, u64, f8
 enum class ReduceOp : uint8_t { sum, prod, min, max, avg };
 enum class Memory : uint8_t { host, device };
 
-// Every dtype with host arithmetic (core/reduce.h): what host backends carry and tests sweep.
+// Every dtype an MPI library carries (core/reduce.h reduces these and fp8): what host backends
+// carry and tests sweep.
 inline constexpr std::array<DType, 10> kAllDTypes{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,
                                                   DType::u8,  DType::i32, DType::u32, DType::i64,  DType::u64};
-// nccl-tests' fp8 types (NCCL reduces them on sm_90 and newer): named, sized, and SKIP where
-// nothing carries them.
+// nccl-tests' fp8 types (NCCL reduces them on sm_90 and newer): checked where a backend carries
+// them (nccl, ring/tree over any inner), SKIP where none does (mpi).
 inline constexpr std::array<DType, 2> kFp8DTypes{DType::f8e4m3, DType::f8e5m2};
 inline constexpr std::array<ReduceOp, 5> kAllReduceOps{ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
                                                        ReduceOp::max, ReduceOp::avg};
 
 size_t size_of(DType dtype);
+// The dtype that carries `dtype`'s elements through a transfer that only moves bytes (an
+// algorithm's point-to-point sends): itself, or u8 for fp8, for which MPI has no datatype.
+DType carrier_dtype(DType dtype);
 bool is_floating(DType dtype);  // fp8 included
 bool is_unsigned(DType dtype);  // u8, u32, u64
-// False for the fp8 formats: no C++ type, reduction kernel or reference on the host.
-bool has_host_arithmetic(DType dtype);
 std::string_view name(DType dtype);
 std::string_view name(ReduceOp op);
 std::string_view name(Memory memory);

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace dts {
@@ -30,17 +31,17 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::i64: return f(TypeTag<int64_t>{});
     case DType::u32: return f(TypeTag<uint32_t>{});
     case DType::u64: return f(TypeTag<uint64_t>{});
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      // No host arithmetic: a caller that reaches here reports the case as unsupported (SKIP).
-      throw Error(Error::Kind::unsupported,
-                  std::string(name(dtype)) + ": dtsuite has no host arithmetic for fp8 (no host backend carries it)");
+    case DType::f8e4m3: return f(TypeTag<Fp8E4M3>{});
+    case DType::f8e5m2: return f(TypeTag<Fp8E5M2>{});
   }
   return f(TypeTag<float>{});
 }
 
+// Storage types without C++ arithmetic: combined in f32 and rounded back (core/reduce.h).
 template <class T>
-inline constexpr bool kIsNarrowFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+inline constexpr bool kIsFp8 = std::is_same_v<T, Fp8E4M3> || std::is_same_v<T, Fp8E5M2>;
+template <class T>
+inline constexpr bool kIsNarrowFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || kIsFp8<T>;
 
 template <class T>
 double to_double(T v) {

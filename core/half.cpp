@@ -5,13 +5,14 @@
 #include <bit>
 #include <cmath>
 
+#include "core/rounding.h"
+
 namespace dts {
 
 namespace {
 
 template <int kExpBits, int kMantBits>
 uint16_t encode(double value) {
-  constexpr int kBias = (1 << (kExpBits - 1)) - 1;
   constexpr uint64_t kExpMax = (1u << kExpBits) - 1;
   const auto b = std::bit_cast<uint64_t>(value);
   const uint64_t sign = (b >> 63) << (kExpBits + kMantBits);
@@ -24,33 +25,7 @@ uint16_t encode(double value) {
     return static_cast<uint16_t>(sign | (kExpMax << kMantBits) | (uint64_t{1} << (kMantBits - 1)) |
                                  payload);
   }
-  // Zero, and double subnormals (far below half of either format's smallest subnormal).
-  if (dexp == 0) return static_cast<uint16_t>(sign);
-  const int e = static_cast<int>(dexp) - 1023;
-  const uint64_t significand = (uint64_t{1} << 52) | dman;  // 53 bits, value = sig * 2^(e-52)
-  int shift;                                                // low bits of significand to drop
-  uint64_t exp_field;
-  if (e >= 1 - kBias) {
-    shift = 52 - kMantBits;
-    exp_field = static_cast<uint64_t>(e + kBias);
-  } else {
-    // Subnormal in the target: units of 2^(1 - bias - mant_bits).
-    shift = 52 - kMantBits + (1 - kBias - e);
-    exp_field = 0;
-    // Below half the smallest subnormal: rounds to (signed) zero.
-    if (shift > 54) return static_cast<uint16_t>(sign);
-  }
-  uint64_t kept = significand >> shift;
-  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1);
-  const uint64_t half = uint64_t{1} << (shift - 1);
-  if (rest > half || (rest == half && (kept & 1))) ++kept;
-  uint64_t magnitude;
-  if (exp_field == 0) {
-    magnitude = kept;  // a carry into bit kMantBits is exactly the smallest normal
-  } else {
-    // kept holds the implicit bit; a rounding carry to 2^(mant+1) bumps the exponent by itself.
-    magnitude = (exp_field << kMantBits) + kept - (uint64_t{1} << kMantBits);
-  }
+  uint64_t magnitude = detail::rounded_magnitude<kExpBits, kMantBits>(b);
   if (magnitude >= (kExpMax << kMantBits)) magnitude = kExpMax << kMantBits;  // overflow -> inf
   return static_cast<uint16_t>(sign | magnitude);
 }

@@ -84,7 +84,7 @@ void divide_by(DType dtype, void* data, size_t count, int n) {
       // Widen first: an i8 n would not fit the element type.
       for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<int64_t>(p[i]) / int64_t{n});
     } else if constexpr (kIsNarrowFloat<T>) {
-      // f32 has at least 2p+2 bits for p = 11 (f16) and 8 (bf16), so rounding the f32 quotient
+      // f32 has at least 2p+2 bits for p = 11 (f16), 8 (bf16), 4 and 3 (fp8), so rounding the f32 quotient
       // again to the narrow type equals rounding the exact quotient once.
       for (size_t i = 0; i < count; ++i) p[i] = T(static_cast<double>(static_cast<float>(p[i]) / static_cast<float>(n)));
     } else {
@@ -115,6 +115,12 @@ void fill_identity(DType dtype, ReduceOp op, void* data, size_t count) {
         case ReduceOp::max: v = -std::numeric_limits<double>::infinity(); break;
       }
       value = T(v);
+      if constexpr (std::is_same_v<T, Fp8E4M3>) {
+        // No inf in e4m3 (T(inf) is NaN, which min and max propagate): its largest value, 448,
+        // is as neutral, being at least every other value.
+        if (op == ReduceOp::min) value.bits = Fp8E4M3::kLargestBits;
+        if (op == ReduceOp::max) value.bits = Fp8E4M3::kLargestBits | 0x80;
+      }
     }
     std::fill_n(static_cast<T*>(data), count, value);
   });

@@ -1,5 +1,5 @@
 // Tests of core/reduce: reduce_into per dtype and op against hand-computed values (integer wrap,
-// NaN propagation), f16/bf16 combines against one correct rounding of the exact result,
+// NaN propagation), f16/bf16/fp8 combines against one correct rounding of the exact result,
 // divide_by (truncation toward zero, narrow-float rounding) and fill_identity.
 #include "core/reduce.h"
 
@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/element.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace dts {
@@ -107,20 +109,6 @@ TEST(ReduceInto, UInt32AndUInt64) {
   EXPECT_EQ(reduced(DType::u64, ReduceOp::prod, acc64, in64), (std::vector<uint64_t>{max64 - 1, 0, two32, top64}));
   EXPECT_EQ(reduced(DType::u64, ReduceOp::min, acc64, in64), (std::vector<uint64_t>{2, top64, two32, 3}));
   EXPECT_EQ(reduced(DType::u64, ReduceOp::max, acc64, in64), (std::vector<uint64_t>{max64, top64, two32 + 1, top64}));
-}
-
-// fp8 has no host arithmetic: the kernels say so (a SKIP) instead of computing something.
-TEST(ReduceInto, Fp8IsUnsupported) {
-  for (DType dtype : kFp8DTypes) {
-    uint8_t acc = 0x38, in = 0x38;
-    try {
-      reduce_into(dtype, ReduceOp::sum, &acc, &in, 1);
-      ADD_FAILURE() << name(dtype) << ": no error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find(name(dtype)), std::string::npos) << e.what();
-    }
-  }
 }
 
 // --- wide floats ----------------------------------------------------------------------------
@@ -249,6 +237,42 @@ TEST(ReduceInto, F16HandPicked) {
 
 // --- counts 0 and 1 -------------------------------------------------------------------------------
 
+// fp8: every pair of patterns (256 x 256) and op. The sum and product of two fp8 values are exact
+// in double (exponents span 2^-16 .. 2^16, 4 significant bits each), so the reference rounds
+// once, non-saturating (core/reduce.h): e4m3 overflows to NaN, e5m2 to ±inf.
+TEST(ReduceInto, Fp8CombineIsCorrectlyRoundedNonSaturating) {
+  struct Format {
+    DType dtype;
+    double (*decode)(uint8_t);
+    uint8_t (*encode)(double, Fp8Overflow);
+  };
+  for (const Format f : {Format{DType::f8e4m3, double_from_f8e4m3_bits, f8e4m3_bits_from_double},
+                         Format{DType::f8e5m2, double_from_f8e5m2_bits, f8e5m2_bits_from_double}}) {
+    std::vector<uint8_t> all(256);
+    for (unsigned b = 0; b < 256; ++b) all[b] = static_cast<uint8_t>(b);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+      for (unsigned partner = 0; partner < 256; ++partner) {
+        std::vector<uint8_t> acc = all;
+        const std::vector<uint8_t> in(all.size(), static_cast<uint8_t>(partner));
+        reduce_into(f.dtype, op, acc.data(), in.data(), acc.size());
+        for (unsigned i = 0; i < 256; ++i) {
+          const double exact = exact_combine(op, f.decode(all[i]), f.decode(static_cast<uint8_t>(partner)));
+          if (std::isnan(exact)) {
+            ASSERT_TRUE(std::isnan(f.decode(acc[i]))) << name(f.dtype) << " " << name(op) << " " << i << " " << partner;
+          } else {
+            ASSERT_EQ(acc[i], f.encode(exact, Fp8Overflow::non_saturating))
+                << name(f.dtype) << " " << name(op) << " " << i << " " << partner;
+          }
+        }
+      }
+    }
+  }
+  // By hand: e4m3 224 + 224 = 448, the largest; 448 + 32 is NaN (past 464, the last value that
+  // rounds to 448); e5m2 57344 + 8192 is inf.
+  EXPECT_EQ(reduced<uint8_t>(DType::f8e4m3, ReduceOp::sum, {0x76, 0x7e}, {0x76, 0x60}), (std::vector<uint8_t>{0x7e, 0x7f}));
+  EXPECT_EQ(reduced<uint8_t>(DType::f8e5m2, ReduceOp::sum, {0x7b}, {0x70}), std::vector<uint8_t>{0x7c});
+}
+
 TEST(ReduceInto, CountZeroTouchesNothingAndCountOneOnlyTheFirst) {
   struct Case {
     ReduceOp op;
@@ -339,6 +363,24 @@ TEST(DivideBy, NarrowFloatsRoundOnce) {
       }
     }
   }
+  for (int n : {2, 3, 5, 7, 1000}) {
+    for (DType dtype : kFp8DTypes) {
+      std::vector<uint8_t> q(256);
+      for (unsigned i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(i);
+      divide_by(dtype, q.data(), q.size(), n);
+      for (unsigned i = 0; i < 256; ++i) {
+        const auto bits = static_cast<uint8_t>(i);
+        const double quotient = load_double(dtype, &bits, 0) / n;
+        std::vector<uint8_t> want(1);
+        store_double(dtype, want.data(), 0, quotient);  // one rounding of the exact quotient
+        if (std::isnan(quotient)) {
+          ASSERT_TRUE(std::isnan(load_double(dtype, q.data(), i)));
+        } else {
+          ASSERT_EQ(q[i], want[0]) << name(dtype) << " " << i << " / " << n;
+        }
+      }
+    }
+  }
   // By hand: 1 / 3 in f16 is 0x3555 (0.333251953125; 0x3556 would be 0.33349609375, farther).
   uint16_t third = f16_bits_from_double(1.0);
   divide_by(DType::f16, &third, 1, 3);
@@ -366,6 +408,12 @@ TEST(FillIdentity, Values) {
   EXPECT_EQ(identity<uint16_t>(DType::f16, ReduceOp::prod), std::vector<uint16_t>(3, 0x3c00));  // 1
   EXPECT_EQ(identity<uint16_t>(DType::bf16, ReduceOp::min), std::vector<uint16_t>(3, 0x7f80));  // +inf
   EXPECT_EQ(identity<uint16_t>(DType::bf16, ReduceOp::sum), std::vector<uint16_t>(3, 0x0000));
+  // fp8: e5m2 has ±inf; e4m3 has none, so min and max start at ±448 (NaN would propagate).
+  EXPECT_EQ(identity<uint8_t>(DType::f8e5m2, ReduceOp::min), std::vector<uint8_t>(3, 0x7c));
+  EXPECT_EQ(identity<uint8_t>(DType::f8e5m2, ReduceOp::max), std::vector<uint8_t>(3, 0xfc));
+  EXPECT_EQ(identity<uint8_t>(DType::f8e4m3, ReduceOp::min), std::vector<uint8_t>(3, 0x7e));
+  EXPECT_EQ(identity<uint8_t>(DType::f8e4m3, ReduceOp::max), std::vector<uint8_t>(3, 0xfe));
+  EXPECT_EQ(identity<uint8_t>(DType::f8e4m3, ReduceOp::prod), std::vector<uint8_t>(3, 0x38));  // 1
   // Integers: the extreme values of the type.
   EXPECT_EQ(identity<int8_t>(DType::i8, ReduceOp::min), std::vector<int8_t>(3, 127));
   EXPECT_EQ(identity<int8_t>(DType::i8, ReduceOp::max), std::vector<int8_t>(3, -128));
@@ -388,6 +436,23 @@ TEST(FillIdentity, IsNeutral) {
     fill_identity(DType::f64, op, dacc.data(), dacc.size());
     const std::vector<double> got = reduced(DType::f64, op, dacc, f64_values);
     EXPECT_EQ(got, f64_values) << name(op);  // == treats -0 and +0 alike: 0 + -0 is +0
+  }
+  // fp8: every value but NaN, the largest and infinities included; -0 + 0 is +0, so sums compare
+  // by value.
+  for (DType dtype : kFp8DTypes) {
+    std::vector<uint8_t> values;
+    for (unsigned b = 0; b < 256; ++b) {
+      const auto byte = static_cast<uint8_t>(b);
+      if (!std::isnan(load_double(dtype, &byte, 0))) values.push_back(byte);
+    }
+    for (ReduceOp op : kAllReduceOps) {
+      std::vector<uint8_t> acc(values.size());
+      fill_identity(dtype, op, acc.data(), acc.size());
+      const std::vector<uint8_t> got = reduced(dtype, op, acc, values);
+      for (size_t i = 0; i < values.size(); ++i) {
+        EXPECT_EQ(load_double(dtype, got.data(), i), load_double(dtype, values.data(), i)) << name(dtype) << " " << name(op);
+      }
+    }
   }
 }
 

@@ -201,7 +201,8 @@ void run_ring(const RingPass& pass) {
   };
   auto post_send = [&](size_t k) {
     const Piece p = sent_piece(k);
-    if (p.length > 0) sends[k - first] = inner.isend(source(k, p), p.length, pass.dtype, next);
+    // fp8 travels as u8 (carrier_dtype): INNER moves the bytes, the reductions are this ring's.
+    if (p.length > 0) sends[k - first] = inner.isend(source(k, p), p.length, carrier_dtype(pass.dtype), next);
   };
   auto destination = [&](size_t k, const Piece& p) -> char* {
     const int g = step_of(k);
@@ -222,7 +223,7 @@ void run_ring(const RingPass& pass) {
   auto post_recv = [&](size_t k) -> std::unique_ptr<Work> {
     const Piece p = received_piece(k);
     if (p.length == 0) return nullptr;
-    return inner.irecv(destination(k, p), p.length, pass.dtype, prev);
+    return inner.irecv(destination(k, p), p.length, carrier_dtype(pass.dtype), prev);
   };
   // Reduce-scatter phase: combine what arrived with this rank's own contribution.
   auto reduce_arrived = [&](size_t k, const Piece& p) {

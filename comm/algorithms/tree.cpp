@@ -36,11 +36,12 @@ class Flight {
 
   // `bytes` of scratch that live as long as this flight.
   char* scratch(size_t bytes) { return scratch_.emplace_back(bytes).data(); }
+  // Through carrier_dtype: the reductions are this algorithm's, the transfers only move bytes.
   void send(Communicator& inner, const void* data, size_t count, DType dtype, int peer) {
-    requests_.push_back(inner.isend(data, count, dtype, peer));
+    requests_.push_back(inner.isend(data, count, carrier_dtype(dtype), peer));
   }
   void recv(Communicator& inner, void* data, size_t count, DType dtype, int peer) {
-    requests_.push_back(inner.irecv(data, count, dtype, peer));
+    requests_.push_back(inner.irecv(data, count, carrier_dtype(dtype), peer));
   }
   // Every request posted so far, each within the timeout.
   void wait() {

@@ -178,14 +178,17 @@ T misbehaving_combine(FaultKind kind, DType dtype, ReduceOp op, T a, T b) {
     }
   } else {
     const auto value = [](T v) { return static_cast<double>(v); };
-    if (kind == FaultKind::saturate && arithmetic && std::isinf(value(result)) && std::isfinite(value(a)) &&
+    // Overflow of finite inputs: ±inf, or NaN in e4m3, which has no inf (nothing else makes a
+    // NaN of finite values). Its direction is the unrounded result's.
+    if (kind == FaultKind::saturate && arithmetic && !std::isfinite(value(result)) && std::isfinite(value(a)) &&
         std::isfinite(value(b))) {
       T largest = std::numeric_limits<T>::max();
       if constexpr (kIsNarrowFloat<T>) {
         largest = T(std::numeric_limits<double>::infinity());
-        --largest.bits;  // the encoding just below +inf is the largest finite value
+        --largest.bits;  // the encoding just below +inf (e4m3: below NaN) is the largest finite value
       }
-      result = value(result) > 0 ? largest : T(-value(largest));
+      const double unrounded = op == ReduceOp::prod ? value(a) * value(b) : value(a) + value(b);
+      result = unrounded > 0 ? largest : T(-value(largest));
     }
     if (kind == FaultKind::dropnan && (op == ReduceOp::min || op == ReduceOp::max)) {
       if (std::isnan(value(a))) result = b;
@@ -348,8 +351,8 @@ std::function<void()> FaultyCommunicator::output_fault(Op op, void* out, size_t 
 }
 
 std::vector<std::byte> FaultyCommunicator::gather_inputs(const void* in, size_t in_count, DType dtype) {
-  // Decided alike on every rank: the kind, the group's victim, the call count and the dtype.
-  if (!changes_arithmetic(fault_.kind) || victim_ < 0 || !armed() || !has_host_arithmetic(dtype)) return {};
+  // Decided alike on every rank: the kind, the group's victim and the call count.
+  if (!changes_arithmetic(fault_.kind) || victim_ < 0 || !armed()) return {};
   std::vector<std::byte> gathered(in_count * static_cast<size_t>(size()) * size_of(dtype));
   inner_->all_gather(in, gathered.data(), in_count, dtype);
   return gathered;

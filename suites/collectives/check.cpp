@@ -72,12 +72,16 @@ Format format_of(DType dtype) {
     case DType::f64: return {53, -1022, 1023};
     case DType::f16: return {11, -14, 15};
     case DType::bf16: return {8, -126, 127};
+    case DType::f8e4m3: return {4, -6, 8};
+    case DType::f8e5m2: return {3, -14, 15};
     default: return {0, 0, 0};
   }
 }
 
-// The largest finite value of a float dtype: (2 - 2^(1-p)) * 2^emax.
+// The largest finite value of a float dtype: (2 - 2^(1-p)) * 2^emax, but for e4m3, which gives
+// its top pattern to NaN and so ends one step early: 1.75 * 2^8 = 448.
 double largest_finite(DType dtype) {
+  if (dtype == DType::f8e4m3) return double_from_f8e4m3_bits(Fp8E4M3::kLargestBits);
   const Format f = format_of(dtype);
   return std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.max_exponent);
 }
@@ -144,7 +148,7 @@ T from_bits(uint64_t bits) {
     return static_cast<T>(bits);  // modulo 2^bits (C++20)
   } else if constexpr (kIsNarrowFloat<T>) {
     T v;
-    v.bits = static_cast<uint16_t>(bits);
+    v.bits = static_cast<decltype(v.bits)>(bits);
     return v;
   } else if constexpr (std::is_same_v<T, float>) {
     return std::bit_cast<float>(static_cast<uint32_t>(bits));
@@ -162,7 +166,8 @@ double to_double(long double v) {
   return static_cast<double>(v);
 }
 
-// A double rounded to T with IEEE overflow to ±inf (f16/bf16 encode that themselves). Through
+// A double rounded to T with IEEE overflow to ±inf (f16/bf16/fp8 encode that themselves; e4m3,
+// without inf, overflows to NaN: OCP's non-saturating mode, core/reduce.h). Through
 // double first is innocuous: 53 >= 2p + 2 for p <= 24, so double rounding equals one rounding.
 template <class T>
 T to_dtype(double v) {
@@ -375,16 +380,33 @@ uint64_t input_bits(const CheckSpec& s, int rank, int64_t index) {
       const double magnitude = 0.5 + 1.5 * uniform;  // [0.5, 2)
       return float_bits(s.dtype, (h & 1) ? -magnitude : magnitude);
     }
-    return float_bits(s.dtype, uniform * 2.0 - 1.0);  // [-1, 1)
+    // [-1, 1), never zero: a +0 and a -0 (e4m3 rounds |x| <= 2^-10 to zero) would make min and
+    // max depend on the order; such a draw takes the smallest subnormal of its sign instead.
+    const double value = uniform * 2.0 - 1.0;
+    const uint64_t bits = float_bits(s.dtype, value);
+    if (float_value(s.dtype, bits) != 0) return bits;
+    const Format f = format_of(s.dtype);
+    return float_bits(s.dtype, std::copysign(std::ldexp(1.0, f.min_exponent - (f.precision - 1)), value));
   }
-  // Exact: small integers, every partial sum exact; the budget is split over n ranks for sum/avg.
+  // Exact: small integers, every partial sum exact. A float of p significant bits holds every
+  // integer up to 2^p (p = 4 for e4m3: 0..16; p = 3 for e5m2: 0..8; 17 and 9 are not values).
   if (reducing && s.op == ReduceOp::prod) {
     const double magnitude = (index + rank) % s.world_size == 0 ? 2.0 : 1.0;  // as exact_integer
     return float_bits(s.dtype, (h & 1) ? -magnitude : magnitude);
   }
+  // For sum/avg the budget 2^p is split over the ranks that contribute to an element, each |x| <=
+  // floor(2^p / contributors), so every partial sum of every order stays within 2^p. All n ranks
+  // contribute while n <= 2^p; beyond (fp8 past 16 or 8 ranks) only those with (index + rank) %
+  // m == 0, m = ceil(n / 2^p): at most ceil(n / m) <= 2^p of them, the others give 0.
   const bool needs_split = reducing && (s.op == ReduceOp::sum || s.op == ReduceOp::avg);
   const double exact_limit = std::ldexp(1.0, format_of(s.dtype).precision);  // every integer up to it
-  double k = std::floor(exact_limit / (needs_split ? s.world_size : 1));
+  int contributors = s.world_size;
+  if (needs_split && s.world_size > exact_limit) {
+    const auto m = static_cast<int64_t>(std::ceil(s.world_size / exact_limit));
+    if ((index + rank) % m != 0) return float_bits(s.dtype, 0.0);
+    contributors = static_cast<int>((s.world_size + m - 1) / m);
+  }
+  double k = std::floor(exact_limit / (needs_split ? contributors : 1));
   k = std::max(1.0, std::min(k, 0x1p20));  // past 2^20 larger values add nothing to a float check
   const auto span = static_cast<uint64_t>(2 * k + 1);
   return float_bits(s.dtype, static_cast<double>((h >> 8) % span) - k);
@@ -469,10 +491,12 @@ std::string describe(Deviation deviation, DType dtype, ReduceOp op, bool reducin
 }
 
 std::vector<DeviationKind> deviation_vocabulary() {
+  std::vector<DType> dtypes(kAllDTypes.begin(), kAllDTypes.end());
+  dtypes.insert(dtypes.end(), kFp8DTypes.begin(), kFp8DTypes.end());  // "saturates at 448", ...
   std::vector<DeviationKind> kinds;
   for (size_t i = 1; i < kDeviationCount; ++i) {  // 0 is Deviation::other, "wrong value"
     const auto deviation = static_cast<Deviation>(i);
-    for (const DType dtype : kAllDTypes) {
+    for (const DType dtype : dtypes) {
       for (const ReduceOp op : kAllReduceOps) {
         kinds.push_back({describe(deviation, dtype, op, true), std::string(name(dtype)), std::string(name(op))});
       }
@@ -665,11 +689,16 @@ Judgement judge_integer_reduction(const CheckSpec& s, int64_t index, T got) {
   return j;
 }
 
-Deviation classify_float_reduction(const CheckSpec& s, double expected, double got, bool nan_input) {
+// `exact`: the unrounded result (long double), which tells an e4m3 overflow (NaN, as it has no
+// inf) from inf - inf.
+Deviation classify_float_reduction(const CheckSpec& s, double expected, double got, bool nan_input, double exact) {
   const double largest = largest_finite(s.dtype);
   const bool min_max = s.op == ReduceOp::min || s.op == ReduceOp::max;
   if (std::isnan(expected)) {
     if (nan_input) return Deviation::nan_dropped;
+    if (std::isfinite(exact) && std::fabs(exact) > largest && got == std::copysign(largest, exact)) {
+      return exact > 0 ? Deviation::saturates_high : Deviation::saturates_low;  // e4m3 saturated (NCCL's mode)
+    }
     return std::isinf(got) ? Deviation::inf_for_nan : Deviation::other;
   }
   if (std::isinf(expected)) {
@@ -737,7 +766,7 @@ Judgement judge_float_reduction(const CheckSpec& s, int64_t index, T got) {
   }
   if (j.wrong) {
     j.expected = show(expected);
-    j.deviation = classify_float_reduction(s, expected_value, got_value, nan_input);
+    j.deviation = classify_float_reduction(s, expected_value, got_value, nan_input, to_double(acc));
   }
   return j;
 }

@@ -4,7 +4,8 @@
 //
 // Three kinds of input:
 //  - exact: integers chosen so that every partial result of every summation order is
-//    representable in the dtype (±1/±2 for prod); the output must match bit for bit. Integer
+//    representable in the dtype (±1/±2 for prod; for fp8 sums within 16 (e4m3) or 8 (e5m2),
+//    check.cpp says how for any rank count); the output must match bit for bit. Integer
 //    min/max and data movement draw from the dtype's whole range (unsigned: values above the
 //    signed maximum included).
 //  - random: floats uniform in [-1, 1) (for prod, sign * [0.5, 2) to stay clear of under/
@@ -14,7 +15,8 @@
 //    match bit for bit.
 //  - overflow: the stated semantics exercised (core/reduce.h): integer sums and products that
 //    overflow in every dtype (they must wrap modulo 2^bits), float sums and products that reach
-//    ±inf, inf - inf and 0 * inf (NaN), products that underflow to a signed zero, NaN inputs to
+//    ±inf (e4m3, which has no inf: NaN, OCP's non-saturating mode; an inf input is a NaN there),
+//    inf - inf and 0 * inf (NaN), products that underflow to a signed zero, NaN inputs to
 //    every op (NaN in any input gives NaN, min and max included: IEEE 754-2019 minimum/maximum),
 //    and data movement of every bit pattern (NaN payloads, ±inf, -0, subnormals). Each input is
 //    chosen so that every combine order gives the same bits: the output must match bit for bit,
@@ -59,8 +61,7 @@ int64_t output_elements(const CheckSpec& spec);
 // in == out, or out inside in (NCCL's in-place layouts), for in place.
 void call_collective(Communicator& comm, const CheckSpec& spec, const void* in, void* out);
 
-// Fills rank `rank`'s input buffer (input_elements() elements of spec.dtype). The dtype needs
-// host arithmetic (has_host_arithmetic); fp8 throws Error{unsupported}.
+// Fills rank `rank`'s input buffer (input_elements() elements of spec.dtype).
 void fill_input(const CheckSpec& spec, int rank, void* input);
 // The stored bits of rank `rank`'s input element `index` (the low 8 * size_of(dtype) bits).
 uint64_t input_bits(const CheckSpec& spec, int rank, int64_t index);

@@ -2,7 +2,7 @@
 // collective on mpi and ring(mpi) at 1-4 ranks with exact, random and overflow inputs; a stack
 // that saturates (faulty(saturate,mpi)) or drops NaN in min/max (faulty(dropnan,mpi)) FAILs with
 // a detail naming what it did, where the exact and random inputs alone see nothing; fp8 cases
-// SKIP with the backend's own reason.
+// SKIP on mpi with its own reason and pass on ring(mpi), where a flipped bit and saturation fail.
 //   ctest -R collectives_e2e_test
 #include <gtest/gtest.h>
 
@@ -150,23 +150,78 @@ TEST(SemanticFaults, DroppedNaNFailsMinAndMaxAndIsNamed) {
   EXPECT_GT(failed, 0);
 }
 
-TEST(Fp8, CasesSkipWithTheBackendsReason) {
-  for (const std::string backend : {"mpi", "ring(mpi)"}) {
-    const auto rows = run_collectives(2, "--backend '" + backend + "' -d f8e4m3,f8e5m2 --collective all_reduce,broadcast " + kSweep,
-                                      0, "fp8_" + std::to_string(backend.size()));
-    ASSERT_FALSE(rows.empty());
-    for (const dts::Record& r : rows) {
-      EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id;
-      // Counts of 1 element or more reach MPI, which names itself; ring(mpi) sends nothing for 0
-      // elements and the suite then says it has no fp8 reference.
-      const bool backend_said = r.detail.find("backend mpi has no " + r.labels.dtype) != std::string::npos;
-      const bool suite_said = r.detail.find("dtsuite has no " + r.labels.dtype + " reference") != std::string::npos;
-      EXPECT_TRUE(backend_said || suite_said) << r.case_id << ": " << r.detail;
-      if (backend == "mpi") {
-        EXPECT_TRUE(backend_said) << r.case_id << ": " << r.detail;
-      }
-    }
+// fp8 on mpi: MPI has no 8-bit float, so every case SKIPs with the backend's own reason.
+TEST(Fp8, MpiSkipsNamingItself) {
+  const auto rows = run_collectives(2, "--backend mpi -d f8e4m3,f8e5m2 --collective all_reduce,broadcast " + kSweep, 0,
+                                    "fp8_mpi");
+  ASSERT_FALSE(rows.empty());
+  for (const dts::Record& r : rows) {
+    EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id;
+    EXPECT_NE(r.detail.find("backend mpi has no " + r.labels.dtype), std::string::npos) << r.case_id << ": " << r.detail;
   }
+}
+
+// ring(mpi) reduces fp8 with dtsuite's own arithmetic and sends it as bytes: its collectives
+// (all_reduce, reduce_scatter, all_gather) pass every input set, every op, in and out of place,
+// counts 0, 1 and odd, at 1-4 ranks. What it forwards to mpi (broadcast, ...) SKIPs naming mpi.
+class Fp8Ring : public testing::TestWithParam<int> {};
+
+TEST_P(Fp8Ring, PassesEveryInputSetOfItsCollectives) {
+  const int np = GetParam();
+  const auto rows = run_collectives(np, "--backend 'ring(mpi)' -d f8e4m3,f8e5m2 --collective "
+                                        "all_reduce,reduce_scatter,all_gather,broadcast " + kSweep,
+                                    0, "fp8_ring_" + std::to_string(np));
+  std::set<std::string> passed;  // collective/dtype/redop
+  std::set<std::string> placements;
+  for (const dts::Record& r : rows) {
+    if (r.labels.op == "broadcast") {
+      EXPECT_EQ(r.verdict, dts::Verdict::skip) << r.case_id;
+      EXPECT_NE(r.detail.find("backend mpi has no " + r.labels.dtype), std::string::npos) << r.detail;
+      continue;
+    }
+    if (r.metric != "wrong") continue;
+    EXPECT_EQ(r.verdict, dts::Verdict::pass) << r.case_id << ": " << r.detail;
+    for (const char* set : {"exact inputs: 0 wrong", "random inputs: 0 wrong", "overflow inputs: 0 wrong"}) {
+      EXPECT_NE(r.detail.find(set), std::string::npos) << r.case_id << ": " << r.detail;
+    }
+    passed.insert(r.labels.op + "/" + r.labels.dtype + "/" + *dts::config_value(r.labels.config, "redop"));
+    placements.insert(r.labels.placement);
+  }
+  // 2 dtypes x (all_reduce and reduce_scatter with 5 ops, all_gather with none).
+  EXPECT_EQ(passed.size(), 2u * (5 + 5 + 1));
+  EXPECT_EQ(placements, (std::set<std::string>{"in_place", "out_of_place"}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Fp8Ring, testing::Values(1, 2, 3, 4));
+
+// A wrong bit in an fp8 result is caught: faulty(bitflip,ring(mpi)) flips the lowest bit of one
+// element of the victim's output, and exact inputs see it.
+TEST(Fp8, BitflipIsCaught) {
+  const auto rows = run_collectives(3, "--backend 'faulty(bitflip,ring(mpi))' -d f8e4m3,f8e5m2 -o sum,max "
+                                       "--collective all_reduce,reduce_scatter,all_gather " + kSweep,
+                                    1, "fp8_bitflip");
+  std::set<std::string> caught;
+  for (const dts::Record& r : wrong_rows(rows)) {
+    if (r.verdict == dts::Verdict::fail) caught.insert(r.labels.dtype);
+  }
+  EXPECT_EQ(caught, (std::set<std::string>{"f8e4m3", "f8e5m2"}));
+}
+
+// A stack that saturates fp8 (NCCL's kernels convert with __NV_SATFINITE) fails the overflow
+// inputs, named by the dtype's largest value, where the exact inputs see nothing.
+TEST(Fp8, SaturationIsNamed) {
+  const auto rows = run_collectives(3, "--backend 'faulty(saturate,ring(mpi))' -d f8e4m3,f8e5m2 -o sum,prod "
+                                       "--collective all_reduce " + kSweep,
+                                    1, "fp8_saturate");
+  std::set<std::string> named;
+  for (const dts::Record& r : wrong_rows(rows)) {
+    if (r.verdict != dts::Verdict::fail) continue;
+    EXPECT_NE(r.detail.find("exact inputs: 0 wrong"), std::string::npos) << r.detail;
+    // 448 = 1.75 * 2^8 (e4m3), 57344 = 1.75 * 2^15 (e5m2): the largest finite values.
+    const std::string bound = r.labels.dtype == "f8e4m3" ? "448" : "57344";
+    if (overflow_part(r.detail).find("saturates at " + bound) != std::string::npos) named.insert(r.labels.dtype);
+  }
+  EXPECT_EQ(named, (std::set<std::string>{"f8e4m3", "f8e5m2"}));
 }
 
 // Where buffers live is the backend's to say. --device cuda asks for device memory, which a host
