@@ -351,6 +351,17 @@ class HarnessContext final : public RunContext {
   Traffic traffic() const override {
     return {observer_->bytes_sent.load(), observer_->opaque_collectives.load(), observer_->bytes_received.load()};
   }
+  // The watchdog whose clock off_the_clock() stops; none: the clock runs (before the case loop).
+  void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+  double off_the_clock(const std::function<void()>& host_work) override {
+    if (!watchdog_) return RunContext::off_the_clock(host_work);
+    struct Paused {
+      Watchdog& watchdog;
+      explicit Paused(Watchdog& w) : watchdog(w) { watchdog.pause_case(); }
+      ~Paused() { watchdog.resume_case(); }  // an exception out of the check resumes it too
+    } paused(*watchdog_);
+    return RunContext::off_the_clock(host_work);
+  }
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
     return dts::time_iterations(control_, *tested_, warmup, iters, iteration);
   }
@@ -418,6 +429,7 @@ class HarnessContext final : public RunContext {
   std::mutex case_mutex_;  // participants() on the main thread; label_unfinished() on the watchdog's too
   std::optional<Participants> case_participants_;
   std::string note_;  // main thread only
+  Watchdog* watchdog_ = nullptr;
 };
 
 // SIGINT and SIGTERM: a handler (whichever thread the kernel picks: MPI's and BLAS's threads
@@ -857,6 +869,7 @@ int run_with_mpi(Command& cmd) {
     watchdog.report_error(status, message);
   });
   watchdog.set_nodes(stack.topology.nodes.names);
+  context.set_watchdog(&watchdog);
   // A communicator that an error or timeout left aborted (nccl's, after its first failure)
   // refuses every later call, which once failed every case after the one that broke it. After
   // each case the ranks agree (collective, over `agreement`) whether any rank's is aborted; if so
