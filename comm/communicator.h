@@ -166,6 +166,16 @@ class Communicator {
   virtual std::unique_ptr<Timer> timer(size_t marks);
   // A communicator over the ranks that pass the same color, ordered by key (MPI_Comm_split).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // Whether an earlier error or timeout left this communicator unusable, so that every later call
+  // throws (nccl aborts its communicator after its first failure, faulty(abort,INNER) models it).
+  // The harness then makes a new one for the next case instead of failing every case after it.
+  // Wrappers ask INNER and whatever groups they hold.
+  virtual bool aborted() const { return false; }
+  // Gives this communicator up at once: no wait for peers, every later call throws (nccl:
+  // ncclCommAbort, where its destructor would otherwise finalize, waiting for its peers). The
+  // harness calls it on every rank once any rank's communicator is aborted, so that dropping it
+  // waits for no peer. Host backends have nothing to give up: a no-op.
+  virtual void abort() {}
   // Where the library knows `dtype` by several names (mpi: MPI_INT64_T, MPI_LONG, MPI_LONG_LONG;
   // mpi_datatype_names), later calls of `dtype` go through `name`; "" restores the default. A
   // backend with one name per dtype takes "" only (Error{invalid_argument} otherwise); wrappers

@@ -57,6 +57,8 @@ class ForwardingCommunicator : public Communicator {
   std::unique_ptr<Timer> timer(size_t marks) override { return inner_->timer(marks); }
   // Splits INNER and hands each group to wrap(), so the groups are the same wrapper.
   std::unique_ptr<Communicator> split(int color, int key) override;
+  bool aborted() const override { return inner_->aborted(); }
+  void abort() override { inner_->abort(); }
   void use_datatype_name(DType dtype, std::string_view name) override { inner_->use_datatype_name(dtype, name); }
 
  protected:

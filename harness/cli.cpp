@@ -155,7 +155,9 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
       ->check(CLI::Range(0, 1000000))->capture_default_str();
   run->add_option("-c,--check", check, "check results on every case (1) or not (0)")
       ->check(CLI::Range(0, 1))->capture_default_str();
-  run->add_option("-T,--timeout", o.timeout_seconds, "seconds a case may take before it is reported as hung; 0: never")
+  run->add_option("-T,--timeout", o.timeout_seconds,
+                  "seconds a case may take before it is reported as hung; 0: never. The clock stops while a rank "
+                  "checks a result on the host: -T bounds the stack, not the check of a large result")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
   run->add_option("--seed", o.seed, "seed of every generated input")->check(SeedValue())->capture_default_str();
   run->add_option("--repeat", o.repeat,

@@ -1,7 +1,8 @@
 // End-to-end tests of how a run ends when a case cannot: an error on some ranks while the others
 // wait inside a call (faulty(error,...)), on one rank, on a sub-world and on every rank, at 3 and 4
 // ranks; SIGINT/SIGTERM to a rank or to the launcher (an interruption: skip); a rank killed
-// mid-case (a failure naming the rank and its node); and a launch by another MPI library's
+// mid-case (a failure naming the rank and its node); a communicator aborted by an error, which
+// fails one case and is replaced (faulty(abort,...), at 2 and 3 ranks); and a launch by another MPI library's
 // launcher. -T 600 in every run: if the harness left the job to the watchdog, the run would report
 // a timeout, which these tests refuse (and ctest's limit is lower). And flag values that once ran
 // as something else than was asked: each is refused, one line, exit 2, before anything runs.
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <string>
@@ -104,6 +106,57 @@ TEST_P(ErrorOnSomeRanks, OnEveryRankTheRunGoesOn) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ErrorOnSomeRanks, ::testing::Values(3, 4),
+                         [](const auto& param) { return "np" + std::to_string(param.param); });
+
+// A stack that aborts its communicator after an error, as NCCL does (faulty(abort,...): every
+// rank's armed call throws, and the victim's communicator refuses every later call). Exactly the
+// case it struck fails; the harness makes a new communicator and every later case passes on it.
+// Before the harness renewed it, the next case's first call was refused on the victim while its
+// peers waited inside MPI for it: the job ended there ("error in case ..."), no later case ran.
+class AbortedCommunicator : public ::testing::TestWithParam<int> {};
+
+TEST_P(AbortedCommunicator, FailsOneCaseAndTheNextRunsOnANewOne) {
+  const int np = GetParam();
+  const fs::path csv = scratch_dir() / ("abort" + std::to_string(np) + ".csv");
+  // 4 counts of f32 (0, 1, 1021 and 1K's 256) and 12 collectives a case where it calls (2
+  // placements x (1 warm-up + 2 timed + 3 checked input kinds)); --fault-after 20 lets the first
+  // cases pass and arms the abort inside a later one, so cases run both before and after it.
+  const RunResult r = run_dtsuite(np, "run collectives --collective all_reduce -d f32 -o sum -b 1K -e 1K -n 2 -w 1 "
+                                      "-T 600 --backend 'faulty(abort,mpi)' --fault-after 20 --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // the struck case's FAIL
+  EXPECT_EQ(line_starting(r.err, "dtsuite: error in case"), "") << r.err;
+  EXPECT_EQ(line_starting(r.err, "dtsuite: timeout"), "") << r.err;
+  const auto rows = dts::read_results_csv(csv.string());
+  std::vector<std::string> failed;
+  size_t struck = rows.size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].verdict != dts::Verdict::fail) continue;
+    failed.push_back(rows[i].case_id);
+    struck = std::min(struck, i);
+  }
+  ASSERT_EQ(failed.size(), 1u) << r.out;
+  const std::string& case_id = failed.front();
+  EXPECT_EQ(rows[struck].metric, "check");
+  EXPECT_NE(rows[struck].detail.find("faulty(abort)"), std::string::npos) << rows[struck].detail;
+  const std::string said = line_starting(r.err, "dtsuite: case " + case_id + " left the faulty(abort,mpi) communicator "
+                                                "aborted; the next case runs on a new one");
+  EXPECT_NE(said, "") << r.err;
+  ASSERT_GT(struck, 0u) << "no case ran before the abort";
+  ASSERT_LT(struck + 1, rows.size()) << "no case ran after the abort";
+  // Each case after it has its rows and passes; the first one's rows say they ran on the new
+  // communicator (a reader of the CSV sees it), the ones after carry no note.
+  const std::string note = "ran on a new faulty(abort,mpi) communicator (case " + case_id + " left the last one aborted)";
+  const std::string next_case = rows[struck + 1].case_id;
+  for (size_t i = struck + 1; i < rows.size(); ++i) {
+    EXPECT_NE(rows[i].verdict, dts::Verdict::fail) << rows[i].case_id << ": " << rows[i].detail;
+    EXPECT_EQ(rows[i].detail.find(note) == 0, rows[i].case_id == next_case) << rows[i].case_id << ": " << rows[i].detail;
+  }
+  size_t passed_after = 0;
+  for (size_t i = struck + 1; i < rows.size(); ++i) passed_after += rows[i].verdict == dts::Verdict::pass ? 1 : 0;
+  EXPECT_GT(passed_after, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AbortedCommunicator, ::testing::Values(2, 3),
                          [](const auto& param) { return "np" + std::to_string(param.param); });
 
 // SIGINT and SIGTERM to rank 0 (as a batch system or a terminal's process group sends them): the

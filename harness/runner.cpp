@@ -332,10 +332,17 @@ class HarnessContext final : public RunContext {
  public:
   HarnessContext(Communicator& tested, Communicator& control, const RunOptions& options, Memory memory,
                  const StackInfo& stack, std::string run_id, Results* results, const OpObserver* observer)
-      : tested_(tested), control_(control), options_(options), memory_(memory), stack_(stack),
+      : tested_(&tested), control_(control), options_(options), memory_(memory), stack_(stack),
         run_id_(std::move(run_id)), results_(results), observer_(observer) {}
 
-  Communicator& comm() override { return tested_; }
+  Communicator& comm() override { return *tested_; }
+  // The communicator the cases run on from here (the last was aborted and is being dropped), and
+  // why: `note` leads the detail of every row of the next case, where a reader of the results
+  // sees that it ran on a new one.
+  void use_tested(Communicator& tested, std::string note) {
+    tested_ = &tested;
+    note_ = std::move(note);
+  }
   Communicator& control() override { return control_; }
   void set_repetition(int repetition) { repetition_ = repetition; }
   const RunOptions& options() const override { return options_; }
@@ -344,8 +351,19 @@ class HarnessContext final : public RunContext {
   Traffic traffic() const override {
     return {observer_->bytes_sent.load(), observer_->opaque_collectives.load(), observer_->bytes_received.load()};
   }
+  // The watchdog whose clock off_the_clock() stops; none: the clock runs (before the case loop).
+  void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+  double off_the_clock(const std::function<void()>& host_work) override {
+    if (!watchdog_) return RunContext::off_the_clock(host_work);
+    struct Paused {
+      Watchdog& watchdog;
+      explicit Paused(Watchdog& w) : watchdog(w) { watchdog.pause_case(); }
+      ~Paused() { watchdog.resume_case(); }  // an exception out of the check resumes it too
+    } paused(*watchdog_);
+    return RunContext::off_the_clock(host_work);
+  }
   std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) override {
-    return dts::time_iterations(control_, tested_, warmup, iters, iteration);
+    return dts::time_iterations(control_, *tested_, warmup, iters, iteration);
   }
   Participants participants(bool member) override {
     const int flag = member ? 1 : 0;
@@ -358,15 +376,17 @@ class HarnessContext final : public RunContext {
   }
   void emit(Record record) override {
     if (control_.rank() != 0) return;
+    if (!note_.empty()) record.detail = note_ + (record.detail.empty() ? "" : "; " + record.detail);
     stamp(record);
     results_->write(record);
   }
 
-  // Who took part is the case's to say (participants()), and holds until the case's end: the
+  // The case's end. Who took part is the case's to say (participants()), and holds until then: the
   // records after the loop (profile summary) are about the whole job.
-  void forget_participants() {
+  void end_case() {
     std::lock_guard lock(case_mutex_);
     case_participants_.reset();
+    note_.clear();  // use_tested's note is the next case's only
   }
   // For the record the harness writes for a case that did not finish (check: skip, fail,
   // timeout): the sub-world the case declared before it stopped, where the case's labels leave
@@ -397,7 +417,7 @@ class HarnessContext final : public RunContext {
   }
 
  private:
-  Communicator& tested_;
+  Communicator* tested_;
   Communicator& control_;
   const RunOptions& options_;
   Memory memory_;
@@ -408,6 +428,8 @@ class HarnessContext final : public RunContext {
   const OpObserver* observer_;
   std::mutex case_mutex_;  // participants() on the main thread; label_unfinished() on the watchdog's too
   std::optional<Participants> case_participants_;
+  std::string note_;  // main thread only
+  Watchdog* watchdog_ = nullptr;
 };
 
 // SIGINT and SIGTERM: a handler (whichever thread the kernel picks: MPI's and BLAS's threads
@@ -847,6 +869,27 @@ int run_with_mpi(Command& cmd) {
     watchdog.report_error(status, message);
   });
   watchdog.set_nodes(stack.topology.nodes.names);
+  context.set_watchdog(&watchdog);
+  // A communicator that an error or timeout left aborted (nccl's, after its first failure)
+  // refuses every later call, which once failed every case after the one that broke it. After
+  // each case the ranks agree (collective, over `agreement`) whether any rank's is aborted; if so
+  // every rank gives its own up (abort: dropping it then waits for no peer), and all make a new
+  // one with the same options. Returns the failure to make one, agreed on, or nothing.
+  int renewal_failed = 0;  // the exit code when a new communicator could not be made
+  auto renew_if_aborted = [&](const std::string& case_id) -> std::optional<SetupFailure> {
+    int32_t aborted = tested->aborted() ? 1 : 0;
+    agreement->all_reduce(&aborted, &aborted, 1, DType::i32, ReduceOp::max);
+    if (aborted == 0) return std::nullopt;
+    tested->abort();
+    tested.reset();
+    if (auto failure = agreed_failure(*agreement, [&] { tested = make_communicator(o.backend, comm_options); })) {
+      return failure;
+    }
+    context.use_tested(*tested, "ran on a new " + o.backend + " communicator (case " + case_id +
+                                    " left the last one aborted)");
+    say("case " + case_id + " left the " + o.backend + " communicator aborted; the next case runs on a new one");
+    return std::nullopt;
+  };
   const std::vector<size_t> order = case_order(cases.size(), o.repeat, o.seed);
   for (size_t step = 0; step < order.size(); ++step) {
     const size_t i = order[step];
@@ -881,12 +924,19 @@ int run_with_mpi(Command& cmd) {
       r.detail = text;
       context.emit(r);
     }
-    context.forget_participants();
+    context.end_case();
+    const std::optional<SetupFailure> renewal = renew_if_aborted(the_case.id);
     progress.end(step);
     {
       std::lock_guard lock(current_mutex);
       previous_case = the_case.id;
       current_case = nullptr;  // its rows are written: an ending before the next one writes a row of the run
+    }
+    if (renewal) {
+      say("error: case " + the_case.id + " left the " + o.backend + " communicator aborted, and a new one could " +
+          "not be made: " + renewal->text + "; the cases after it did not run");
+      renewal_failed = renewal->exit_code;
+      break;
     }
   }
 
@@ -898,6 +948,7 @@ int run_with_mpi(Command& cmd) {
     results.close();
     if (results.failed_cases() > 0) exit_code = kExitFail;
     if (results.sink_failed() && exit_code == kExitPass) exit_code = kExitUsage;
+    if (renewal_failed != 0) exit_code = renewal_failed;
   }
   agreement->broadcast(&exit_code, &exit_code, 1, DType::i32, 0);
   signals.stop();

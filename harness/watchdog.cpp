@@ -74,6 +74,7 @@ void Watchdog::begin_case(int64_t index, const std::string& id, double budget_se
     case_id_ = id;
     case_start_ = std::chrono::steady_clock::now();
     case_budget_ = budget_seconds;
+    paused_since_.reset();
   }
   entered_at_case_start_.store(tested_ ? tested_->entered.load() : 0);
   body_done_.store(false);
@@ -82,6 +83,18 @@ void Watchdog::begin_case(int64_t index, const std::string& id, double budget_se
 }
 
 void Watchdog::end_case() { case_active_.store(false); }
+
+void Watchdog::pause_case() {
+  std::lock_guard lock(case_mutex_);
+  if (!paused_since_) paused_since_ = std::chrono::steady_clock::now();
+}
+
+void Watchdog::resume_case() {
+  std::lock_guard lock(case_mutex_);
+  if (!paused_since_) return;
+  case_start_ += std::chrono::steady_clock::now() - *paused_since_;  // the case's age leaves the pause out
+  paused_since_.reset();
+}
 
 void Watchdog::body_done(int status, const std::string& message) {
   body_done_.store(true);
@@ -277,12 +290,18 @@ void Watchdog::run_leader() {
     if (timeout_seconds_ <= 0 || !case_active_.load()) continue;
     std::chrono::steady_clock::time_point start;
     double budget = 0;
+    bool paused = false;
     {
       std::lock_guard lock(case_mutex_);
       start = case_start_;
       budget = case_budget_;
+      paused = paused_since_.has_value();
     }
     const auto now = std::chrono::steady_clock::now();
+    if (paused) {
+      last_progress = now;  // a check on the host is no stall of the stack either
+      continue;
+    }
     const double age = std::chrono::duration<double>(now - start).count();
     std::ostringstream why;
     if (budget <= 0) {

@@ -37,6 +37,12 @@ class Watchdog {
   // stack or the harness's communicators (a hang), whichever comes first. 0: timeout_seconds of age.
   void begin_case(int64_t index, const std::string& id, double budget_seconds = 0);
   void end_case();
+  // Main thread, every rank: the case's clock stops from pause_case() to resume_case(), while this
+  // rank checks a result on the host and calls nothing: -T bounds the stack's calls, not the
+  // host's checking of a large result (minutes for 8 GiB). Rank 0's clock is the one that counts,
+  // so a slower check on another rank, which rank 0 then waits for, is on the clock.
+  void pause_case();
+  void resume_case();
   // Main thread, every rank, when the case body is over and the rank goes to agree on its outcome:
   // `status` 0 if the body returned, otherwise the harness's status of the error it threw (1
   // unsupported, 2 failure, 3 set-up error) and the error's text. An error goes to rank 0's
@@ -138,7 +144,8 @@ class Watchdog {
   std::atomic<bool> stopping_{false};
   mutable std::mutex case_mutex_;
   std::string case_id_;
-  std::chrono::steady_clock::time_point case_start_;
+  std::chrono::steady_clock::time_point case_start_;  // moved on by each pause's length
+  std::optional<std::chrono::steady_clock::time_point> paused_since_;
   double case_budget_ = 0;
   std::vector<std::string> nodes_;
   Channel watch_channel_;                 // leader thread only

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -258,6 +259,25 @@ std::string unsupported_on_device(const std::string& name, Precision precision) 
     return e.kind() == Error::Kind::unsupported ? e.what() : std::string("other error: ") + e.what();
   }
   return "built";
+}
+
+// A layout splits only the groups its strategy calls: a data-parallel one its dp group, never a tp
+// or pp group of one rank (on a device stack each split is a library communicator of its own).
+TEST(ProcessGroups, ADataParallelLayoutSplitsOnlyItsDpGroup) {
+  auto log = std::make_shared<testing::FakeCommunicator::Log>();
+  testing::FakeCommunicator world("fake", Memory::host, log);
+  const ModelSpec spec{2, 6, 5, 3, 7, 8};
+  for (const std::string name : {"ddp", "zero1", "zero2", "zero3"}) {
+    log->clear();
+    ParallelConfig config = layouts_of(parse_strategy_spec(name), 1, kDefaults).at(0);
+    ProcessGroups groups = ProcessGroups::split(world, config);
+    EXPECT_EQ(std::count(log->begin(), log->end(), "split"), 1) << name;  // dp only: tp = pp = 1
+    EXPECT_NE(groups.dp, nullptr) << name;
+    EXPECT_EQ(groups.tp, nullptr) << name;
+    EXPECT_EQ(groups.pp, nullptr) << name;
+    // And the strategy builds on them: it reads no group that was left unsplit.
+    EXPECT_NE(make_strategy(name, spec, config, groups, Precision::f32), nullptr) << name;
+  }
 }
 
 TEST(DeviceStrategies, HostOnlyStrategiesAreRefusedWithWhatRunsOnTheDevice) {

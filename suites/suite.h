@@ -3,6 +3,7 @@
 // implements RunContext.
 #pragma once
 #include <any>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -120,6 +121,14 @@ class RunContext {
   // Barrier, `warmup` untimed iterations, then `iters` timed ones. Returns, on rank 0, the time
   // of each iteration as the slowest rank saw it (seconds); other ranks get an empty vector.
   virtual std::vector<double> time_iterations(int warmup, int iters, const std::function<void()>& iteration) = 0;
+  // Runs `host_work`, this rank's own work on a case's data on the host (writing inputs, checking
+  // a result; no call into comm() or control()), off the watchdog's clock: -T bounds the stack's
+  // calls, not work whose time grows with the data (minutes for a few GiB). Returns its seconds.
+  virtual double off_the_clock(const std::function<void()>& host_work) {
+    const auto start = std::chrono::steady_clock::now();
+    host_work();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   // This rank's traffic through the stack under test so far (OpObserver counters): bytes handed
   // to point-to-point sends, and library collectives whose wire volume is opaque.
   struct Traffic {

@@ -41,6 +41,16 @@ class HierCommunicator final : public ForwardingCommunicator {
   std::unique_ptr<Work> all_reduce_async(const void* in, void* out, size_t count, DType dtype,
                                          ReduceOp op) override;
 
+  // INNER, or either group split from it (null for device memory), left aborted by an error.
+  bool aborted() const override {
+    return inner_->aborted() || (node_ && node_->aborted()) || (across_ && across_->aborted());
+  }
+  void abort() override {
+    inner_->abort();
+    if (node_) node_->abort();
+    if (across_) across_->abort();
+  }
+
   // The layout as discovered (empty for device memory), and S, the shards of the scheme above.
   const NodeMap& nodes() const { return nodes_; }
   int shards() const { return shards_; }

@@ -41,8 +41,17 @@
 //            inputs must fail it ("NaN dropped by max"). saturate and dropnan change no data
 //            movement and no point-to-point call: a ring over them does its own arithmetic and
 //            passes. all_reduce_async is not faulted by them.
+//   abort    a stack that gives its communicator up after an error, as NCCL does after its first
+//            error or timeout (ncclCommAbort): at the first armed collective, every rank of a group
+//            with the victim throws Error{backend} before it enters INNER (so none waits for
+//            another there), and the victim's communicator is aborted: every later call of it
+//            throws. The harness must fail that one case, then run the next on a new communicator.
+//            Once per process: the communicator made to replace it runs clean, as a stack does
+//            after a transient error. Point-to-point calls are not armed by it (the victim alone
+//            would leave its peer waiting), only refused once aborted.
 // send_recv is a collective here (the suite's op, called by every rank): faulted and counted as one.
-// barrier passes through: it carries no data, and a hang in it would not say which op hung.
+// barrier passes through (refused only once abort struck): it carries no data, and a hang in it
+// would not say which op hung.
 //
 // The victim is a process (CommOptions::fault_rank, --fault-rank R). fault_rank is a rank of the
 // communicator faulty(...) was made on; in every group split from it, the same process is the
@@ -78,7 +87,7 @@ namespace dts {
 namespace {
 
 constexpr std::string_view kKindList =
-    "bitflip, drop, stale, hang, delay, delay(MS), error, error(all), saturate, dropnan";
+    "bitflip, drop, stale, hang, delay, delay(MS), error, error(all), saturate, dropnan, abort";
 // A straggler long enough to stand out of MPI's microsecond latencies, short enough for tests.
 constexpr std::chrono::milliseconds kDefaultDelay{50};
 // An hour: past any watchdog; a longer "delay" is a typo for something else.
@@ -93,6 +102,12 @@ struct HangState {
 HangState& hang_state() {
   static HangState state;
   return state;
+}
+
+// Whether an abort struck in this process (see abort in the list above).
+std::atomic<bool>& abort_struck() {
+  static std::atomic<bool> struck{false};
+  return struck;
 }
 
 std::vector<std::byte> identity_buffer(DType dtype, ReduceOp op, size_t count) {
@@ -214,6 +229,7 @@ FaultSpec parse_fault_spec(std::string_view text) {
   if (text == "error(all)") return {FaultKind::error, kDefaultDelay, true};
   if (text == "saturate") return {FaultKind::saturate, kDefaultDelay};
   if (text == "dropnan") return {FaultKind::dropnan, kDefaultDelay};
+  if (text == "abort") return {FaultKind::abort, kDefaultDelay};
   constexpr std::string_view kDelayOpen = "delay(";
   if (text.starts_with(kDelayOpen) && text.ends_with(')')) {
     const std::string_view digits = text.substr(kDelayOpen.size(), text.size() - kDelayOpen.size() - 1);
@@ -241,6 +257,7 @@ std::string to_string(const FaultSpec& fault) {
     case FaultKind::error: return fault.every_rank ? "error(all)" : "error";
     case FaultKind::saturate: return "saturate";
     case FaultKind::dropnan: return "dropnan";
+    case FaultKind::abort: return "abort";
   }
   return "?";
 }
@@ -296,6 +313,8 @@ void FaultyCommunicator::release_hangs() { hang_state().release_generation.fetch
 
 int FaultyCommunicator::hanging_calls() { return hang_state().hanging.load(); }
 
+void FaultyCommunicator::rearm_abort() { abort_struck().store(false); }
+
 void FaultyCommunicator::require_host(std::string_view op) const {
   // A second guard (the constructor refuses such a stack). Checked on every rank, not only the
   // victim: if only the victim threw, its peers would enter the inner operation and wait forever.
@@ -306,12 +325,50 @@ void FaultyCommunicator::require_host(std::string_view op) const {
   }
 }
 
-void FaultyCommunicator::before_collective() const {
+void FaultyCommunicator::before_collective() {
+  throw_if_aborted();
   ++calls_;  // on every rank, so a fault armed after N calls starts at the same call everywhere
+  if (fault_.kind == FaultKind::abort) abort_if_armed();
   if (is_victim()) stall();
 }
 
+void FaultyCommunicator::abort_if_armed() {
+  // Decided alike on every rank of the group: its victim, the call count, and the process's flag
+  // (every rank of the group strikes at this same call, so none has struck before).
+  if (victim_ < 0 || !armed() || abort_struck().exchange(true)) return;
+  if (rank() == victim_) aborted_ = true;
+  throw Error(Error::Kind::backend, "faulty(abort): the stack reported an error on rank " + std::to_string(victim_) +
+                                        " and aborted its communicator there");
+}
+
+void FaultyCommunicator::throw_if_aborted() const {
+  if (aborted_) {
+    throw Error(Error::Kind::backend, "faulty(abort): the communicator was aborted after an earlier error");
+  }
+}
+
+void FaultyCommunicator::abort() {
+  aborted_ = true;
+  inner_->abort();
+}
+
+void FaultyCommunicator::barrier() {
+  throw_if_aborted();
+  inner_->barrier();
+}
+
+void FaultyCommunicator::synchronize() {
+  throw_if_aborted();
+  inner_->synchronize();
+}
+
+std::unique_ptr<Communicator> FaultyCommunicator::split(int color, int key) {
+  throw_if_aborted();
+  return ForwardingCommunicator::split(color, key);
+}
+
 bool FaultyCommunicator::before_point_to_point(std::string_view op) {
+  throw_if_aborted();
   require_host(op);
   ++point_to_point_calls_;
   const bool faulted = on_victim() && point_to_point_calls_ > options_.fault_after_calls;

@@ -21,7 +21,7 @@
 
 namespace dts {
 
-enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay, error, saturate, dropnan };
+enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay, error, saturate, dropnan, abort };
 
 struct FaultSpec {
   FaultKind kind = FaultKind::bitflip;
@@ -32,7 +32,7 @@ struct FaultSpec {
 };
 
 // "bitflip", "drop", "stale", "hang", "delay", "delay(20)", "error", "error(all)", "saturate",
-// "dropnan"; anything else: Error{invalid_argument} listing the kinds.
+// "dropnan", "abort"; anything else: Error{invalid_argument} listing the kinds.
 FaultSpec parse_fault_spec(std::string_view text);
 // The spelling parse_fault_spec accepts ("delay(20)" for a 20 ms delay).
 std::string to_string(const FaultSpec& fault);
@@ -58,11 +58,19 @@ class FaultyCommunicator final : public ForwardingCommunicator {
                                          ReduceOp op) override;
 
   // Point to point, faulted on the victim as faulty_communicator.cpp describes. barrier is
-  // forwarded untouched: it carries no data, and a hang there would hide which op hung.
+  // forwarded untouched (refused only once aborted): it carries no data, and a hang there would
+  // hide which op hung.
   void send(const void* in, size_t count, DType dtype, int peer) override;
   void recv(void* out, size_t count, DType dtype, int peer) override;
   std::unique_ptr<Work> isend(const void* in, size_t count, DType dtype, int peer) override;
   std::unique_ptr<Work> irecv(void* out, size_t count, DType dtype, int peer) override;
+
+  // abort: once the victim's communicator is aborted, these throw too, as every call does.
+  void barrier() override;
+  void synchronize() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  bool aborted() const override { return aborted_ || inner_->aborted(); }
+  void abort() override;
 
   const FaultSpec& fault() const { return fault_; }
   // The victim process's rank in this communicator, or -1 when this group (made by split()) does
@@ -76,6 +84,9 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   // How many calls are blocked in a hang right now (in this process), so a test can wait until
   // the victim is really stuck before it checks that the call has not returned.
   static int hanging_calls();
+  // For tests: abort strikes once per process (the communicator made to replace the aborted one
+  // runs clean); this lets the next armed call of a faulty(abort,...) strike again.
+  static void rearm_abort();
 
   // The operations whose output stale replaces; `receive` is every point-to-point receive (recv
   // and irecv, from any peer).
@@ -111,7 +122,11 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   bool armed() const { return calls_ > options_.fault_after_calls; }
   bool is_victim() const { return on_victim() && armed(); }
   // hang and delay, on the victim, before the collective.
-  void before_collective() const;
+  void before_collective();
+  // abort, on every rank of a group with the victim, at the first armed collective of the process.
+  void abort_if_armed();
+  // Every call of an aborted communicator throws first, as nccl's does.
+  void throw_if_aborted() const;
   // The point-to-point calls' own count and the same hang and delay; true when this call is the
   // armed victim's (see "Arming" in faulty_communicator.cpp).
   bool before_point_to_point(std::string_view op);
@@ -137,7 +152,8 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   FaultSpec fault_;
   CommOptions options_;
   int victim_ = -1;  // in this communicator's ranks
-  mutable int64_t calls_ = 0;
+  int64_t calls_ = 0;
+  bool aborted_ = false;
   int64_t point_to_point_calls_ = 0;
   std::shared_ptr<StaleMemory> stale_;
 };

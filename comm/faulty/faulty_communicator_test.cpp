@@ -1,11 +1,13 @@
 // One-process tests of faulty(KIND,INNER)'s set-up checks, over a fake inner communicator (no MPI,
 // no device): a kind that touches data over device memory is refused when the communicator is
 // made, an invalid_argument the harness reports as a set-up error (exit 2), never a silent SKIP;
-// and split() groups find the victim process through INNER.
+// split() groups find the victim process through INNER; and abort leaves the communicator
+// refusing every call, as nccl's aborted one does.
 #include "comm/faulty/faulty_communicator.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -60,6 +62,67 @@ TEST(FaultySplit, GroupsFindTheVictimWithOneAllReduceOnInner) {
   EXPECT_EQ(dynamic_cast<const FaultyCommunicator&>(*subgroup).victim(), 0);
   // The look-up reaches INNER directly: through the wrapper, drop would have replaced it.
   EXPECT_EQ(*log, (FakeCommunicator::Log{"split", "all_reduce", "split", "all_reduce"}));
+}
+
+TEST(FaultyAbort, TheArmedCallThrowsAndEveryLaterCallIsRefused) {
+  FaultyCommunicator::rearm_abort();
+  auto log = std::make_shared<FakeCommunicator::Log>();
+  CommOptions options;
+  options.fault_after_calls = 1;  // the first collective runs clean: the abort strikes mid-run
+  FaultyCommunicator faulty(parse_fault_spec("abort"), std::make_unique<FakeCommunicator>("fake", Memory::host, log),
+                            options);
+  EXPECT_EQ(faulty.backend(), "faulty(abort,fake)");
+  float value = 1;
+  faulty.all_reduce(&value, &value, 1, DType::f32, ReduceOp::sum);
+  EXPECT_FALSE(faulty.aborted());
+  try {
+    faulty.all_reduce(&value, &value, 1, DType::f32, ReduceOp::sum);
+    ADD_FAILURE() << "the armed call returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::backend) << e.what();  // a stack's error: FAIL, not SKIP
+  }
+  EXPECT_TRUE(faulty.aborted());
+  // Every kind of call is refused now, and none reaches INNER: the clean call's all_reduce only.
+  const auto refused = [](const std::function<void()>& call) {
+    try {
+      call();
+      return false;
+    } catch (const Error& e) {
+      return e.kind() == Error::Kind::backend && std::string(e.what()).find("aborted") != std::string::npos;
+    }
+  };
+  EXPECT_TRUE(refused([&] { faulty.broadcast(&value, &value, 1, DType::f32, 0); }));
+  EXPECT_TRUE(refused([&] { faulty.send(&value, 1, DType::f32, 0); }));
+  EXPECT_TRUE(refused([&] { faulty.barrier(); }));
+  EXPECT_TRUE(refused([&] { faulty.synchronize(); }));
+  EXPECT_TRUE(refused([&] { (void)faulty.split(0, 0); }));
+  EXPECT_TRUE(refused([&] { (void)faulty.all_reduce_async(&value, &value, 1, DType::f32, ReduceOp::sum); }));
+  EXPECT_EQ(*log, (FakeCommunicator::Log{"all_reduce"}));
+}
+
+TEST(FaultyAbort, StrikesOncePerProcessSoTheReplacementRunsClean) {
+  FaultyCommunicator::rearm_abort();
+  float value = 1;
+  FaultyCommunicator first(parse_fault_spec("abort"), std::make_unique<FakeCommunicator>("fake"), CommOptions{});
+  EXPECT_THROW(first.all_reduce(&value, &value, 1, DType::f32, ReduceOp::sum), Error);
+  EXPECT_TRUE(first.aborted());
+  // What the harness makes after an aborted case: the same spec and options, and it runs.
+  auto log = std::make_shared<FakeCommunicator::Log>();
+  FaultyCommunicator second(parse_fault_spec("abort"), std::make_unique<FakeCommunicator>("fake", Memory::host, log),
+                            CommOptions{});
+  second.all_reduce(&value, &value, 1, DType::f32, ReduceOp::sum);
+  second.barrier();
+  EXPECT_FALSE(second.aborted());
+  EXPECT_EQ(*log, (FakeCommunicator::Log{"all_reduce", "barrier"}));
+}
+
+TEST(FaultyAbort, AbortGivesUpALiveCommunicator) {
+  // The harness's call on the ranks whose own communicator is live when another rank's is not.
+  FaultyCommunicator faulty(parse_fault_spec("delay(0)"), std::make_unique<FakeCommunicator>("fake"), CommOptions{});
+  EXPECT_FALSE(faulty.aborted());
+  faulty.abort();
+  EXPECT_TRUE(faulty.aborted());
+  EXPECT_THROW(faulty.barrier(), Error);
 }
 
 }  // namespace

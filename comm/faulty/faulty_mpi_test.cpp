@@ -506,6 +506,28 @@ TEST(FaultyBarrier, PassesThroughEvenForHang) {
   }
 }
 
+TEST(FaultyAbort, EveryRankThrowsTogetherAndOnlyTheVictimIsAborted) {
+  // Every rank throws at the same armed call, so none is left waiting inside INNER for another;
+  // only the victim's communicator refuses later calls, so the harness must ask every rank.
+  FaultyCommunicator::rearm_abort();
+  CommOptions options;
+  options.fault_after_calls = 2;  // two clean collectives first: the abort strikes mid-run
+  auto faulty = make_faulty("abort", options);
+  int32_t value = 1;
+  for (int i = 0; i < 2; ++i) faulty->all_reduce(&value, &value, 1, DType::i32, ReduceOp::sum);
+  EXPECT_THROW(faulty->all_reduce(&value, &value, 1, DType::i32, ReduceOp::sum), Error);
+  const int victim = world_size() - 1;  // fault_rank -1: the last rank
+  EXPECT_EQ(faulty->aborted(), faulty->rank() == victim);
+  // What the harness does next on every rank: give it up, then make a new one, which runs clean.
+  faulty->abort();
+  EXPECT_TRUE(faulty->aborted());
+  faulty.reset();
+  auto renewed = make_faulty("abort", options);
+  for (int i = 0; i < 4; ++i) renewed->all_reduce(&value, &value, 1, DType::i32, ReduceOp::sum);
+  EXPECT_FALSE(renewed->aborted());
+  FaultyCommunicator::rearm_abort();
+}
+
 // ---------------------------------------------------------------------------------------------
 // saturate and dropnan: the victim's reductions follow other arithmetic; its data does not change.
 

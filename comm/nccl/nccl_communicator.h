@@ -46,6 +46,10 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Memory memory() const override { return Memory::device; }
+  // After a timeout or an error that breaks it; every later call throws.
+  bool aborted() const override { return aborted_; }
+  // ncclCommAbort, once: the destructor then frees only the MPI communicator, waiting for no peer.
+  void abort() override;
 
   void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
   void reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) override;
@@ -98,7 +102,6 @@ class NcclCommunicator final : public Communicator {
   // Posts a send (or receive) for the next ordered_stream(); its event is recorded then.
   std::shared_ptr<CUevent_st> post(bool send, const void* buffer, size_t count, ncclDataType_t type, int peer);
   std::shared_ptr<CUevent_st> record(cudaStream_t stream);
-  void abort();
   void check(ncclResult_t result, std::string_view call,
              std::source_location where = std::source_location::current());
   [[noreturn]] void fail(ncclResult_t result, std::string_view what, std::source_location where);

@@ -146,7 +146,7 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   last_batch_rows_ = batch.size;
   const int stage = groups_.pp_index, stages = c.pp;
   const auto rows = microbatch_rows(batch.size, c, groups_.dp_index);
-  Communicator& pp = *groups_.pp;
+  Communicator* const pp = groups_.pp.get();  // null with one stage, which sends nothing
 
   std::map<int, SavedActivations<T>> saved;  // micro-batches whose backward is still to come
   std::vector<PendingSend> sends;
@@ -167,14 +167,14 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
     if (wire != DType::bf16) {
       std::memcpy(pending.data.data(), values.data(), pending.data.size());
     }
-    pending.work = pp.isend(pending.data.data(), values.size(), wire, peer);
+    pending.work = pp->isend(pending.data.data(), values.size(), wire, peer);
     report.bytes_sent += static_cast<int64_t>(pending.data.size());
     sends.push_back(std::move(pending));
   };
   const auto receive = [&](int64_t count, int peer) {
     std::vector<unsigned char> bytes(static_cast<size_t>(count) * wire_size);
     const auto wait_start = std::chrono::steady_clock::now();
-    pp.recv(bytes.data(), static_cast<size_t>(count), wire, peer);
+    pp->recv(bytes.data(), static_cast<size_t>(count), wire, peer);
     report.idle_time += seconds_since(wait_start);
     std::vector<T> values(static_cast<size_t>(count));
     if constexpr (std::is_same_v<T, float>) {

@@ -248,21 +248,25 @@ Placement make_placement(const CheckSpec& spec, bool in_place, int rank, Memory 
 }
 
 // Writes this rank's inputs for `spec`, marks every output element as not yet written, and puts
-// both where the communicator reads them.
-void prepare(const CheckSpec& spec, Placement& p, int rank) {
+// both where the communicator reads them. The writing is the host's, off the watchdog's clock
+// (RunContext::off_the_clock); the upload is not. Returns the writing's seconds.
+double prepare(RunContext& ctx, const CheckSpec& spec, Placement& p, int rank) {
   const auto element = static_cast<int64_t>(size_of(spec.dtype));
   const int64_t in_bytes = input_elements(spec) * element, out_bytes = output_elements(spec) * element;
-  if (!p.in_place) {
-    fill_input(spec, rank, p.host_in());
-    fill_sentinel(p.host_out(), out_bytes);
-  } else if (spec.collective == Collective::all_gather ||
-             (spec.collective == Collective::broadcast && rank != spec.root)) {
-    fill_sentinel(p.host_of(p.storage_in).data(), std::max(in_bytes, out_bytes));
-    if (spec.collective == Collective::all_gather) fill_input(spec, rank, p.host_in());
-  } else {
-    fill_input(spec, rank, p.host_in());
-  }
+  const double seconds = ctx.off_the_clock([&] {
+    if (!p.in_place) {
+      fill_input(spec, rank, p.host_in());
+      fill_sentinel(p.host_out(), out_bytes);
+    } else if (spec.collective == Collective::all_gather ||
+               (spec.collective == Collective::broadcast && rank != spec.root)) {
+      fill_sentinel(p.host_of(p.storage_in).data(), std::max(in_bytes, out_bytes));
+      if (spec.collective == Collective::all_gather) fill_input(spec, rank, p.host_in());
+    } else {
+      fill_input(spec, rank, p.host_in());
+    }
+  });
   p.upload();
+  return seconds;
 }
 
 void invoke(Communicator& comm, const CheckSpec& s, const Placement& p) { call_collective(comm, s, p.in, p.out); }
@@ -272,6 +276,7 @@ struct Verification {
   double max_ulp = 0;
   std::string first_wrong;
   DeviationCounts deviations{};  // summed over ranks
+  double input_seconds = 0, check_seconds = 0;  // this rank's host work: its inputs, its check
 };
 
 // Runs one call on fresh inputs of `kind`, checks every rank's output and combines the
@@ -281,12 +286,13 @@ Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kin
   const int rank = control.rank(), n = control.size();
   spec.kind = kind;
   spec.seed = ctx.options().seed * 4 + 1 + static_cast<uint64_t>(kind);  // timing inputs use seed * 4
-  prepare(spec, p, rank);
+  Verification v;
+  v.input_seconds = prepare(ctx, spec, p, rank);
   invoke(ctx.comm(), spec, p);
   ctx.comm().synchronize();
   p.download();
-  const CheckResult local = check_output(spec, rank, p.host_out());
-  Verification v;
+  CheckResult local;
+  v.check_seconds = ctx.off_the_clock([&] { local = check_output(spec, rank, p.host_out()); });
   control.all_reduce(&local.wrong, &v.wrong, 1, DType::i64, ReduceOp::sum);
   control.all_reduce(&local.max_ulp, &v.max_ulp, 1, DType::f64, ReduceOp::max);
   control.all_reduce(local.deviations.data(), v.deviations.data(), kDeviationCount, DType::i64, ReduceOp::sum);
@@ -460,7 +466,7 @@ class CollectivesSuite final : public Suite {
 
     for (bool in_place : {false, true}) {
       Placement p = make_placement(spec, in_place, rank, ctx.memory());
-      prepare(spec, p, rank);  // timing runs on exact inputs of their own seed
+      const double timing_inputs = prepare(ctx, spec, p, rank);  // exact inputs of their own seed
       const std::vector<double> times = ctx.time_iterations(o.warmup, o.iters, [&] { invoke(comm, spec, p); });
       std::array<Verification, kAllInputKinds.size()> checked;  // by InputKind
       if (o.check) {
@@ -502,6 +508,14 @@ class CollectivesSuite final : public Suite {
       ulp.value = std::max(checked[static_cast<size_t>(InputKind::exact)].max_ulp,
                            checked[static_cast<size_t>(InputKind::random)].max_ulp);
       ulp.verdict = Verdict::info;
+      double input_seconds = timing_inputs, check_seconds = 0;
+      for (const Verification& v : checked) {
+        input_seconds += v.input_seconds;
+        check_seconds += v.check_seconds;
+      }
+      // Off the watchdog's clock (-T): said here, so that slow host work is seen, not reported hung.
+      ulp.detail = "host work off the -T clock on rank 0: inputs " + format_number(input_seconds, "%.3g") +
+                   " s, checks " + format_number(check_seconds, "%.3g") + " s";
       ctx.emit(ulp);
     }
   }
