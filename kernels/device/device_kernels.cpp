@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "dts/config.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/device/kernel_table.h"
 
 #if DTS_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -29,6 +30,14 @@ T* host(T* p, int64_t count) {
   if (count == 0) return p;
   using Bytes = std::conditional_t<std::is_const_v<T>, const void*, void*>;
   return static_cast<T*>(emulated_memory_of(static_cast<Bytes>(p), static_cast<size_t>(count) * sizeof(T)));
+}
+
+// The host's loops for the kernels kernels/cpu leaves to callers (kernel_table.h), run on the
+// memory behind the emulated device's ranges. (Its column_sum is not the host's: the device sums
+// in double, as kernels/cuda does.)
+const KernelTable<float>& host_table() {
+  static const KernelTable<float> table(Memory::host);
+  return table;
 }
 
 // Elements a row-major matrix of `rows` x `cols` with row stride `ld` spans.
@@ -111,12 +120,7 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, 
 
 void bias_add(const float* x, const float* bias, float* out, int64_t rows, int64_t cols) {
   if (emulated()) {
-    const float* hx = host(x, rows * cols);
-    const float* hb = host(bias, cols);
-    float* ho = host(out, rows * cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) ho[r * cols + c] = hx[r * cols + c] + hb[c];
-    }
+    host_table().bias_add(host(x, rows * cols), host(bias, cols), host(out, rows * cols), rows, cols);
     return;
   }
   DTS_ON_CUDA(bias_add(x, bias, out, rows, cols));
@@ -138,9 +142,7 @@ void column_sum(const float* x, float* out, int64_t rows, int64_t cols) {
 
 void add(float* y, const float* x, int64_t n) {
   if (emulated()) {
-    float* hy = host(y, n);
-    const float* hx = host(x, n);
-    for (int64_t i = 0; i < n; ++i) hy[i] += hx[i];
+    host_table().add(host(y, n), host(x, n), n);
     return;
   }
   DTS_ON_CUDA(add(y, x, n));
@@ -148,8 +150,7 @@ void add(float* y, const float* x, int64_t n) {
 
 void scale(float* x, float alpha, int64_t n) {
   if (emulated()) {
-    float* hx = host(x, n);
-    for (int64_t i = 0; i < n; ++i) hx[i] *= alpha;
+    host_table().scale(host(x, n), alpha, n);
     return;
   }
   DTS_ON_CUDA(scale(x, alpha, n));
