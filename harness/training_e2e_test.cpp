@@ -212,7 +212,7 @@ TEST(RankLoad, AServerGrowsWithItsWorkersAndGossipDoesNot) {
 }
 
 // Strategies on the device: ddp and zero1-3 with --backend nccl keep every tensor in GPU memory
-// (strategies/device/) and must match the CPU reference within its bound widened by the device's
+// (their classes on device memory) and must match the CPU reference within its bound widened by the device's
 // reordered sums (tolerance.h, device_kernel_terms), in f32 and bf16; their f64 cases SKIP.
 // One GPU per rank, up to 4; with accumulation, so micro-batches are summed on the device too.
 TEST(OnTheDevice, DdpAndZeroMatchTheCpuReference) {

@@ -9,6 +9,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "kernels/device/device_kernels.h"
 
 namespace dts {
 
@@ -16,7 +17,7 @@ namespace {
 struct Registered {
   StrategyTraits traits;
   StrategyFactory factory;
-  StrategyFactory device_factory;  // empty: the strategy keeps host tensors (strategies/device/)
+  StrategyFactory device_factory;  // empty: the strategy keeps host tensors
 };
 std::map<std::string, Registered>& strategy_registry() {
   static std::map<std::string, Registered> registry;
@@ -166,6 +167,19 @@ bool register_strategy(std::string name, StrategyTraits traits, StrategyFactory 
 }
 
 // Static registrations run in no set order across files, so either registration may come first.
+namespace {
+// The straggler's wait on the device: a delay kernel of the length asked, waited for, so the
+// device is as busy as a processor that much slower would be.
+void device_straggler_wait(double seconds) {
+  kernels::device::delay(seconds);
+  kernels::device::synchronize();
+}
+}  // namespace
+
+StragglerWait straggler_wait_for(Memory memory) {
+  return memory == Memory::host ? StragglerWait{kernels::cpu::delay} : StragglerWait{device_straggler_wait};
+}
+
 bool register_device_strategy(std::string name, StrategyFactory factory) {
   strategy_registry()[std::move(name)].device_factory = std::move(factory);
   return true;

@@ -287,10 +287,11 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, const ModelSpec& 
   static const bool DTS_REGISTER_CONCAT(dts_strategy_registered_, __LINE__) = \
       ::dts::register_strategy(NAME, TRAITS, FACTORY)
 
-// A strategy that also runs on a device (strategies/device/, builds with CUDA) registers a second
-// factory under its name: make_strategy takes it when the communicator takes device memory, and
-// refuses the strategy there (Error{unsupported}, a SKIP) when it has none. The device factory
-// may refuse a precision or layout the same way.
+// A strategy that also runs on the device registers its factory for device memory too (the same
+// class, whose tensors live in its communicator's memory: kernels/device/kernel_table.h):
+// make_strategy takes it when the communicator takes device memory, and refuses the strategy
+// there (Error{unsupported}, a SKIP) when it has none. The device factory may refuse a precision
+// or layout the same way.
 using DeviceStrategyFactory = StrategyFactory;
 bool register_device_strategy(std::string name, DeviceStrategyFactory factory);
 std::vector<std::string> device_strategies();  // the names with a device factory in this build
@@ -318,9 +319,12 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // How a straggler's rank spends its extra time: the host's wait (kernels::cpu::delay), or, on
-// the device, a delay kernel the host then waits for (strategies/device/device_data_parallel.cpp),
+// the device, a delay kernel the host then waits for (straggler_wait_for),
 // so that the slower processor is the one that computes.
 using StragglerWait = void (*)(double seconds);
+// The wait of a strategy whose tensors live in `memory`: the host's for host memory, the
+// device's delay kernel, waited for, for device memory.
+StragglerWait straggler_wait_for(Memory memory);
 
 // The straggler's extra time: on rank `rank` of the layout when it is config's straggler, waits
 // (factor - 1) x `compute_seconds` (the phase it just computed) through `wait` and returns the

@@ -244,7 +244,7 @@ TEST(LayoutId, NamesTheSplitDimensions) {
 }
 
 // On a communicator that takes device memory, make_strategy builds a strategy's device class
-// (strategies/device/: ddp and zero1-3, f32 and bf16) or refuses it as unsupported (a
+// (ddp and zero1-3, f32 and bf16) or refuses it as unsupported (a
 // SKIP), naming what does run there; it never hands host vectors to a device backend.
 std::string unsupported_on_device(const std::string& name, Precision precision) {
   testing::FakeCommunicator device("fakegpu", Memory::device);

@@ -92,15 +92,25 @@ std::vector<TrafficTheory> ddp_traffic(const BucketPlan& plan, int n, DType dtyp
 template <class T>
 DdpStrategy<T>::DdpStrategy(const ModelSpec& spec, const ParallelConfig& config, Communicator& comm,
                             MlpCompute compute)
-    : spec_(spec), config_(config), comm_(comm), mlp_(spec, compute) {
+    : spec_(spec), config_(config), comm_(comm), table_(comm.memory()), mlp_(spec, compute, comm.memory()),
+      params_(comm.memory()), micro_grads_(comm.memory()), grads_(comm.memory()), state1_(comm.memory()),
+      state2_(comm.memory()) {
   if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, "ddp: microbatches must be >= 1");
   const std::vector<double> init = init_parameters(spec);
-  params_.assign(init.begin(), init.end());
-  micro_grads_.assign(params_.size(), T(0));
-  grads_.assign(params_.size(), T(0));
-  state1_.assign(params_.size(), T(0));
-  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(params_.size(), T(0));
+  const std::vector<T> host(init.begin(), init.end());
+  const auto psi = static_cast<int64_t>(host.size());
+  params_.resize(psi);
+  params_.upload(host.data(), psi);
+  for (kernels::Array<T>* zeroed : {&micro_grads_, &grads_, &state1_}) {
+    zeroed->resize(psi);
+    table_.zero(zeroed->data(), psi);
+  }
+  if (config.train.optimizer == OptimizerKind::adamw) {
+    state2_.resize(psi);
+    table_.zero(state2_.data(), psi);
+  }
   plan_ = plan_buckets(mlp_.layout(), sizeof(T), config.bucket_bytes);
+  table_.synchronize();
 }
 
 template <class T>
@@ -121,12 +131,11 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   const auto on_ready = [&](size_t index) {
     if (k_steps > 1) {
       const ParameterInfo& p = layout[index];
-      for (int64_t e = p.offset; e < p.offset + p.size(); ++e) {
-        grads_[static_cast<size_t>(e)] += micro_grads_[static_cast<size_t>(e)];
-      }
+      table_.add(grads_.data() + p.offset, micro_grads_.data() + p.offset, p.size());
     }
     const size_t b = plan_.bucket_of[index];
     if (--missing[b] == 0) {
+      table_.synchronize();  // the device's queued backward is done before the communicator reads it
       if (!launched) first_launch = std::chrono::steady_clock::now();
       launched = true;
       T* data = grads_.data() + plan_.buckets[b].first;
@@ -142,6 +151,7 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   };
 
   double loss_sum = 0;
+  const StragglerWait wait = straggler_wait_for(table_.memory());
   for (int k = 0; k < k_steps; ++k) {
     const auto [micro_first, micro_rows] = even_split(batch.size, k_steps, k);
     const auto [local_first, local_rows] = even_split(micro_rows, n, rank);
@@ -152,10 +162,9 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
     T* target = k == 0 ? grads_.data() : micro_grads_.data();
     const double loss = mlp_.forward_backward(params_.data(), target, local, scale,
                                               last ? std::function<void(size_t)>(on_ready) : nullptr);
-    if (!last && k > 0) {
-      for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
-    }
-    report.compute_time += compute_seconds(config_, rank, compute_start);
+    if (!last && k > 0) table_.add(grads_.data(), micro_grads_.data(), grads_.size());
+    table_.synchronize();  // compute time is the device's, not the launches'
+    report.compute_time += compute_seconds(config_, rank, compute_start, wait);
     activations_peak_ = std::max(activations_peak_, mlp_.activation_bytes());
     loss_sum += loss * static_cast<double>(local_rows);
   }
@@ -169,8 +178,9 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
 
   const auto optimizer_start = std::chrono::steady_clock::now();
   ++steps_;
-  optimizer_step(config_.train, params_.data(), grads_.data(), state1_.data(),
-                 state2_.empty() ? nullptr : state2_.data(), static_cast<int64_t>(params_.size()), steps_);
+  optimizer_step(table_, config_.train, params_.data(), grads_.data(), state1_.data(),
+                 state2_.empty() ? nullptr : state2_.data(), params_.size(), steps_);
+  table_.synchronize();
   report.compute_time += seconds_since(optimizer_start);
 
   report.loss = global_mean_loss(comm_, loss_sum, batch.size);
@@ -195,7 +205,8 @@ void DdpStrategy<T>::set_learning_rate(double lr) {
 
 template <class T>
 std::vector<double> DdpStrategy<T>::full_parameters() {
-  return {params_.begin(), params_.end()};  // replicated: every rank has them all
+  const std::vector<T> params = params_.download();  // replicated: every rank has them all
+  return {params.begin(), params.end()};
 }
 
 template <class T>
@@ -205,19 +216,24 @@ std::vector<TrafficTheory> DdpStrategy<T>::expected_traffic() const {
 
 template <class T>
 MemoryReport DdpStrategy<T>::memory() const {
-  const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
-  return {bytes(params_), bytes(grads_) + bytes(micro_grads_), bytes(state1_) + bytes(state2_), activations_peak_};
+  return {params_.bytes(), grads_.bytes() + micro_grads_.bytes(), state1_.bytes() + state2_.bytes(), activations_peak_};
 }
 
 template class DdpStrategy<float>;
 template class DdpStrategy<double>;
 
-DTS_REGISTER_STRATEGY("ddp", data_parallel_traits("data parallel, bucketed all_reduce overlapping backward"),
-                      [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
-                         Precision precision) -> std::unique_ptr<Strategy> {
-                        Communicator& comm = *groups.dp;
-                        if (precision == Precision::f64) return std::make_unique<DdpStrategy<double>>(spec, config, comm);
-                        return std::make_unique<DdpStrategy<float>>(spec, config, comm, compute_of(precision));
-                      });
+namespace {
+// Host and device alike: the class takes the memory of its communicator (check_strategy has
+// refused f64 on the device).
+std::unique_ptr<Strategy> make_ddp(const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
+                                   Precision precision) {
+  Communicator& comm = *groups.dp;
+  if (precision == Precision::f64) return std::make_unique<DdpStrategy<double>>(spec, config, comm);
+  return std::make_unique<DdpStrategy<float>>(spec, config, comm, compute_of(precision));
+}
+}  // namespace
+
+DTS_REGISTER_STRATEGY("ddp", data_parallel_traits("data parallel, bucketed all_reduce overlapping backward"), make_ddp);
+DTS_REGISTER_DEVICE_STRATEGY("ddp", make_ddp);
 
 }  // namespace dts

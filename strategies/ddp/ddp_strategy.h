@@ -39,6 +39,11 @@ std::vector<PlannedCall> ddp_calls(const BucketPlan& plan, int n, DType dtype);
 // DDP's traffic per step, summed from ddp_calls: 2 Psi (N-1)/N elements (none on one rank).
 std::vector<TrafficTheory> ddp_traffic(const BucketPlan& plan, int n, DType dtype);
 
+// One class for host and device: every tensor lives in the communicator's memory and every
+// kernel runs through that memory's table (kernels/device/kernel_table.h). On the device, kernels
+// are queued and the communicator runs on streams of its own, so the table is synchronized before
+// a bucket's all_reduce reads what backward wrote; waiting for the buckets orders the optimizer
+// after them (no-ops on the host). Device memory: f32 and bf16 compute (the device's kernels are f32).
 template <class T>
 class DdpStrategy final : public Strategy {
  public:
@@ -50,15 +55,19 @@ class DdpStrategy final : public Strategy {
   std::vector<double> full_parameters() override;
   MemoryReport memory() const override;
   std::string config() const override { return config_.describe(); }
-  // On one rank nothing is summed in another order than one process's gradient accumulation.
-  int same_order_microbatches() const override { return comm_.size() == 1 ? config_.microbatches : 0; }
+  // On one rank nothing is summed in another order than one process's gradient accumulation (on
+  // host memory: the device's kernels sum in their own order).
+  int same_order_microbatches() const override {
+    return comm_.size() == 1 && table_.memory() == Memory::host ? config_.microbatches : 0;
+  }
   // The configured optimizer's lr; every replica must set the same value before the same step.
   void set_learning_rate(double lr) override;
   // One all_reduce of the whole gradient (in buckets): 2 Psi (N-1)/N elements under the ring model.
   std::vector<TrafficTheory> expected_traffic() const override;
   // Parameters, the all-reduced gradients and the optimizer state: all replicated under DDP.
   std::vector<ReplicaDigest> replica_digests() override {
-    return {{"replica", digest_of(state2_, digest_of(state1_, digest_of(grads_, digest_of(params_))))}};
+    return {{"replica", digest_of(state2_.download(),
+                                  digest_of(state1_.download(), digest_of(grads_.download(), digest_of(params_.download()))))}};
   }
 
   // Buckets as [begin, end) element ranges of the flat gradient buffer, in launch order.
@@ -68,8 +77,9 @@ class DdpStrategy final : public Strategy {
   ModelSpec spec_;
   ParallelConfig config_;
   Communicator& comm_;
+  kernels::KernelTable<T> table_;  // of the communicator's memory: every tensor below lives there
   Mlp<T> mlp_;
-  std::vector<T> params_, micro_grads_, grads_, state1_, state2_;
+  kernels::Array<T> params_, micro_grads_, grads_, state1_, state2_;
   BucketPlan plan_;
   int64_t steps_ = 0;
   int64_t activations_peak_ = 0;

@@ -3,21 +3,24 @@
 #include "strategies/single/single_trainer.h"
 
 #include "core/error.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "strategies/strategy.h"
 
 namespace dts {
 
-namespace cpu = kernels::cpu;
+template <class T>
+void optimizer_step(const kernels::KernelTable<T>& table, const TrainConfig& config, T* params, const T* grads,
+                    T* state1, T* state2, int64_t n, int64_t step) {
+  if (config.optimizer == OptimizerKind::sgd) {
+    table.sgd_momentum_step(params, grads, state1, n, config.sgd);
+  } else {
+    table.adamw_step(params, grads, state1, state2, n, config.adamw, step);
+  }
+}
 
 template <class T>
 void optimizer_step(const TrainConfig& config, T* params, const T* grads, T* state1, T* state2, int64_t n,
                     int64_t step) {
-  if (config.optimizer == OptimizerKind::sgd) {
-    cpu::sgd_momentum_step<T>(params, grads, state1, n, config.sgd);
-  } else {
-    cpu::adamw_step<T>(params, grads, state1, state2, n, config.adamw, step);
-  }
+  optimizer_step(kernels::KernelTable<T>(Memory::host), config, params, grads, state1, state2, n, step);
 }
 
 template <class T>
@@ -98,6 +101,10 @@ void SingleTrainer<T>::set_parameters(const std::vector<double>& values) {
 
 template void optimizer_step<float>(const TrainConfig&, float*, const float*, float*, float*, int64_t, int64_t);
 template void optimizer_step<double>(const TrainConfig&, double*, const double*, double*, double*, int64_t, int64_t);
+template void optimizer_step<float>(const kernels::KernelTable<float>&, const TrainConfig&, float*, const float*, float*,
+                                    float*, int64_t, int64_t);
+template void optimizer_step<double>(const kernels::KernelTable<double>&, const TrainConfig&, double*, const double*,
+                                     double*, double*, int64_t, int64_t);
 template class SingleTrainer<float>;
 template class SingleTrainer<double>;
 

@@ -62,6 +62,11 @@ class SingleTrainer {
 template <class T>
 void optimizer_step(const TrainConfig& config, T* params, const T* grads, T* state1, T* state2, int64_t n,
                     int64_t step);
+// The same on the memory of `table` (host or device: kernels/device/kernel_table.h); on the host
+// the same kernels, so the same bits.
+template <class T>
+void optimizer_step(const kernels::KernelTable<T>& table, const TrainConfig& config, T* params, const T* grads,
+                    T* state1, T* state2, int64_t n, int64_t step);
 
 extern template class SingleTrainer<float>;
 extern template class SingleTrainer<double>;

@@ -47,6 +47,12 @@ std::vector<TrafficTheory> zero_traffic(ZeroStage stage, int microbatches, int n
 // stage 3: two all_gathers per micro-batch + one reduce_scatter = (2K + 1)(N - 1) S sizeof(T)
 // (3 Psi (N - 1) / N for K = 1, the paper's 1.5x of DDP). N = 1: 0. The loss all_reduce is
 // bookkeeping, not training traffic, and is not counted (as in ddp).
+//
+// One class for host and device: every tensor lives in the communicator's memory and every kernel
+// runs through that memory's table (kernels/device/kernel_table.h). On the device, kernels are
+// queued and the communicator runs on streams of its own: the table is synchronized before a
+// collective reads what kernels wrote, and the communicator before kernels read what it wrote
+// (neither is needed, nor done, on the host). Device memory: f32 and bf16 compute.
 template <class T>
 class ZeroStrategy final : public Strategy {
  public:
@@ -58,8 +64,11 @@ class ZeroStrategy final : public Strategy {
   std::vector<double> full_parameters() override;  // stage 3: all_gather, so every rank must call
   MemoryReport memory() const override;
   std::string config() const override { return config_.describe(); }
-  // On one rank nothing is summed in another order than one process's gradient accumulation.
-  int same_order_microbatches() const override { return comm_.size() == 1 ? config_.microbatches : 0; }
+  // On one rank nothing is summed in another order than one process's gradient accumulation (on
+  // host memory: the device's kernels sum in their own order).
+  int same_order_microbatches() const override {
+    return comm_.size() == 1 && table_.memory() == Memory::host ? config_.microbatches : 0;
+  }
   // Stages 1-2: (N-1) S for the reduce_scatter and as much for the all_gather; stage 3 adds two
   // all_gathers per micro-batch: (2K + 1)(N-1) S elements, exact (S is the padded shard).
   std::vector<TrafficTheory> expected_traffic() const override;
@@ -70,26 +79,29 @@ class ZeroStrategy final : public Strategy {
 
  private:
   // Full parameters in the reference layout from every rank's shard (stage 3; one all_gather).
-  std::vector<T> gather_parameters(StepReport& report);
+  kernels::Array<T> gather_parameters(StepReport& report);
   // Sums `full_grads` (reference layout, Psi) over ranks and writes this rank's shard of the sum
-  // (S elements, padding included) to `shard_out` (one reduce_scatter).
-  void reduce_scatter_gradients(const std::vector<T>& full_grads, T* shard_out, StepReport& report);
-  // Copies every shard of `full` (reference layout) to its padded slot of `padded` (N * S).
-  void pad(const T* full, std::vector<T>& padded) const;
-  void unpad(const std::vector<T>& padded, T* full) const;
-  // Times a blocking collective into the report; all of it is exposed (nothing overlaps it).
+  // (its real elements) to `shard_out` (one reduce_scatter).
+  void reduce_scatter_gradients(const kernels::Array<T>& full_grads, T* shard_out, StepReport& report);
+  // N * S zeros, then every shard of `full` (reference layout) at its padded slot.
+  kernels::Array<T> pad(const T* full) const;
+  void unpad(const kernels::Array<T>& padded, T* full) const;
+  // Times a blocking collective into the report; all of it is exposed (nothing overlaps it). On
+  // the device it is ordered after the queued kernels and complete when it returns.
   template <class Collective>
   void communicate(StepReport& report, Collective&& collective);
+  kernels::Array<T> array(int64_t size) const;  // zeros, in the communicator's memory
 
   ZeroStage stage_;
   ModelSpec spec_;
   ParallelConfig config_;
   Communicator& comm_;
+  kernels::KernelTable<T> table_;  // of the communicator's memory: every tensor below lives there
   Mlp<T> mlp_;
   int64_t psi_ = 0, shard_size_ = 0, shard_first_ = 0, shard_count_ = 0;
   // params_: stages 1-2 the whole model (Psi), stage 3 the shard (S). grads_: stage 1 Psi (the
   // reduced shard lands at shard_first_), stages 2-3 the shard (S). state: the shard (S each).
-  std::vector<T> params_, grads_, state1_, state2_;
+  kernels::Array<T> params_, grads_, state1_, state2_;
   int64_t steps_ = 0;
   int64_t activations_peak_ = 0;
 };

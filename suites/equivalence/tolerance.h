@@ -100,7 +100,7 @@ class EquivalenceBound {
   std::vector<double> error_params_, error_state1_, error_state2_;
 };
 
-// The device (strategies/device/: cuBLAS and kernels/cuda) against the CPU reference (OpenBLAS
+// The device (a strategy on device memory: cuBLAS and kernels/cuda) against the CPU reference (OpenBLAS
 // and kernels/cpu), in R's units of 2 u_acc relative on a row's contribution c_r, to first order
 // as for tensor parallelism above:
 //   - every gemm sums in cuBLAS's order, not OpenBLAS's: the forward z = a W^T of each layer over
