@@ -406,16 +406,17 @@ INSTANTIATE_TEST_SUITE_P(Kinds, EquivalenceFaults,
                          testing::Values(std::make_pair(std::string("drop"), std::string("max_abs_error")),
                                          std::make_pair(std::string("bitflip"), std::string("check"))));
 
-// ddp and zero1-3 on the device path without a GPU: the emulated device's kernel table (kernels/cpu
-// behind device pointers) and staged(mpi), at every world size, in f32 and bf16 compute, against
-// the same CPU reference. f64 SKIPs on the device (its kernels are f32), saying so.
+// ddp, zero1-3 and gossip on the device path without a GPU: the emulated device's kernel table
+// (kernels/cpu behind device pointers) and staged(mpi), at every world size, in f32 and bf16
+// compute, against the same CPU reference (gossip from 2 ranks: against its replay of every rank,
+// run on the device's table). f64 SKIPs on the device (its kernels are f32), saying so.
 class DeviceEquivalence : public testing::TestWithParam<int> {};
 
 TEST_P(DeviceEquivalence, DataParallelStrategiesMatchTheReference) {
   const int np = GetParam();
   const fs::path csv = scratch_dir() / ("device_equivalence_" + std::to_string(np) + ".csv");
   const RunResult r = run_dtsuite(np, "run equivalence --device emulated --backend 'staged(mpi)' --strategy "
-                                      "ddp,zero1,zero2,zero3 " + kSmallTraining + " --csv " + csv.string());
+                                      "ddp,zero1,zero2,zero3,gossip " + kSmallTraining + " --csv " + csv.string());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
   std::set<std::string> passed, strategies;
   for (const Row& row : read_csv(csv)) {
@@ -429,9 +430,10 @@ TEST_P(DeviceEquivalence, DataParallelStrategiesMatchTheReference) {
       EXPECT_NE(row.at("detail").find("on the device computes in f32 and bf16"), std::string::npos) << row.at("detail");
     }
   }
-  EXPECT_EQ(strategies, (std::set<std::string>{"ddp", "zero1", "zero2", "zero3"}));
-  // 4 strategies x 2 precisions (f32, bf16) x 2 optimizers x each world size 1..np of the sweep.
-  EXPECT_EQ(passed.size(), 16u * static_cast<size_t>(np));
+  EXPECT_EQ(strategies, (std::set<std::string>{"ddp", "zero1", "zero2", "zero3", "gossip"}));
+  // 5 strategies (one layout each per world size: dp = N) x 2 precisions (f32, bf16) x 2
+  // optimizers x each world size 1..np of the sweep.
+  EXPECT_EQ(passed.size(), 20u * static_cast<size_t>(np));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceEquivalence, testing::Values(1, 2, 3, 4));
@@ -471,6 +473,24 @@ TEST_P(EquivalenceFaults, AreCaughtOnTheEmulatedDevice) {
   EXPECT_EQ(dp3_cases.size(), 4u);  // ddp and zero3, sgd and adamw
   EXPECT_EQ(caught, dp3_cases) << kind;
 }
+
+// Gossip on the device: a model corrupted or lost on its way to a neighbour (staged(faulty(KIND,
+// mpi)), on the last rank) changes what the ranks hold, and the replay of every rank on the
+// device's table no longer matches them bit for bit.
+class DeviceGossipFaults : public testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceGossipFaults, FailTheReplayAudit) {
+  const std::string kind = GetParam();
+  const fs::path csv = scratch_dir() / ("device_gossip_" + kind + ".csv");
+  const RunResult r = run_dtsuite(3, "run equivalence --device emulated --strategy gossip -d f32 --backend "
+                                     "'staged(faulty(" + kind + ",mpi))' " + kSmallTraining + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto [dp3_cases, caught] = dp3_cases_caught(csv, "replay_audit");
+  EXPECT_EQ(dp3_cases.size(), 2u);  // sgd and adamw
+  EXPECT_EQ(caught, dp3_cases) << kind;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DeviceGossipFaults, testing::Values("drop", "bitflip"));
 
 struct BadInput {
   int np;

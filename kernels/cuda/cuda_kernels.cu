@@ -257,6 +257,13 @@ __global__ void scale_kernel(float* x, float alpha, int64_t n) {
   }
 }
 
+// __fdiv_rn: IEEE division rounded to nearest whatever the fast-math flags (the host's x / d).
+__global__ void divide_kernel(float* x, float divisor, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = __fdiv_rn(x[i], divisor);
+  }
+}
+
 // The straggler's delay (delay()): one thread spins on the device's global nanosecond timer, so
 // the device itself is busy for the time asked (a host wait would leave it idle, and an idle GPU
 // lowers its clocks: a host wait of 2x a phase slowed ddp's steps 5.7x on an H100).
@@ -394,6 +401,13 @@ void scale(float* x, float alpha, int64_t n) {
   if (n == 0) return;
   scale_kernel<<<grid_for(n), kThreads>>>(x, alpha, n);
   check_launch("scale_kernel");
+}
+
+void divide(float* x, float divisor, int64_t n) {
+  check_count(n, "divide n");
+  if (n == 0) return;
+  divide_kernel<<<grid_for(n), kThreads>>>(x, divisor, n);
+  check_launch("divide_kernel");
 }
 
 void delay(double seconds) {

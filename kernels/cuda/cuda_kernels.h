@@ -25,11 +25,13 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, 
 //   bias_add:   out[r][c] = x[r][c] + bias[c]        (one float add: bias_gelu_forward without GeLU)
 //   column_sum: out[c] = sum over rows of x[r][c]    (in double, in a fixed order, rounded once;
 //                                                     0 for no rows)
-//   add:        y[i] += x[i];   scale: x[i] *= alpha  (one float operation each)
+//   add:        y[i] += x[i];   scale: x[i] *= alpha;   divide: x[i] /= divisor  (one float
+//                                                     operation each, IEEE division)
 void bias_add(const float* x, const float* bias, float* out, int64_t rows, int64_t cols);
 void column_sum(const float* x, float* out, int64_t rows, int64_t cols);
 void add(float* y, const float* x, int64_t n);
 void scale(float* x, float alpha, int64_t n);
+void divide(float* x, float divisor, int64_t n);
 // Keeps the device busy for `seconds` (queued; none for 0 or less): a kernel spinning on the
 // device's global timer (the straggler's delay, strategies/strategy.h).
 void delay(double seconds);

@@ -512,7 +512,7 @@ TEST(CudaKernels, WideningCastsAreExactForEveryPattern) {
   }
 }
 
-// ---- layer pieces: bias_add, column_sum, add, scale ------------------------------------------
+// ---- layer pieces: bias_add, column_sum, add, scale, divide ---------------------------------
 
 // One float operation per element on both sides, rounded to nearest: the same bits.
 TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
@@ -531,10 +531,13 @@ TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
       DeviceArray<float> y_gpu(y);
       cuda::add(y_gpu.get(), x_gpu.get(), static_cast<int64_t>(n));
       cuda::scale(x_gpu.get(), 0.3f, static_cast<int64_t>(n));
-      std::vector<float> sum(n), scaled(n);
-      for (size_t i = 0; i < n; ++i) sum[i] = y[i] + x[i], scaled[i] = x[i] * 0.3f;
+      DeviceArray<float> q_gpu(y);
+      cuda::divide(q_gpu.get(), 3.0f, static_cast<int64_t>(n));  // gossip's mixing of 3 models
+      std::vector<float> sum(n), scaled(n), divided(n);
+      for (size_t i = 0; i < n; ++i) sum[i] = y[i] + x[i], scaled[i] = x[i] * 0.3f, divided[i] = y[i] / 3.0f;
       EXPECT_EQ(y_gpu.to_host(), sum) << "add n=" << n;
       EXPECT_EQ(x_gpu.to_host(), scaled) << "scale n=" << n;
+      EXPECT_EQ(q_gpu.to_host(), divided) << "divide n=" << n;  // not x * (1/3): another rounding
     }
   }
 }
@@ -581,6 +584,7 @@ TEST(CudaKernels, EmptyInputsAreNoOps) {
     cuda::bias_add(f.get(), f.get(), f.get(), 0, 7);
     cuda::add(f.get(), f.get(), 0);
     cuda::scale(f.get(), 2.0f, 0);
+    cuda::divide(f.get(), 2.0f, 0);
     cuda::synchronize();
   });
   EXPECT_EQ(f.to_host(), std::vector<float>(1, 3.0f));

@@ -156,6 +156,14 @@ void scale(float* x, float alpha, int64_t n) {
   DTS_ON_CUDA(scale(x, alpha, n));
 }
 
+void divide(float* x, float divisor, int64_t n) {
+  if (emulated()) {
+    host_table().divide(host(x, n), divisor, n);
+    return;
+  }
+  DTS_ON_CUDA(divide(x, divisor, n));
+}
+
 void round_to_bf16(float* x, int64_t n) {
   if (emulated()) {
     cpu::round_to_bf16(host(x, n), n);

@@ -22,11 +22,13 @@ void sgd_momentum_step(float* param, const float* grad, float* velocity, int64_t
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, const AdamW& opt, int64_t step);
 // The loops kernels.h leaves to the caller, as kernels/cuda/cuda_kernels.h states them:
 //   bias_add: out[r][c] = x[r][c] + bias[c];  column_sum: out[c] = sum over rows of x[r][c] (in
-//   double, rows in order, rounded once);  add: y[i] += x[i];  scale: x[i] *= alpha
+//   double, rows in order, rounded once);  add: y[i] += x[i];  scale: x[i] *= alpha;
+//   divide: x[i] /= divisor
 void bias_add(const float* x, const float* bias, float* out, int64_t rows, int64_t cols);
 void column_sum(const float* x, float* out, int64_t rows, int64_t cols);
 void add(float* y, const float* x, int64_t n);
 void scale(float* x, float alpha, int64_t n);
+void divide(float* x, float divisor, int64_t n);
 // Each value to the nearest bf16 (ties to even), in place (kernels/cpu's round_to_bf16).
 void round_to_bf16(float* x, int64_t n);
 // Device memory set to zero, and copied device to device (queued, as the kernels are).

@@ -114,6 +114,15 @@ void KernelTable<T>::scale(T* x, T alpha, int64_t n) const {
 }
 
 template <class T>
+void KernelTable<T>::divide(T* x, T divisor, int64_t n) const {
+  if (memory_ == Memory::host) {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(x[i] / divisor);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) device::divide(x, divisor, n);
+}
+
+template <class T>
 void KernelTable<T>::round_to_bf16(T* x, int64_t n) const {
   if constexpr (std::is_same_v<T, float>) {
     DTS_ON_MEMORY(cpu::round_to_bf16(x, n), device::round_to_bf16(x, n));
@@ -177,5 +186,7 @@ template class KernelTable<double>;
 template class Array<float>;
 template class Array<double>;
 template class Array<int32_t>;
+template class Array<uint64_t>;
+template class Array<int64_t>;
 
 }  // namespace dts::kernels

@@ -36,6 +36,7 @@ class KernelTable {
   void column_sum(const T* x, T* out, int64_t rows, int64_t cols) const;
   void add(T* y, const T* x, int64_t n) const;    // y[i] += x[i]
   void scale(T* x, T alpha, int64_t n) const;     // x[i] *= alpha
+  void divide(T* x, T divisor, int64_t n) const;  // x[i] /= divisor (not x * (1/divisor): rounded once)
   void round_to_bf16(T* x, int64_t n) const;      // each to the nearest bf16, ties to even, in place
   void zero(T* x, int64_t n) const;
   void copy(T* dst, const T* src, int64_t n) const;
@@ -79,5 +80,7 @@ class Array {
 extern template class Array<float>;
 extern template class Array<double>;
 extern template class Array<int32_t>;
+extern template class Array<uint64_t>;
+extern template class Array<int64_t>;
 
 }  // namespace dts::kernels

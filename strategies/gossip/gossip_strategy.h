@@ -10,6 +10,11 @@
 // same order) and compares every rank's parameters bit for bit, and reports the spread across
 // ranks after every step (how close to consensus they are). full_parameters() is the ranks'
 // average, summed in rank order.
+//
+// One class for host and device: every model, gradient and optimizer state lives in the
+// communicator's memory and every operation runs through that memory's kernel table (the mixing
+// too: adds and one IEEE division); the replay runs on rank 0's memory with the same table, so on
+// the device it performs the same kernels in the same order. Device memory: f32 and bf16 compute.
 #pragma once
 #include <memory>
 #include <string_view>
@@ -23,13 +28,14 @@ namespace dts {
 
 // One process running D-PSGD's N ranks for the given batches: each rank's final parameters
 // (rank-major, N x Psi) and, per step, the largest spread across ranks of any parameter
-// (max over elements of max_r x_r - min_r x_r) after that step.
+// (max over elements of max_r x_r - min_r x_r) after that step. Computed in `memory` (the run's:
+// its kernel table's operations, in the run's order).
 struct GossipReplay {
   std::vector<double> parameters;
   std::vector<double> spread;
 };
 GossipReplay replay_gossip(const ModelSpec& spec, const TrainConfig& train, Precision precision, int ranks,
-                           const std::vector<Batch>& batches);
+                           const std::vector<Batch>& batches, Memory memory = Memory::host);
 
 // The messages rank `rank` of `n` sends per step (group "ring", send_recv): its parameters (Psi
 // elements) and their digest (one u64) to its right neighbour, and from 3 ranks to its left one
@@ -55,7 +61,10 @@ class GossipStrategy final : public Strategy {
   bool lockstep() const override { return comm_.size() <= 2; }
   // Each rank reports the loss of its own rows at its own parameters.
   bool reports_batch_loss() const override { return comm_.size() == 1; }
-  int same_order_microbatches() const override { return comm_.size() == 1 ? 1 : 0; }
+  // One rank on host memory is one process (the device's kernels sum in their own order).
+  int same_order_microbatches() const override {
+    return comm_.size() == 1 && table_.memory() == Memory::host ? 1 : 0;
+  }
   void set_learning_rate(double lr) override;
   // Collective: rank 0 replays the steps' batches for every rank and compares.
   std::optional<ReplayAudit> audit() override;
@@ -65,8 +74,10 @@ class GossipStrategy final : public Strategy {
   ParallelConfig config_;
   Communicator& comm_;
   Precision precision_;
+  kernels::KernelTable<T> table_;  // of the communicator's memory: every array below lives there
   Mlp<T> mlp_;
-  std::vector<T> params_, grads_, state1_, state2_, left_, right_;
+  kernels::Array<T> params_, grads_, state1_, state2_, left_, right_;
+  kernels::Array<uint64_t> digests_;  // this rank's model's digest, then the left's and the right's
   std::vector<std::pair<int64_t, int64_t>> batches_;  // (first, rows) of every step, for the replay
   int64_t steps_ = 0, activations_peak_ = 0;
   int64_t corrupt_receives_ = 0;  // neighbour models whose digest did not match what arrived
