@@ -512,7 +512,7 @@ TEST(CudaKernels, WideningCastsAreExactForEveryPattern) {
   }
 }
 
-// ---- layer pieces: bias_add, column_sum, add, scale ------------------------------------------
+// ---- layer pieces: bias_add, column_sum, add, scale, scale_in_double -------------------------
 
 // One float operation per element on both sides, rounded to nearest: the same bits.
 TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
@@ -535,6 +535,10 @@ TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
       for (size_t i = 0; i < n; ++i) sum[i] = y[i] + x[i], scaled[i] = x[i] * 0.3f;
       EXPECT_EQ(y_gpu.to_host(), sum) << "add n=" << n;
       EXPECT_EQ(x_gpu.to_host(), scaled) << "scale n=" << n;
+      // scale_in_double: the product in double, rounded once (23/11: no float holds it).
+      cuda::scale_in_double(y_gpu.get(), 23.0 / 11.0, static_cast<int64_t>(n));
+      for (float& v : sum) v = static_cast<float>(static_cast<double>(v) * (23.0 / 11.0));
+      EXPECT_EQ(y_gpu.to_host(), sum) << "scale_in_double n=" << n;
     }
   }
 }
@@ -581,6 +585,7 @@ TEST(CudaKernels, EmptyInputsAreNoOps) {
     cuda::bias_add(f.get(), f.get(), f.get(), 0, 7);
     cuda::add(f.get(), f.get(), 0);
     cuda::scale(f.get(), 2.0f, 0);
+    cuda::scale_in_double(f.get(), 2.0, 0);
     cuda::synchronize();
   });
   EXPECT_EQ(f.to_host(), std::vector<float>(1, 3.0f));
