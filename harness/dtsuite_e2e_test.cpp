@@ -492,6 +492,55 @@ TEST_P(DeviceGossipFaults, FailTheReplayAudit) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, DeviceGossipFaults, testing::Values("drop", "bitflip"));
 
+// The parameter servers on the device path without a GPU: ps-sync, ps-async, ps-ssp and ps-backup
+// on the emulated device over staged(mpi) (workers' and servers' tensors, headers included, in
+// device memory), at every world size, in f32 and bf16 compute, against the same CPU reference,
+// and each run's replay audit (rank 0 replays the servers' logs on its device memory with the same
+// kernels) passing. f64 SKIPs on the device, saying so. A strategy named with no layout on the
+// ranks is refused as on the host: every mode on one rank (no server and worker), ps-backup on two
+// (its b = 1 needs two workers), so ps-backup joins from 3 ranks.
+class DeviceParameterServers : public testing::TestWithParam<int> {};
+
+TEST_P(DeviceParameterServers, MatchTheReferenceAndPassTheReplayAudit) {
+  const int np = GetParam();
+  const fs::path csv = scratch_dir() / ("device_parameter_servers_" + std::to_string(np) + ".csv");
+  const std::string modes = np >= 3 ? "ps-sync,ps-async,ps-ssp,ps-backup" : "ps-sync,ps-async,ps-ssp";
+  const RunResult r = run_dtsuite(np, "run equivalence --device emulated --backend 'staged(mpi)' --strategy " + modes +
+                                          " " + kSmallTraining + " --csv " + csv.string());
+  if (np == 1) {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("a parameter server needs at least 2 ranks"), std::string::npos) << r.err;
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  std::set<std::string> passed, audited, strategies;
+  for (const Row& row : read_csv(csv)) {
+    EXPECT_EQ(row.at("device"), "emulated");
+    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("metric") << " " << row.at("detail");
+    if (row.at("dtype") != "f64") {
+      EXPECT_NE(row.at("verdict"), "skip") << row.at("case") << " " << row.at("detail");
+      if (row.at("metric") == "check" && row.at("verdict") == "pass") passed.insert(row.at("case"));
+      if (row.at("metric") == "replay_audit" && row.at("verdict") == "pass") audited.insert(row.at("case"));
+      strategies.insert(row.at("strategy"));
+    } else if (row.at("verdict") == "skip") {
+      EXPECT_NE(row.at("detail").find("on the device computes in f32 and bf16"), std::string::npos) << row.at("detail");
+    }
+  }
+  std::set<std::string> named{"ps-sync", "ps-async", "ps-ssp"};
+  if (np >= 3) named.insert("ps-backup");
+  EXPECT_EQ(strategies, named);
+  // Layouts on n = 1..np ranks: ps-sync, ps-async and ps-ssp at every split into S >= 1 servers
+  // and W = n - S >= 1 workers (n - 1 each), ps-backup (b = 1) at every split with W >= 2 (n - 2
+  // each from 3 ranks): 3 np(np-1)/2 + (np-1)(np-2)/2 layouts (3, 10, 21 at 2, 3, 4 ranks), each
+  // in 2 precisions (f32, bf16) x 2 optimizers: 12, 40, 84 cases.
+  const auto n = static_cast<size_t>(np);
+  const size_t layouts = 3 * n * (n - 1) / 2 + (n - 1) * (n - 2) / 2;
+  EXPECT_EQ(passed.size(), 4 * layouts);
+  EXPECT_EQ(audited, passed);  // every case's replay matched its servers bit for bit
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceParameterServers, testing::Values(1, 2, 3, 4));
+
 struct BadInput {
   int np;
   std::string args;

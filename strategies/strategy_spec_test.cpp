@@ -283,14 +283,16 @@ TEST(ProcessGroups, ADataParallelLayoutSplitsOnlyItsDpGroup) {
 TEST(DeviceStrategies, HostOnlyStrategiesAreRefusedWithWhatRunsOnTheDevice) {
   // Every build has them: the kernel table runs on the emulated device where CUDA is missing.
   const std::vector<std::string> device = device_strategies();
-  EXPECT_EQ(device, (std::vector<std::string>{"ddp", "gossip", "zero1", "zero2", "zero3"}));
+  EXPECT_EQ(device, (std::vector<std::string>{"ddp", "gossip", "ps-async", "ps-backup", "ps-ssp", "ps-sync", "zero1",
+                                               "zero2", "zero3"}));
   for (const std::string& name : registered_strategies()) {
     if (std::find(device.begin(), device.end(), name) != device.end()) continue;
     const std::string why = unsupported_on_device(name, Precision::f32);
     if (why == "no layout") continue;
     EXPECT_NE(why.find(name + " keeps its tensors in host memory, and the backend takes device memory"),
               std::string::npos) << why;
-    EXPECT_NE(why.find("on the device: ddp, gossip, zero1, zero2, zero3"), std::string::npos) << why;
+    EXPECT_NE(why.find("on the device: ddp, gossip, ps-async, ps-backup, ps-ssp, ps-sync, zero1, zero2, zero3"),
+              std::string::npos) << why;
     // The same words before any group exists (what a case asks before it splits).
     ParallelConfig config = layouts_of(parse_strategy_spec(name), 1, kDefaults)[0];
     try {
@@ -305,9 +307,24 @@ TEST(DeviceStrategies, HostOnlyStrategiesAreRefusedWithWhatRunsOnTheDevice) {
 
 TEST(DeviceStrategies, TheDeviceClassesRefuseF64Only) {
   for (const std::string& name : device_strategies()) {
-    const std::string why = unsupported_on_device(name, Precision::f64);
-    EXPECT_NE(why.find(name + " on the device computes in f32 and bf16"), std::string::npos) << why;
-    const ParallelConfig config = layouts_of(parse_strategy_spec(name), 1, kDefaults)[0];
+    // The fewest ranks with a layout: one, but a parameter server needs a server and a worker
+    // (ps-backup two workers), and unsupported_on_device builds on one rank only.
+    std::vector<ParallelConfig> layouts;
+    int ranks = 0;
+    while (layouts.empty() && ranks < 4) layouts = layouts_of(parse_strategy_spec(name), ++ranks, kDefaults);
+    ASSERT_FALSE(layouts.empty()) << name;
+    const ParallelConfig config = layouts[0];
+    if (ranks == 1) {
+      const std::string why = unsupported_on_device(name, Precision::f64);
+      EXPECT_NE(why.find(name + " on the device computes in f32 and bf16"), std::string::npos) << why;
+    }
+    try {
+      check_strategy(name, config, Memory::device, Precision::f64);
+      ADD_FAILURE() << name << " passed check_strategy in f64 on the device";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name + " on the device computes in f32 and bf16"), std::string::npos)
+          << e.what();
+    }
     EXPECT_NO_THROW(check_strategy(name, config, Memory::device, Precision::bf16)) << name;
     EXPECT_NO_THROW(check_strategy(name, config, Memory::device, Precision::f32)) << name;
   }

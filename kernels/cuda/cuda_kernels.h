@@ -32,6 +32,8 @@ void column_sum(const float* x, float* out, int64_t rows, int64_t cols);
 void add(float* y, const float* x, int64_t n);
 void scale(float* x, float alpha, int64_t n);
 void divide(float* x, float divisor, int64_t n);
+// x[i] = float(double(x[i]) * alpha): the product in double, rounded once.
+void scale_in_double(float* x, double alpha, int64_t n);
 // Keeps the device busy for `seconds` (queued; none for 0 or less): a kernel spinning on the
 // device's global timer (the straggler's delay, strategies/strategy.h).
 void delay(double seconds);

@@ -512,7 +512,7 @@ TEST(CudaKernels, WideningCastsAreExactForEveryPattern) {
   }
 }
 
-// ---- layer pieces: bias_add, column_sum, add, scale, divide ---------------------------------
+// ---- layer pieces: bias_add, column_sum, add, scale, divide, scale_in_double ----------------
 
 // One float operation per element on both sides, rounded to nearest: the same bits.
 TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
@@ -538,6 +538,10 @@ TEST(CudaKernels, BiasAddAddAndScaleAreOneRoundingEach) {
       EXPECT_EQ(y_gpu.to_host(), sum) << "add n=" << n;
       EXPECT_EQ(x_gpu.to_host(), scaled) << "scale n=" << n;
       EXPECT_EQ(q_gpu.to_host(), divided) << "divide n=" << n;  // not x * (1/3): another rounding
+      // scale_in_double: the product in double, rounded once (23/11: no float holds it).
+      cuda::scale_in_double(y_gpu.get(), 23.0 / 11.0, static_cast<int64_t>(n));
+      for (float& v : sum) v = static_cast<float>(static_cast<double>(v) * (23.0 / 11.0));
+      EXPECT_EQ(y_gpu.to_host(), sum) << "scale_in_double n=" << n;
     }
   }
 }
@@ -585,6 +589,7 @@ TEST(CudaKernels, EmptyInputsAreNoOps) {
     cuda::add(f.get(), f.get(), 0);
     cuda::scale(f.get(), 2.0f, 0);
     cuda::divide(f.get(), 2.0f, 0);
+    cuda::scale_in_double(f.get(), 2.0, 0);
     cuda::synchronize();
   });
   EXPECT_EQ(f.to_host(), std::vector<float>(1, 3.0f));

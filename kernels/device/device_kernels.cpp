@@ -164,6 +164,14 @@ void divide(float* x, float divisor, int64_t n) {
   DTS_ON_CUDA(divide(x, divisor, n));
 }
 
+void scale_in_double(float* x, double alpha, int64_t n) {
+  if (emulated()) {
+    host_table().scale_in_double(host(x, n), alpha, n);
+    return;
+  }
+  DTS_ON_CUDA(scale_in_double(x, alpha, n));
+}
+
 void round_to_bf16(float* x, int64_t n) {
   if (emulated()) {
     cpu::round_to_bf16(host(x, n), n);

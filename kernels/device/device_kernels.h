@@ -29,6 +29,8 @@ void column_sum(const float* x, float* out, int64_t rows, int64_t cols);
 void add(float* y, const float* x, int64_t n);
 void scale(float* x, float alpha, int64_t n);
 void divide(float* x, float divisor, int64_t n);
+// x[i] = float(double(x[i]) * alpha), rounded once (the table's scale_in_double).
+void scale_in_double(float* x, double alpha, int64_t n);
 // Each value to the nearest bf16 (ties to even), in place (kernels/cpu's round_to_bf16).
 void round_to_bf16(float* x, int64_t n);
 // Device memory set to zero, and copied device to device (queued, as the kernels are).

@@ -141,6 +141,15 @@ void KernelTable<T>::copy(T* dst, const T* src, int64_t n) const {
   DTS_ON_MEMORY(std::copy(src, src + std::max<int64_t>(n, 0), dst), device::copy(dst, src, n));
 }
 
+template <class T>
+void KernelTable<T>::scale_in_double(T* x, double alpha, int64_t n) const {
+  if (memory_ == Memory::host) {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(static_cast<double>(x[i]) * alpha);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) device::scale_in_double(x, alpha, n);
+}
+
 #undef DTS_ON_MEMORY
 
 template <class T>

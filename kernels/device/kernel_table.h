@@ -40,6 +40,9 @@ class KernelTable {
   void round_to_bf16(T* x, int64_t n) const;      // each to the nearest bf16, ties to even, in place
   void zero(T* x, int64_t n) const;
   void copy(T* dst, const T* src, int64_t n) const;
+  // x[i] = T(double(x[i]) * alpha): one multiplication in double, rounded once to T (a scale
+  // that T cannot hold exactly, as the parameter servers' ps-backup rescaling).
+  void scale_in_double(T* x, double alpha, int64_t n) const;
 
  private:
   Memory memory_;

@@ -127,27 +127,25 @@ PsServerLog PsServerLog::deserialize(const std::vector<int64_t>& words, int serv
 // ---- the update ----------------------------------------------------------------------------
 
 template <class T>
-void ps_apply(const TrainConfig& train, T* params, T* state1, T* state2, int64_t n, int64_t step,
-              const std::vector<const T*>& gradients, double scale, std::vector<T>& scratch) {
+void ps_apply(const kernels::KernelTable<T>& table, const TrainConfig& train, T* params, T* state1, T* state2,
+              int64_t n, int64_t step, const std::vector<const T*>& gradients, double scale,
+              kernels::Array<T>& scratch) {
   const T* gradient = gradients.empty() ? nullptr : gradients.front();
+  if (gradient == nullptr) return;
   if (gradients.size() > 1 || scale != 1.0) {
-    scratch.assign(gradients.front(), gradients.front() + n);
-    for (size_t k = 1; k < gradients.size(); ++k) {
-      for (int64_t e = 0; e < n; ++e) scratch[static_cast<size_t>(e)] += gradients[k][e];
-    }
-    if (scale != 1.0) {
-      for (T& g : scratch) g = static_cast<T>(static_cast<double>(g) * scale);
-    }
+    scratch.resize(n);
+    table.copy(scratch.data(), gradients.front(), n);
+    for (size_t k = 1; k < gradients.size(); ++k) table.add(scratch.data(), gradients[k], n);
+    if (scale != 1.0) table.scale_in_double(scratch.data(), scale, n);
     gradient = scratch.data();
   }
-  if (gradient == nullptr) return;
-  optimizer_step(train, params, gradient, state1, state2, n, step);
+  optimizer_step(table, train, params, gradient, state1, state2, n, step);
 }
 
-template void ps_apply<float>(const TrainConfig&, float*, float*, float*, int64_t, int64_t,
-                              const std::vector<const float*>&, double, std::vector<float>&);
-template void ps_apply<double>(const TrainConfig&, double*, double*, double*, int64_t, int64_t,
-                               const std::vector<const double*>&, double, std::vector<double>&);
+template void ps_apply<float>(const kernels::KernelTable<float>&, const TrainConfig&, float*, float*, float*, int64_t,
+                              int64_t, const std::vector<const float*>&, double, kernels::Array<float>&);
+template void ps_apply<double>(const kernels::KernelTable<double>&, const TrainConfig&, double*, double*, double*,
+                               int64_t, int64_t, const std::vector<const double*>&, double, kernels::Array<double>&);
 
 // ---- the replay ----------------------------------------------------------------------------
 
@@ -255,23 +253,39 @@ PsReplayResult replay(const PsReplayInput& in) {
   if (!result.problem.empty()) return result;
   const int S = in.servers, W = in.workers;
   const int64_t psi = parameter_count(in.spec);
-  Mlp<T> mlp(in.spec, compute_of(in.precision));
+  // The run's memory and kernels: on the device the same operations in the same order as the run.
+  const Memory memory = in.memory;
+  const kernels::KernelTable<T> table(memory);
+  Mlp<T> mlp(in.spec, compute_of(in.precision), memory);
+  const auto zeros = [&](int64_t n) {
+    kernels::Array<T> a(memory, n);
+    table.zero(a.data(), n);
+    return a;
+  };
+  const auto clone = [&](const kernels::Array<T>& from) {
+    kernels::Array<T> a(memory, from.size());
+    table.copy(a.data(), from.data(), from.size());
+    return a;
+  };
 
   struct Server {
     int64_t begin = 0, count = 0, version = 0;
     size_t next = 0;  // next update to replay
-    std::vector<T> params, state1, state2;
-    std::map<int64_t, std::vector<T>> history;   // versions still referenced
-    std::map<int64_t, int64_t> references;       // version -> used gradients still to replay that name it
+    kernels::Array<T> params, state1, state2;
+    std::map<int64_t, kernels::Array<T>> history;  // versions still referenced
+    std::map<int64_t, int64_t> references;         // version -> used gradients still to replay that name it
   };
   std::vector<Server> servers(static_cast<size_t>(S));
   const std::vector<double> init = init_parameters(in.spec);
   for (int j = 0; j < S; ++j) {
     Server& s = servers[static_cast<size_t>(j)];
     std::tie(s.begin, s.count) = even_split(psi, S, j);
-    s.params.assign(init.begin() + s.begin, init.begin() + s.begin + s.count);
-    s.state1.assign(static_cast<size_t>(s.count), T(0));
-    if (in.train.optimizer == OptimizerKind::adamw) s.state2.assign(static_cast<size_t>(s.count), T(0));
+    const std::vector<T> range(init.begin() + s.begin, init.begin() + s.begin + s.count);
+    s.params = kernels::Array<T>(memory, s.count);
+    s.params.upload(range.data(), s.count);
+    s.state1 = zeros(s.count);
+    s.state2 = kernels::Array<T>(memory);
+    if (in.train.optimizer == OptimizerKind::adamw) s.state2 = zeros(s.count);
   }
   // Each used gradient names a version of every server's range; one gradient is used by every
   // server, and recomputed once (cached until its last server has used it).
@@ -285,9 +299,9 @@ PsReplayResult replay(const PsReplayInput& in) {
       }
     }
   }
-  std::map<std::pair<int64_t, int64_t>, std::vector<T>> cache;
-  std::vector<T> full(static_cast<size_t>(psi)), scratch;
-  const auto values_at = [&](int i, int64_t version) -> const std::vector<T>* {
+  std::map<std::pair<int64_t, int64_t>, kernels::Array<T>> cache;
+  kernels::Array<T> full(memory, psi), scratch(memory);
+  const auto values_at = [&](int i, int64_t version) -> const kernels::Array<T>* {
     Server& s = servers[static_cast<size_t>(i)];
     if (version == s.version) return &s.params;
     auto it = s.history.find(version);
@@ -318,10 +332,10 @@ PsReplayResult replay(const PsReplayInput& in) {
           if (it == cache.end()) {
             for (int i = 0; i < S; ++i) {
               const Server& other = servers[static_cast<size_t>(i)];
-              const std::vector<T>& v = *values_at(i, g.versions[static_cast<size_t>(i)]);
-              std::copy(v.begin(), v.end(), full.begin() + other.begin);
+              const kernels::Array<T>& v = *values_at(i, g.versions[static_cast<size_t>(i)]);
+              table.copy(full.data() + other.begin, v.data(), other.count);
             }
-            std::vector<T> gradient(static_cast<size_t>(psi));
+            kernels::Array<T> gradient = zeros(psi);
             const Batch batch = make_batch(in.spec, g.batch_first, g.batch_size);
             mlp.forward_backward(full.data(), gradient.data(), slice_batch(batch, first, rows),
                                  loss_scale(in.mode, rows, g.batch_size));
@@ -333,8 +347,10 @@ PsReplayResult replay(const PsReplayInput& in) {
         }
         const double scale = in.mode == PsMode::backup ? backup_scale(batch_rows, used_rows) : 1.0;
         // The version this update replaces stays while a gradient yet to be replayed names it.
-        if (auto r = s.references.find(s.version); r != s.references.end() && r->second > 0) s.history[s.version] = s.params;
-        ps_apply(in.train, s.params.data(), s.state1.data(), s.state2.empty() ? nullptr : s.state2.data(), s.count,
+        if (auto r = s.references.find(s.version); r != s.references.end() && r->second > 0) {
+          s.history.insert_or_assign(s.version, clone(s.params));
+        }
+        ps_apply(table, in.train, s.params.data(), s.state1.data(), s.state2.empty() ? nullptr : s.state2.data(), s.count,
                  s.version + 1, gradients, scale, scratch);
         for (int64_t index : used) {
           const PsGradient& g = log.gradients[static_cast<size_t>(index)];
@@ -362,7 +378,10 @@ PsReplayResult replay(const PsReplayInput& in) {
       return result;
     }
   }
-  for (const Server& s : servers) result.parameters.insert(result.parameters.end(), s.params.begin(), s.params.end());
+  for (const Server& s : servers) {
+    const std::vector<T> params = s.params.download();
+    result.parameters.insert(result.parameters.end(), params.begin(), params.end());
+  }
   const PsServerLog& first = in.logs.front();
   result.updates = static_cast<int64_t>(first.updates.size());
   for (const PsGradient& g : first.gradients) (g.update >= 0 ? result.applied : result.dropped) += 1;
@@ -387,15 +406,16 @@ PsReplayResult replay_ps(const PsReplayInput& input) {
 
 // ---- the strategy --------------------------------------------------------------------------
 
-// One worker's receives on a server (header and payload), and the server's replies to it.
+// One worker's receives on a server (header and payload), and the server's replies to it, all in
+// the communicator's memory.
 template <class T>
 struct PsStrategy<T>::Pending {
-  std::vector<int64_t> header;
-  std::vector<T> payload;
+  kernels::Array<int64_t> header;
+  kernels::Array<T> payload;
   std::unique_ptr<Work> header_work, payload_work;
   bool posted = false;
-  int64_t reply_header = 0;
-  std::vector<T> reply_payload;
+  kernels::Array<int64_t> reply_header;
+  kernels::Array<T> reply_payload;
   std::unique_ptr<Work> reply_header_work, reply_payload_work;
 };
 
@@ -410,7 +430,15 @@ PsStrategy<T>::PsStrategy(const ModelSpec& spec, const ParallelConfig& config, C
       rank_(world.rank()),
       servers_(config.servers),
       workers_(config.dp),
-      psi_(parameter_count(spec)) {
+      psi_(parameter_count(spec)),
+      table_(world.memory()),
+      params_(world.memory()),
+      grads_(world.memory()),
+      state1_(world.memory()),
+      state2_(world.memory()),
+      scratch_(world.memory()),
+      header_(world.memory()),
+      reply_versions_(world.memory()) {
   const std::string who = std::string(dts::name(mode)) + " " + config.describe() + ": ";
   if (servers_ < 1 || workers_ < 1 || world.size() != servers_ + workers_) {
     throw Error(Error::Kind::invalid_argument, who + "needs servers >= 1 and workers >= 1 making up the " +
@@ -423,27 +451,41 @@ PsStrategy<T>::PsStrategy(const ModelSpec& spec, const ParallelConfig& config, C
     throw Error(Error::Kind::invalid_argument, who + "staleness >= 0, and 1 <= backup < workers for ps-backup only");
   }
   const std::vector<double> init = init_parameters(spec);
+  const Memory memory = world.memory();
   if (is_server()) {
     std::tie(begin_, count_) = even_split(psi_, servers_, rank_);
-    params_.assign(init.begin() + begin_, init.begin() + begin_ + count_);
-    state1_.assign(static_cast<size_t>(count_), T(0));
-    if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(static_cast<size_t>(count_), T(0));
+    const std::vector<T> range(init.begin() + begin_, init.begin() + begin_ + count_);
+    params_.resize(count_);
+    params_.upload(range.data(), count_);
+    state1_.resize(count_);
+    table_.zero(state1_.data(), count_);
+    if (config.train.optimizer == OptimizerKind::adamw) {
+      state2_.resize(count_);
+      table_.zero(state2_.data(), count_);
+    }
     pushes_.assign(static_cast<size_t>(workers_), 0);
     owed_version_.assign(static_cast<size_t>(workers_), 0);
     log_.server = rank_;
     for (int w = 0; w < workers_; ++w) {
       auto p = std::make_unique<Pending>();
-      p->header.resize(static_cast<size_t>(header_words(servers_)));
-      p->payload.resize(static_cast<size_t>(count_));
-      p->reply_payload.resize(static_cast<size_t>(count_));
+      p->header = kernels::Array<int64_t>(memory, header_words(servers_));
+      p->payload = kernels::Array<T>(memory, count_);
+      p->reply_header = kernels::Array<int64_t>(memory, 1);
+      p->reply_payload = kernels::Array<T>(memory, count_);
       pending_.push_back(std::move(p));
     }
   } else {
-    mlp_ = std::make_unique<Mlp<T>>(spec, compute_of(precision));
-    params_.assign(init.begin(), init.end());
-    grads_.assign(params_.size(), T(0));
+    mlp_ = std::make_unique<Mlp<T>>(spec, compute_of(precision), memory);
+    const std::vector<T> host(init.begin(), init.end());
+    params_.resize(psi_);
+    params_.upload(host.data(), psi_);
+    grads_.resize(psi_);
+    table_.zero(grads_.data(), psi_);
+    header_.resize(header_words(servers_));
+    reply_versions_.resize(servers_);
     versions_.assign(static_cast<size_t>(servers_), 0);
   }
+  table_.synchronize();
 }
 
 // Ending the steps is collective (quiesce()); a suite that only times steps drops the strategy
@@ -460,8 +502,8 @@ PsStrategy<T>::~PsStrategy() {
 template <class T>
 void PsStrategy<T>::post_receive(int w) {
   Pending& p = *pending_[static_cast<size_t>(w)];
-  p.header_work = world_.irecv(p.header.data(), p.header.size(), DType::i64, servers_ + w);
-  p.payload_work = world_.irecv(p.payload.data(), p.payload.size(), dtype_of<T>(), servers_ + w);
+  p.header_work = world_.irecv(p.header.data(), static_cast<size_t>(p.header.size()), DType::i64, servers_ + w);
+  p.payload_work = world_.irecv(p.payload.data(), static_cast<size_t>(p.payload.size()), dtype_of<T>(), servers_ + w);
   p.posted = true;
 }
 
@@ -485,15 +527,15 @@ int PsStrategy<T>::poll() {
 
 template <class T>
 size_t PsStrategy<T>::take(int w, double& loss) {
-  Pending& p = *pending_[static_cast<size_t>(w)];
+  const std::vector<int64_t> header = pending_[static_cast<size_t>(w)]->header.download();
   PsGradient g;
   g.arrival = static_cast<int64_t>(log_.gradients.size());
   g.worker = w;
-  g.step = p.header[0];
-  g.batch_first = p.header[1];
-  g.batch_size = p.header[2];
-  loss = std::bit_cast<double>(p.header[3]);
-  g.versions.assign(p.header.begin() + 4, p.header.end());
+  g.step = header[0];
+  g.batch_first = header[1];
+  g.batch_size = header[2];
+  loss = std::bit_cast<double>(header[3]);
+  g.versions.assign(header.begin() + 4, header.end());
   log_.gradients.push_back(std::move(g));
   ++pushes_[static_cast<size_t>(w)];
   ++served_;
@@ -506,10 +548,11 @@ void PsStrategy<T>::reply(int w, const T* values, int64_t version, StepReport& r
   // The worker received the last reply before it pushed again: these complete at once.
   if (p.reply_header_work) p.reply_header_work->wait();
   if (p.reply_payload_work) p.reply_payload_work->wait();
-  p.reply_header = version;
-  std::copy(values, values + count_, p.reply_payload.begin());
-  p.reply_header_work = world_.isend(&p.reply_header, 1, DType::i64, servers_ + w);
-  p.reply_payload_work = world_.isend(p.reply_payload.data(), p.reply_payload.size(), dtype_of<T>(), servers_ + w);
+  p.reply_header.upload(&version, 1);
+  table_.copy(p.reply_payload.data(), values, count_);
+  table_.synchronize();  // the copy is done before the communicator reads it
+  p.reply_header_work = world_.isend(p.reply_header.data(), 1, DType::i64, servers_ + w);
+  p.reply_payload_work = world_.isend(p.reply_payload.data(), static_cast<size_t>(count_), dtype_of<T>(), servers_ + w);
   report.bytes_sent += static_cast<int64_t>(sizeof(int64_t) + static_cast<size_t>(count_) * sizeof(T));
   owed_version_[static_cast<size_t>(w)] = version;
 }
@@ -535,12 +578,15 @@ void PsStrategy<T>::apply(const std::vector<size_t>& used, StepReport& report) {
     const int64_t oldest = *std::min_element(owed_version_.begin(), owed_version_.end());
     if (oldest < version_) {
       if (history_.empty()) history_base_ = version_;
-      history_.push_back(params_);
+      history_.emplace_back(world_.memory(), count_);
+      table_.copy(history_.back().data(), params_.data(), count_);
       history_peak_ = std::max<int64_t>(history_peak_, static_cast<int64_t>(history_.size()));
     }
   }
-  ps_apply(config_.train, params_.data(), state1_.data(), state2_.empty() ? nullptr : state2_.data(), count_,
+  ps_apply(table_, config_.train, params_.data(), state1_.data(), state2_.empty() ? nullptr : state2_.data(), count_,
            version_ + 1, gradients, scale, scratch_);
+  // Done before the payloads it read take the next pushes (and its time is the device's).
+  table_.synchronize();
   log_.updates.push_back(std::move(members));
   // Planted fault (tests): the log claims each odd update came before the one it followed.
   const size_t u = log_.updates.size() - 1;
@@ -676,28 +722,30 @@ StepReport PsStrategy<T>::worker_step(const Batch& batch) {
   const int w = rank_ - servers_;
   const auto [first, rows] = even_split(batch.size, workers_, w);
   const Batch local = slice_batch(batch, first, rows);
+  const StragglerWait wait = straggler_wait_for(table_.memory());
   const double loss = mlp_->forward_backward(params_.data(), grads_.data(), local, loss_scale(mode_, rows, batch.size));
+  table_.synchronize();  // the gradient is done before it is sent, and compute time is the device's
   activations_peak_ = std::max(activations_peak_, mlp_->activation_bytes());
-  report.compute_time = compute_seconds(config_, rank_, start);
+  report.compute_time = compute_seconds(config_, rank_, start, wait);
 
   const auto comm_start = std::chrono::steady_clock::now();
   std::vector<int64_t> header{worker_steps_, batch.first, batch.size, std::bit_cast<int64_t>(loss)};
   header.insert(header.end(), versions_.begin(), versions_.end());
-  std::vector<int64_t> reply_versions(static_cast<size_t>(servers_));
+  header_.upload(header.data(), static_cast<int64_t>(header.size()));
   std::vector<std::unique_ptr<Work>> works;
   for (int j = 0; j < servers_; ++j) {
     const auto [b, n] = even_split(psi_, servers_, j);
-    works.push_back(world_.isend(header.data(), header.size(), DType::i64, j));
+    works.push_back(world_.isend(header_.data(), header.size(), DType::i64, j));
     works.push_back(world_.isend(grads_.data() + b, static_cast<size_t>(n), dtype_of<T>(), j));
     report.bytes_sent += static_cast<int64_t>(header.size() * sizeof(int64_t) + static_cast<size_t>(n) * sizeof(T));
   }
   for (int j = 0; j < servers_; ++j) {
     const auto [b, n] = even_split(psi_, servers_, j);
-    works.push_back(world_.irecv(&reply_versions[static_cast<size_t>(j)], 1, DType::i64, j));
+    works.push_back(world_.irecv(reply_versions_.data() + j, 1, DType::i64, j));
     works.push_back(world_.irecv(params_.data() + b, static_cast<size_t>(n), dtype_of<T>(), j));
   }
   for (auto& work : works) work->wait();  // a server that never answers is the watchdog's to report
-  versions_ = reply_versions;
+  versions_ = reply_versions_.download();
   ++worker_steps_;
   running_ = true;
   report.comm_time = seconds_since(comm_start);
@@ -750,10 +798,11 @@ void PsStrategy<T>::quiesce() {
     world_.barrier();
     std::vector<int64_t> header(static_cast<size_t>(header_words(servers_)), 0);
     header[0] = header[2] = kPaused;
+    header_.upload(header.data(), static_cast<int64_t>(header.size()));
     std::vector<std::unique_ptr<Work>> works;
     for (int j = 0; j < servers_; ++j) {
       const int64_t n = even_split(psi_, servers_, j).second;
-      works.push_back(world_.isend(header.data(), header.size(), DType::i64, j));
+      works.push_back(world_.isend(header_.data(), header.size(), DType::i64, j));
       works.push_back(world_.isend(grads_.data(), static_cast<size_t>(n), dtype_of<T>(), j));
     }
     for (auto& work : works) work->wait();
@@ -764,16 +813,20 @@ template <class T>
 std::vector<double> PsStrategy<T>::full_parameters() {
   quiesce();
   std::vector<double> full(static_cast<size_t>(psi_));
-  std::vector<T> range;
+  kernels::Array<T> range(world_.memory());
   for (int j = 0; j < servers_; ++j) {
     const auto [b, n] = even_split(psi_, servers_, j);
+    range.resize(n);
     if (rank_ == j) {
-      range = params_;
+      table_.copy(range.data(), params_.data(), n);
     } else {
-      range.assign(static_cast<size_t>(n), T(0));
+      table_.zero(range.data(), n);
     }
+    table_.synchronize();
     world_.broadcast(range.data(), range.data(), static_cast<size_t>(n), dtype_of<T>(), j);
-    std::copy(range.begin(), range.end(), full.begin() + b);
+    world_.synchronize();
+    const std::vector<T> values = range.download();
+    std::copy(values.begin(), values.end(), full.begin() + b);
   }
   return full;
 }
@@ -785,12 +838,12 @@ MemoryReport PsStrategy<T>::memory() const {
   if (is_server()) {
     // Its range, the versions late workers were still owed at most, one receive and one reply
     // buffer per worker, the optimizer state.
-    m.params = bytes(params_.size()) * (1 + history_peak_);
-    m.grads = bytes(static_cast<size_t>(count_)) * workers_ * 2 + bytes(scratch_.capacity());
-    m.optimizer = bytes(state1_.size() + state2_.size());
+    m.params = params_.bytes() * (1 + history_peak_);
+    m.grads = bytes(static_cast<size_t>(count_)) * workers_ * 2 + scratch_.bytes();
+    m.optimizer = state1_.bytes() + state2_.bytes();
   } else {
-    m.params = bytes(params_.size());
-    m.grads = bytes(grads_.size());
+    m.params = params_.bytes();
+    m.grads = grads_.bytes();
     m.activations_peak = activations_peak_;
   }
   return m;
@@ -840,13 +893,14 @@ std::vector<TrafficTheory> PsStrategy<T>::expected_traffic() const {
 template <class T>
 std::vector<ReplicaDigest> PsStrategy<T>::replica_digests() {
   const auto key = [](int j) { return "ps.range" + std::to_string(j); };
-  if (is_server()) return {{key(rank_), digest_of(params_)}};
+  if (is_server()) return {{key(rank_), digest_of(params_.download())}};
   // Only where every worker's last reply is the servers' final version.
   if (!rounds(mode_)) return {};
+  const std::vector<T> params = params_.download();
   std::vector<ReplicaDigest> digests;
   for (int j = 0; j < servers_; ++j) {
     const auto [b, n] = even_split(psi_, servers_, j);
-    digests.push_back({key(j), digest_of(params_.data() + b, static_cast<size_t>(n))});
+    digests.push_back({key(j), digest_of(params.data() + b, static_cast<size_t>(n))});
   }
   return digests;
 }
@@ -862,15 +916,21 @@ std::optional<ReplayAudit> PsStrategy<T>::audit() {
   ReplayAudit audit;
   if (!is_server()) return audit;
   // Point to point only: each server's log and range go to rank 0 (server 0) as they are.
+  // The size, the log's words and the range, each through the communicator's memory.
   const std::vector<int64_t> mine = log_.serialize();
   if (rank_ != 0) {
-    const int64_t size = static_cast<int64_t>(mine.size());
-    world_.send(&size, 1, DType::i64, 0);
-    world_.send(mine.data(), mine.size(), DType::i64, 0);
-    world_.send(params_.data(), params_.size(), dtype_of<T>(), 0);
+    const auto size = static_cast<int64_t>(mine.size());
+    kernels::Array<int64_t> words(world_.memory(), 1 + size);
+    words.upload(&size, 1);
+    words.upload(mine.data(), size, 1);
+    world_.send(words.data(), 1, DType::i64, 0);
+    world_.send(words.data() + 1, mine.size(), DType::i64, 0);
+    world_.send(params_.data(), static_cast<size_t>(count_), dtype_of<T>(), 0);
+    world_.synchronize();  // the sends have read `words` before it goes
     return audit;
   }
-  std::vector<double> final_parameters(params_.begin(), params_.end());
+  const std::vector<T> own = params_.download();
+  std::vector<double> final_parameters(own.begin(), own.end());
   PsReplayInput input;
   input.spec = spec_;
   input.train = config_.train;
@@ -879,17 +939,18 @@ std::optional<ReplayAudit> PsStrategy<T>::audit() {
   input.servers = servers_;
   input.workers = workers_;
   input.backup = config_.backup;
+  input.memory = world_.memory();
   input.logs.push_back(log_);
   for (int j = 1; j < servers_; ++j) {
-    int64_t size = 0;
-    world_.recv(&size, 1, DType::i64, j);
+    const int64_t size = receive_words(1, j)[0];
     if (size < 0 || size > (int64_t{1} << 40)) throw Error(Error::Kind::backend, "ps audit: server " + std::to_string(j) + " sent a log of " + std::to_string(size) + " words");
-    std::vector<int64_t> words(static_cast<size_t>(size));
-    world_.recv(words.data(), words.size(), DType::i64, j);
-    input.logs.push_back(PsServerLog::deserialize(words, servers_));
-    std::vector<T> range(static_cast<size_t>(even_split(psi_, servers_, j).second));
-    world_.recv(range.data(), range.size(), dtype_of<T>(), j);
-    final_parameters.insert(final_parameters.end(), range.begin(), range.end());
+    input.logs.push_back(PsServerLog::deserialize(receive_words(static_cast<size_t>(size), j), servers_));
+    const int64_t n = even_split(psi_, servers_, j).second;
+    kernels::Array<T> range(world_.memory(), n);
+    world_.recv(range.data(), static_cast<size_t>(n), dtype_of<T>(), j);
+    world_.synchronize();
+    const std::vector<T> values = range.download();
+    final_parameters.insert(final_parameters.end(), values.begin(), values.end());
   }
   audit.ran = true;
   for (const PsServerLog& log : input.logs) audit.lead.insert(audit.lead.end(), log.lead.begin(), log.lead.end());
@@ -917,11 +978,21 @@ std::optional<ReplayAudit> PsStrategy<T>::audit() {
   return audit;
 }
 
+template <class T>
+std::vector<int64_t> PsStrategy<T>::receive_words(size_t count, int peer) {
+  kernels::Array<int64_t> words(world_.memory(), static_cast<int64_t>(count));
+  world_.recv(words.data(), count, DType::i64, peer);
+  world_.synchronize();
+  return words.download();
+}
+
 template class PsStrategy<float>;
 template class PsStrategy<double>;
 
 namespace {
 
+// Host and device alike: the class takes the memory of its communicator (check_strategy has
+// refused f64 on the device).
 std::unique_ptr<Strategy> make_ps(PsMode mode, const ModelSpec& spec, const ParallelConfig& config,
                                   ProcessGroups& groups, Precision precision) {
   if (precision == Precision::f64) return std::make_unique<PsStrategy<double>>(spec, config, *groups.world, mode, precision);
@@ -936,32 +1007,35 @@ StrategyTraits ps_traits(std::string summary, bool staleness, bool backup) {
   return traits;
 }
 
+template <PsMode mode>
+std::unique_ptr<Strategy> make_ps_mode(const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
+                                       Precision precision) {
+  return make_ps(mode, spec, config, groups, precision);
+}
+
 }  // namespace
 
 DTS_REGISTER_STRATEGY("ps-sync",
                       ps_traits("parameter servers (servers=S): every update sums all workers' gradients in worker order",
                                 false, false),
-                      [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups, Precision p) {
-                        return make_ps(PsMode::sync, spec, config, groups, p);
-                      });
+                      make_ps_mode<PsMode::sync>);
 DTS_REGISTER_STRATEGY("ps-async",
                       ps_traits("parameter servers (servers=S): each gradient applied as it arrives", false, false),
-                      [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups, Precision p) {
-                        return make_ps(PsMode::async, spec, config, groups, p);
-                      });
+                      make_ps_mode<PsMode::async>);
 DTS_REGISTER_STRATEGY("ps-ssp",
                       ps_traits("parameter servers, stale synchronous (servers=S, staleness=s): async, no worker more "
                                 "than s steps ahead of the slowest",
                                 true, false),
-                      [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups, Precision p) {
-                        return make_ps(PsMode::ssp, spec, config, groups, p);
-                      });
+                      make_ps_mode<PsMode::ssp>);
 DTS_REGISTER_STRATEGY("ps-backup",
                       ps_traits("parameter servers with backup workers (servers=S, backup=b): each update takes the "
                                 "first W-b gradients",
                                 false, true),
-                      [](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups, Precision p) {
-                        return make_ps(PsMode::backup, spec, config, groups, p);
-                      });
+                      make_ps_mode<PsMode::backup>);
+
+DTS_REGISTER_DEVICE_STRATEGY("ps-sync", make_ps_mode<PsMode::sync>);
+DTS_REGISTER_DEVICE_STRATEGY("ps-async", make_ps_mode<PsMode::async>);
+DTS_REGISTER_DEVICE_STRATEGY("ps-ssp", make_ps_mode<PsMode::ssp>);
+DTS_REGISTER_DEVICE_STRATEGY("ps-backup", make_ps_mode<PsMode::backup>);
 
 }  // namespace dts

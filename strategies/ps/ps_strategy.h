@@ -28,6 +28,14 @@
 // servers' final parameters bit for bit (the same operations in the same order). A gradient
 // corrupted, dropped, duplicated or reordered on its way changes what the servers hold, or the
 // log itself, and fails the audit.
+//
+// One class for host and device: every tensor (a worker's parameters and gradient, a server's
+// range, optimizer state and owed versions, the payloads of both ways and the headers) lives in
+// the communicator's memory and every kernel runs through that memory's table
+// (kernels/device/kernel_table.h), a server's sum of its workers' gradients included; a device
+// communicator takes device pointers only, so the headers are small device arrays that the host
+// fills by upload() and reads by download(). The replay computes on rank 0's memory with the same
+// kernels in the same order, so it matches the servers bit for bit on the device too.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -76,6 +84,7 @@ struct PsReplayInput {
   PsMode mode = PsMode::sync;
   int servers = 1, workers = 1, backup = 0;
   std::vector<PsServerLog> logs;  // one per server, in server order
+  Memory memory = Memory::host;   // where the replay computes: the run's (device memory: f32 only)
 };
 
 struct PsReplayResult {
@@ -92,11 +101,13 @@ struct PsReplayResult {
 PsReplayResult replay_ps(const PsReplayInput& input);
 
 // The update a server applies to its range of n elements: the gradients (its range of each) summed
-// in the given order, times `scale` unless it is 1, then one optimizer step (step = its count of
-// updates, from 1). The server and the replay both call it.
+// in the given order, times `scale` unless it is 1 (in double, rounded once), then one optimizer
+// step (step = its count of updates, from 1), all through `table` on its memory (every pointer and
+// `scratch` live there). The server and the replay both call it.
 template <class T>
-void ps_apply(const TrainConfig& train, T* params, T* state1, T* state2, int64_t n, int64_t step,
-              const std::vector<const T*>& gradients, double scale, std::vector<T>& scratch);
+void ps_apply(const kernels::KernelTable<T>& table, const TrainConfig& train, T* params, T* state1, T* state2,
+              int64_t n, int64_t step, const std::vector<const T*>& gradients, double scale,
+              kernels::Array<T>& scratch);
 
 // The messages one rank of a parameter-server layout sends per step (group "ps", send_recv, from
 // and to its ranks: servers 0..S-1, then the W workers): a worker a header of 4 + S int64 and its
@@ -122,8 +133,9 @@ class PsStrategy final : public Strategy {
   std::vector<TrafficTheory> expected_traffic() const override;
   // sync and backup: each server's range and every worker's last pulled copy of it, alike.
   std::vector<ReplicaDigest> replica_digests() override;
-  // One worker: nothing summed in another order than one process (every mode is sync then).
-  int same_order_microbatches() const override { return workers_ == 1 ? 1 : 0; }
+  // One worker on host memory: nothing summed in another order than one process (every mode is
+  // sync then); the device's kernels sum in their own order.
+  int same_order_microbatches() const override { return workers_ == 1 && table_.memory() == Memory::host ? 1 : 0; }
   // async, ssp and backup apply what arrives first; with one worker nothing can arrive out of turn.
   bool order_dependent() const override { return mode_ != PsMode::sync && workers_ > 1; }
   bool lockstep() const override { return !order_dependent(); }
@@ -158,6 +170,9 @@ class PsStrategy final : public Strategy {
   // Server: takes worker w's completed push into the log; returns its index there.
   size_t take(int worker, double& loss);
   void reply(int worker, const T* values, int64_t version, StepReport& report);
+  // Rank 0 of the audit: receives `count` words from `peer` through a device array where the
+  // communicator takes device memory.
+  std::vector<int64_t> receive_words(size_t count, int peer);
   void apply(const std::vector<size_t>& used, StepReport& report);
   void release_ssp(StepReport& report);
   // Server: serves pushes until `done`.
@@ -173,17 +188,19 @@ class PsStrategy final : public Strategy {
   int rank_, servers_, workers_;
   int64_t psi_;
   int64_t begin_ = 0, count_ = 0;  // server: its range
+  kernels::KernelTable<T> table_;  // of the communicator's memory: every tensor below lives there
   // Worker: the whole model; server: its range, optimizer state and the versions still owed.
   std::unique_ptr<Mlp<T>> mlp_;
-  std::vector<T> params_, grads_, state1_, state2_, scratch_;
-  std::vector<int64_t> versions_;  // worker: the version of each server's range it holds
+  kernels::Array<T> params_, grads_, state1_, state2_, scratch_;
+  kernels::Array<int64_t> header_, reply_versions_;  // worker: its push's header, the replies' versions
+  std::vector<int64_t> versions_;  // worker: the version of each server's range it holds (host copy)
   int64_t worker_steps_ = 0;
   // Server state.
   int64_t version_ = 0, server_steps_ = 0, served_ = 0;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::vector<int64_t> pushes_;                 // per worker: pushes served
   std::vector<int> waiting_;                    // ssp: workers whose reply is held back
-  std::deque<std::vector<T>> history_;          // backup/sync: versions history_base_.. still owed
+  std::deque<kernels::Array<T>> history_;       // backup/sync: versions history_base_.. still owed
   int64_t history_base_ = 0;
   std::vector<int64_t> owed_version_;           // per worker: the version of the last reply (what it computes on)
   std::vector<size_t> fresh_;                   // sync/backup: pushes of the current version, by log index

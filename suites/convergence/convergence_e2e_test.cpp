@@ -185,6 +185,25 @@ TEST(Convergence, StrategiesAtThreeRanksAndAtOne) {
   EXPECT_EQ(single.at({"rule/digits/k8", "base", "check"}).verdict, dts::Verdict::pass);
 }
 
+// The strategies with a learning-rate schedule train the runs on the device path too (the
+// emulated device through staged(mpi): device memory host code reaches only through the kernel
+// table and copies): at 3 ranks ps-sync and ps-async are 1 server + 2 workers, gossip a ring.
+TEST(Convergence, StrategiesTrainTheRunsOnTheDevice) {
+  const auto rows = run_convergence(3, "--device emulated --backend 'staged(mpi)' --strategy ddp,ps-sync,ps-async,gossip "
+                                       "--group-ranks 3 --scan-scales none", 0, "device");
+  for (const dts::Record& r : rows) {
+    EXPECT_NE(r.verdict, dts::Verdict::fail) << r.case_id << " " << r.metric << " " << r.detail;
+    EXPECT_EQ(r.labels.device, "emulated") << r.case_id;
+  }
+  const auto f = by_case(rows);
+  for (const std::string id : {"rule/digits/k8", "rule/digits/k8/ps-sync", "rule/digits/k8/ps-async", "rule/digits/k8/gossip"}) {
+    ASSERT_TRUE(f.count({id, "base", "samples_to_target"})) << id;
+    EXPECT_EQ(f.at({id, "base", "final_accuracy"}).labels.world_size, 3) << id;
+  }
+  EXPECT_EQ(f.at({"rule/digits/k8/ps-sync", "base", "check"}).verdict, dts::Verdict::pass)
+      << f.at({"rule/digits/k8/ps-sync", "base", "check"}).detail;
+}
+
 // A server that zeroes what it sends (faulty drop on rank 0): the workers' copies of its range
 // differ from what it holds, and the replica check of every ps-sync run fails.
 TEST(Convergence, AParameterServerThatLosesItsRepliesFailsTheRuns) {

@@ -26,9 +26,11 @@ const std::string kQuick = "-n 3 -w 1 --layers 3 --width 16 --rank-batch 8";
 
 std::string config(const dts::Record& r, const std::string& key) { return dts::config_value(r.labels.config, key).value_or(""); }
 
-TEST(Scaling, EverySubWorldOfOneJobInBothModes) {
-  const fs::path csv = scratch_dir() / "scaling.csv";
-  const RunResult r = run_dtsuite(3, "run scaling " + kQuick + " --csv " + csv.string());
+// One job of 3 ranks, every strategy and all_reduce, both modes; `device`: extra flags placing the
+// run on a device (the same layouts, SKIPs and rows are expected there).
+void every_sub_world_of_one_job(const std::string& device, const std::string& name) {
+  const fs::path csv = scratch_dir() / (name + ".csv");
+  const RunResult r = run_dtsuite(3, "run scaling " + device + " " + kQuick + " --csv " + csv.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // (target, mode) -> world sizes with an efficiency row
   std::map<std::pair<std::string, std::string>, std::set<int>> efficiency;
@@ -114,6 +116,14 @@ TEST(Scaling, EverySubWorldOfOneJobInBothModes) {
   }
   EXPECT_EQ(efficiency[std::make_pair(std::string("all_reduce"), std::string("weak"))], (std::set<int>{2, 3}));
   EXPECT_EQ(efficiency.count(std::make_pair(std::string("all_reduce"), std::string("strong"))), 0u);
+}
+
+TEST(Scaling, EverySubWorldOfOneJobInBothModes) { every_sub_world_of_one_job("", "scaling"); }
+
+// Every strategy on the device path (the emulated device through staged(mpi): device memory that
+// host code reaches only through the kernel table and copies), with the host's layouts and rows.
+TEST(Scaling, EverySubWorldOfOneJobOnTheDevice) {
+  every_sub_world_of_one_job("--device emulated --backend 'staged(mpi)'", "scaling_device");
 }
 
 TEST(Scaling, StrongScalingKeepsTheGlobalBatchAndWeakScalingGrowsIt) {
