@@ -378,11 +378,12 @@ TEST(Equivalence, BytesSentMeasuredOverRingMatchesTheory) {
 class EquivalenceFaults : public testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 // The world-size-3 cases of an equivalence CSV, and those of them that fail on `metric`.
-std::pair<std::set<std::string>, std::set<std::string>> dp3_cases_caught(const fs::path& csv, const std::string& metric) {
+std::pair<std::set<std::string>, std::set<std::string>> world3_cases_caught(const fs::path& csv,
+                                                                            const std::string& metric) {
   std::set<std::string> cases, caught;
   for (const Row& row : read_csv(csv)) {
     const std::string& id = row.at("case");
-    if (id.size() < 4 || id.substr(id.size() - 4) != "/dp3") continue;
+    if (row.at("world_size") != "3") continue;
     cases.insert(id);
     if (row.at("verdict") == "fail" && row.at("metric") == metric) caught.insert(id);
   }
@@ -397,7 +398,7 @@ TEST_P(EquivalenceFaults, AreCaught) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   // The fault hits the last rank, so every world-size-3 case (f32, f64 and bf16 compute, sgd and
   // adamw) must fail on the metric that exists to catch it.
-  const auto [dp3_cases, caught] = dp3_cases_caught(csv, metric);
+  const auto [dp3_cases, caught] = world3_cases_caught(csv, metric);
   EXPECT_EQ(dp3_cases.size(), 6u);  // 3 precisions x 2 optimizers
   EXPECT_EQ(caught, dp3_cases) << kind;
 }
@@ -405,6 +406,25 @@ TEST_P(EquivalenceFaults, AreCaught) {
 INSTANTIATE_TEST_SUITE_P(Kinds, EquivalenceFaults,
                          testing::Values(std::make_pair(std::string("drop"), std::string("max_abs_error")),
                                          std::make_pair(std::string("bitflip"), std::string("check"))));
+
+// The f32 and bf16 cases of an equivalence CSV on the emulated device whose replica check
+// passed, and the strategies they ran; expects every row on the emulated device, none failed and
+// no SKIP but f64's, which says why.
+std::pair<std::set<std::string>, std::set<std::string>> device_cases_passed(const fs::path& csv) {
+  std::set<std::string> passed, strategies;
+  for (const Row& row : read_csv(csv)) {
+    EXPECT_EQ(row.at("device"), "emulated");
+    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
+    if (row.at("dtype") != "f64") {
+      EXPECT_NE(row.at("verdict"), "skip") << row.at("case") << " " << row.at("detail");
+      if (row.at("metric") == "check" && row.at("verdict") == "pass") passed.insert(row.at("case"));
+      strategies.insert(row.at("strategy"));
+    } else if (row.at("verdict") == "skip") {
+      EXPECT_NE(row.at("detail").find("on the device computes in f32 and bf16"), std::string::npos) << row.at("detail");
+    }
+  }
+  return {passed, strategies};
+}
 
 // ddp, zero1-3 and gossip on the device path without a GPU: the emulated device's kernel table
 // (kernels/cpu behind device pointers) and staged(mpi), at every world size, in f32 and bf16
@@ -418,18 +438,7 @@ TEST_P(DeviceEquivalence, DataParallelStrategiesMatchTheReference) {
   const RunResult r = run_dtsuite(np, "run equivalence --device emulated --backend 'staged(mpi)' --strategy "
                                       "ddp,zero1,zero2,zero3,gossip " + kSmallTraining + " --csv " + csv.string());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
-  std::set<std::string> passed, strategies;
-  for (const Row& row : read_csv(csv)) {
-    EXPECT_EQ(row.at("device"), "emulated");
-    EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
-    if (row.at("dtype") != "f64") {
-      EXPECT_NE(row.at("verdict"), "skip") << row.at("case") << " " << row.at("detail");
-      if (row.at("metric") == "check" && row.at("verdict") == "pass") passed.insert(row.at("case"));
-      strategies.insert(row.at("strategy"));
-    } else if (row.at("verdict") == "skip") {
-      EXPECT_NE(row.at("detail").find("on the device computes in f32 and bf16"), std::string::npos) << row.at("detail");
-    }
-  }
+  const auto [passed, strategies] = device_cases_passed(csv);
   EXPECT_EQ(strategies, (std::set<std::string>{"ddp", "zero1", "zero2", "zero3", "gossip"}));
   // 5 strategies (one layout each per world size: dp = N) x 2 precisions (f32, bf16) x 2
   // optimizers x each world size 1..np of the sweep.
@@ -437,6 +446,47 @@ TEST_P(DeviceEquivalence, DataParallelStrategiesMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceEquivalence, testing::Values(1, 2, 3, 4));
+
+// tp, gpipe, 1f1b and hybrid on the device path, as DeviceEquivalence: parameters, gradients,
+// optimizer state, activations, tp all_reduce buffers and pipeline sends and receives all in the
+// emulated device's memory (a host read of any of them would end the run), over staged(mpi).
+class DeviceModelParallel : public testing::TestWithParam<int> {};
+
+TEST_P(DeviceModelParallel, ModelParallelStrategiesMatchTheReference) {
+  const int np = GetParam();
+  // hybrid needs two dimensions above 1: no layout below 4 ranks, where naming it is an error.
+  const std::string names = np == 4 ? "tp,gpipe,1f1b,hybrid" : "tp,gpipe,1f1b";
+  const fs::path csv = scratch_dir() / ("device_model_parallel_" + std::to_string(np) + ".csv");
+  const RunResult r = run_dtsuite(np, "run equivalence --device emulated --backend 'staged(mpi)' --strategy " + names +
+                                          " " + kSmallTraining + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
+  const auto [passed, strategies] = device_cases_passed(csv);
+  std::set<std::string> expected{"tp", "gpipe", "1f1b"};
+  if (np == 4) expected.insert("hybrid");
+  EXPECT_EQ(strategies, expected);
+  // Per layout 2 precisions (f32, bf16) x 2 optimizers; layouts over world sizes 1..np: tp one
+  // each (tpN), gpipe and 1f1b one each up to the model's 3 layers (ppN), hybrid 5 at 4 ranks
+  // (dp1-tp2-pp2, dp2-tp1-pp2, dp2-tp2-pp1, the last two also with ZeRO-1).
+  const size_t layouts = static_cast<size_t>(np + 2 * std::min(np, 3) + (np == 4 ? 5 : 0));
+  EXPECT_EQ(passed.size(), 4u * layouts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceModelParallel, testing::Values(1, 2, 3, 4));
+
+// And each data fault on the last rank, through tp's all_reduces and the pipelines' sends and
+// receives on the device: a dropped contribution breaks the gradient (max_abs_error), a flipped
+// low bit hides under the rounding bound but splits the tp group's all_reduce results or a
+// pipeline link's two ends (check).
+TEST_P(EquivalenceFaults, ModelParallelAreCaughtOnTheEmulatedDevice) {
+  const auto& [kind, metric] = GetParam();
+  const fs::path csv = scratch_dir() / ("device_model_parallel_" + kind + ".csv");
+  const RunResult r = run_dtsuite(3, "run equivalence --device emulated --strategy tp,gpipe,1f1b -d f32 --backend "
+                                     "'staged(faulty(" + kind + ",mpi))' " + kSmallTraining + " --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto [cases, caught] = world3_cases_caught(csv, metric);
+  EXPECT_EQ(cases.size(), 6u);  // tp3, gpipe and 1f1b at pp3, sgd and adamw
+  EXPECT_EQ(caught, cases) << kind;
+}
 
 // --straggler on the device: the straggler's wait is the device's own (a delay through the kernel
 // table, the host's wait on the emulated device), the layouts that have it still match the
@@ -469,7 +519,7 @@ TEST_P(EquivalenceFaults, AreCaughtOnTheEmulatedDevice) {
   const RunResult r = run_dtsuite(3, "run equivalence --device emulated --strategy ddp,zero3 -d f32 --backend "
                                      "'staged(faulty(" + kind + ",mpi))' " + kSmallTraining + " --csv " + csv.string());
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  const auto [dp3_cases, caught] = dp3_cases_caught(csv, metric);
+  const auto [dp3_cases, caught] = world3_cases_caught(csv, metric);
   EXPECT_EQ(dp3_cases.size(), 4u);  // ddp and zero3, sgd and adamw
   EXPECT_EQ(caught, dp3_cases) << kind;
 }
@@ -485,7 +535,7 @@ TEST_P(DeviceGossipFaults, FailTheReplayAudit) {
   const RunResult r = run_dtsuite(3, "run equivalence --device emulated --strategy gossip -d f32 --backend "
                                      "'staged(faulty(" + kind + ",mpi))' " + kSmallTraining + " --csv " + csv.string());
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  const auto [dp3_cases, caught] = dp3_cases_caught(csv, "replay_audit");
+  const auto [dp3_cases, caught] = world3_cases_caught(csv, "replay_audit");
   EXPECT_EQ(dp3_cases.size(), 2u);  // sgd and adamw
   EXPECT_EQ(caught, dp3_cases) << kind;
 }

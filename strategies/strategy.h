@@ -372,20 +372,21 @@ Batch slice_batch(const Batch& batch, int64_t first, int64_t count);
 std::pair<int64_t, int64_t> even_split(int64_t rows, int parts, int part);
 
 // ZeRO's flat shards on the wire: part r of even_split(psi, n, r) sits at r * slot in a buffer of
-// n * slot elements (slot = ceil(psi / n), so every part fits), the tail of each slot zero.
+// n * slot elements (slot = ceil(psi / n), so every part fits), the tail of each slot zero. Both
+// buffers in the memory of `table`, which copies.
 template <class T>
-void pad_shards(const T* full, int64_t psi, int n, int64_t slot, std::vector<T>& padded) {
-  padded.assign(static_cast<size_t>(n * slot), T(0));
+void pad_shards(const kernels::KernelTable<T>& table, const T* full, int64_t psi, int n, int64_t slot, T* padded) {
+  table.zero(padded, n * slot);
   for (int r = 0; r < n; ++r) {
     const auto [first, count] = even_split(psi, n, r);
-    std::copy(full + first, full + first + count, padded.begin() + r * slot);
+    table.copy(padded + r * slot, full + first, count);
   }
 }
 template <class T>
-void unpad_shards(const std::vector<T>& padded, int64_t psi, int n, int64_t slot, T* full) {
+void unpad_shards(const kernels::KernelTable<T>& table, const T* padded, int64_t psi, int n, int64_t slot, T* full) {
   for (int r = 0; r < n; ++r) {
     const auto [first, count] = even_split(psi, n, r);
-    std::copy(padded.begin() + r * slot, padded.begin() + r * slot + count, full + first);
+    table.copy(full + first, padded + r * slot, count);
   }
 }
 

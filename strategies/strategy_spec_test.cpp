@@ -283,15 +283,16 @@ TEST(ProcessGroups, ADataParallelLayoutSplitsOnlyItsDpGroup) {
 TEST(DeviceStrategies, HostOnlyStrategiesAreRefusedWithWhatRunsOnTheDevice) {
   // Every build has them: the kernel table runs on the emulated device where CUDA is missing.
   const std::vector<std::string> device = device_strategies();
-  EXPECT_EQ(device, (std::vector<std::string>{"ddp", "gossip", "ps-async", "ps-backup", "ps-ssp", "ps-sync", "zero1",
-                                               "zero2", "zero3"}));
+  EXPECT_EQ(device, (std::vector<std::string>{"1f1b", "ddp", "gossip", "gpipe", "hybrid", "ps-async", "ps-backup",
+                                               "ps-ssp", "ps-sync", "tp", "zero1", "zero2", "zero3"}));
   for (const std::string& name : registered_strategies()) {
     if (std::find(device.begin(), device.end(), name) != device.end()) continue;
     const std::string why = unsupported_on_device(name, Precision::f32);
     if (why == "no layout") continue;
     EXPECT_NE(why.find(name + " keeps its tensors in host memory, and the backend takes device memory"),
               std::string::npos) << why;
-    EXPECT_NE(why.find("on the device: ddp, gossip, ps-async, ps-backup, ps-ssp, ps-sync, zero1, zero2, zero3"),
+    EXPECT_NE(why.find("on the device: 1f1b, ddp, gossip, gpipe, hybrid, ps-async, ps-backup, ps-ssp, ps-sync, tp, "
+                       "zero1, zero2, zero3"),
               std::string::npos) << why;
     // The same words before any group exists (what a case asks before it splits).
     ParallelConfig config = layouts_of(parse_strategy_spec(name), 1, kDefaults)[0];

@@ -215,6 +215,22 @@ void delay(double seconds) {
   DTS_ON_CUDA(delay(seconds));
 }
 
+void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
+  if (emulated()) {
+    cpu::cast_f32_to_bf16(host(in, n), host(out, n), n);
+    return;
+  }
+  DTS_ON_CUDA(cast_f32_to_bf16(in, out, n));
+}
+
+void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
+  if (emulated()) {
+    cpu::cast_bf16_to_f32(host(in, n), host(out, n), n);
+    return;
+  }
+  DTS_ON_CUDA(cast_bf16_to_f32(in, out, n));
+}
+
 #undef DTS_ON_CUDA
 
 }  // namespace dts::kernels::device

@@ -40,5 +40,9 @@ void copy(float* dst, const float* src, int64_t n);
 // kernel spinning on the device's global timer; on the emulated device, whose kernels run when
 // called, the host's kernels/cpu delay.
 void delay(double seconds);
+// f32 <-> bf16 bits: each value to the nearest bf16 (ties to even), and back exactly (kernels/cpu's
+// cast_f32_to_bf16 and cast_bf16_to_f32).
+void cast_f32_to_bf16(const float* in, uint16_t* out, int64_t n);
+void cast_bf16_to_f32(const uint16_t* in, float* out, int64_t n);
 
 }  // namespace dts::kernels::device

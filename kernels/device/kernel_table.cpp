@@ -150,6 +150,26 @@ void KernelTable<T>::scale_in_double(T* x, double alpha, int64_t n) const {
   if constexpr (std::is_same_v<T, float>) device::scale_in_double(x, alpha, n);
 }
 
+template <class T>
+void KernelTable<T>::cast_to_bf16(const T* x, uint16_t* out, int64_t n) const {
+  if constexpr (std::is_same_v<T, float>) {
+    DTS_ON_MEMORY(cpu::cast_f32_to_bf16(x, out, n), device::cast_f32_to_bf16(x, out, n));
+  } else {
+    (void)x, (void)out, (void)n;
+    throw Error(Error::Kind::unsupported, "cast_to_bf16: bf16 values are carried in f32");
+  }
+}
+
+template <class T>
+void KernelTable<T>::cast_from_bf16(const uint16_t* x, T* out, int64_t n) const {
+  if constexpr (std::is_same_v<T, float>) {
+    DTS_ON_MEMORY(cpu::cast_bf16_to_f32(x, out, n), device::cast_bf16_to_f32(x, out, n));
+  } else {
+    (void)x, (void)out, (void)n;
+    throw Error(Error::Kind::unsupported, "cast_from_bf16: bf16 values are carried in f32");
+  }
+}
+
 #undef DTS_ON_MEMORY
 
 template <class T>
@@ -197,5 +217,6 @@ template class Array<double>;
 template class Array<int32_t>;
 template class Array<uint64_t>;
 template class Array<int64_t>;
+template class Array<uint16_t>;
 
 }  // namespace dts::kernels

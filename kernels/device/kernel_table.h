@@ -43,6 +43,10 @@ class KernelTable {
   // x[i] = T(double(x[i]) * alpha): one multiplication in double, rounded once to T (a scale
   // that T cannot hold exactly, as the parameter servers' ps-backup rescaling).
   void scale_in_double(T* x, double alpha, int64_t n) const;
+  // Activations on a bf16 wire (pipeline sends in bf16 compute): each value to its bf16 bits
+  // (nearest, ties to even), and bf16 bits back to T exactly. Error{unsupported} for double.
+  void cast_to_bf16(const T* x, uint16_t* out, int64_t n) const;
+  void cast_from_bf16(const uint16_t* x, T* out, int64_t n) const;
 
  private:
   Memory memory_;
@@ -85,5 +89,6 @@ extern template class Array<double>;
 extern template class Array<int32_t>;
 extern template class Array<uint64_t>;
 extern template class Array<int64_t>;
+extern template class Array<uint16_t>;
 
 }  // namespace dts::kernels

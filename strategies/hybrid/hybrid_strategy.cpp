@@ -6,22 +6,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <type_traits>
 
 #include "core/error.h"
-#include "kernels/cpu/cpu_kernels.h"
 
 namespace dts {
 
 namespace {
 
-// A send in flight and the bytes it reads (moving a vector keeps its heap block). The data is
-// declared first so it is destroyed last: destroying a Work in flight waits for it, and the send
-// still reads the buffer until then.
+// A send in flight and the array it reads (moving an array keeps its allocation): the activation
+// itself on a T wire, its bf16 bits on a bf16 wire. The data is declared first so it is destroyed
+// last: destroying a Work in flight waits for it, and the send still reads the buffer until then.
+template <class T>
 struct PendingSend {
-  std::vector<unsigned char> data;
+  kernels::Array<T> values;
+  kernels::Array<uint16_t> bf16;
   std::unique_ptr<Work> work;
 };
 
@@ -105,19 +105,27 @@ HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const
     : name_(std::move(name)), spec_(spec), config_(config), groups_(groups),
       compute_(compute), bounds_(balanced_stages(spec, config.pp)),
       mlp_(spec, bounds_[static_cast<size_t>(groups.pp_index)], bounds_[static_cast<size_t>(groups.pp_index) + 1],
-           config.tp, groups.tp_index, groups.tp.get(), compute) {
+           config.tp, groups.tp_index, groups.tp.get(), compute, groups.world->memory()),
+      params_(groups.world->memory()), grads_(groups.world->memory()), micro_grads_(groups.world->memory()),
+      state1_(groups.world->memory()), state2_(groups.world->memory()), labels_(groups.world->memory()) {
   if (config.microbatches < 1) throw Error(Error::Kind::invalid_argument, name_ + ": micro-batches must be >= 1");
   if (config.zero != 0 && config.zero != 1) {
     throw Error(Error::Kind::invalid_argument, name_ + ": only ZeRO stage 1 combines with tp and pp");
   }
-  params_ = mlp_.initial_parameters();
-  const auto count = params_.size();
-  grads_.assign(count, T(0));
-  if (config.microbatches > 1) micro_grads_.assign(count, T(0));
-  int64_t optimizer_elements = static_cast<int64_t>(count);
+  const std::vector<T> initial = mlp_.initial_parameters();
+  const auto count = static_cast<int64_t>(initial.size());
+  params_.resize(count);
+  params_.upload(initial.data(), count);
+  const auto zeroed = [&](kernels::Array<T>& a, int64_t size) {
+    a.resize(size);
+    table().zero(a.data(), size);
+  };
+  zeroed(grads_, count);
+  if (config.microbatches > 1) zeroed(micro_grads_, count);
+  int64_t optimizer_elements = count;
   const int64_t replicated = mlp_.layout().replicated;
   for (const auto& [begin, length] : {std::pair<int64_t, int64_t>{0, replicated},
-                                      std::pair<int64_t, int64_t>{replicated, static_cast<int64_t>(count) - replicated}}) {
+                                      std::pair<int64_t, int64_t>{replicated, count - replicated}}) {
     if (length == 0) continue;
     DpBlock block{begin, length};
     if (config.zero == 1) {
@@ -129,8 +137,20 @@ HybridStrategy<T>::HybridStrategy(std::string name, const ModelSpec& spec, const
     dp_blocks_.push_back(block);
   }
   if (config.zero == 1) optimizer_elements = dp_blocks_.back().state_offset + dp_blocks_.back().slot;
-  state1_.assign(static_cast<size_t>(optimizer_elements), T(0));
-  if (config.train.optimizer == OptimizerKind::adamw) state2_.assign(static_cast<size_t>(optimizer_elements), T(0));
+  zeroed(state1_, optimizer_elements);
+  if (config.train.optimizer == OptimizerKind::adamw) zeroed(state2_, optimizer_elements);
+  table().synchronize();
+}
+
+template <class T>
+template <class Collective>
+void HybridStrategy<T>::communicate(Communicator& comm, StepReport& report, double bytes, Collective&& collective) {
+  table().synchronize();  // the kernels' results are in memory before the communicator's stream reads them
+  blocking_collective(report, bytes, [&] {
+    collective();
+    // and the collective's are in memory before the next kernel reads them
+    if (table().memory() == Memory::device) comm.synchronize();
+  });
 }
 
 template <class T>
@@ -148,65 +168,97 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   const auto rows = microbatch_rows(batch.size, c, groups_.dp_index);
   Communicator* const pp = groups_.pp.get();  // null with one stage, which sends nothing
 
+  const kernels::KernelTable<T>& kt = table();
+  const Memory where = kt.memory();
   std::map<int, SavedActivations<T>> saved;  // micro-batches whose backward is still to come
-  std::vector<PendingSend> sends;
+  std::vector<PendingSend<T>> sends;
   int64_t saved_bytes = 0;
   double loss_sum = 0;
+  // The labels where the last stage's kernels read them.
+  const int32_t* labels = batch.labels.data();
+  if (where != Memory::host && mlp_.last_stage()) {
+    labels_.resize(batch.size);
+    labels_.upload(batch.labels.data(), batch.size);
+    labels = labels_.data();
+  }
   // Activations and their gradients cross stages in the compute precision: bf16 compute sends
   // bf16 (its values are bf16 already, so the conversion is exact and half the bytes travel).
   const DType wire = wire_dtype();
   const size_t wire_size = size_of(wire);
-  const auto send = [&](const std::vector<T>& values, int peer) {
-    PendingSend pending{std::vector<unsigned char>(values.size() * wire_size), nullptr};
-    if constexpr (std::is_same_v<T, float>) {
-      if (wire == DType::bf16) {
-        kernels::cpu::cast_f32_to_bf16(values.data(), reinterpret_cast<uint16_t*>(pending.data.data()),
-                                       static_cast<int64_t>(values.size()));
-      }
+  // What crosses a link, folded into `digest` (the device's bytes read back for it).
+  const auto fold = [&](const auto& array, uint64_t& digest) {
+    if (where == Memory::host) {
+      digest = word_digest(array.data(), static_cast<size_t>(array.bytes()), digest);
+    } else {
+      const auto bytes = array.download();
+      digest = word_digest(bytes.data(), static_cast<size_t>(array.bytes()), digest);
     }
-    if (wire != DType::bf16) {
-      std::memcpy(pending.data.data(), values.data(), pending.data.size());
+  };
+  const auto send = [&](kernels::Array<T> values, int peer) {
+    PendingSend<T> pending{std::move(values), kernels::Array<uint16_t>(where), nullptr};
+    const int64_t count = pending.values.size();
+    const void* data = pending.values.data();
+    if (wire == DType::bf16) {
+      pending.bf16.resize(count);
+      kt.cast_to_bf16(pending.values.data(), pending.bf16.data(), count);
+      data = pending.bf16.data();
     }
-    pending.work = pp->isend(pending.data.data(), values.size(), wire, peer);
-    report.bytes_sent += static_cast<int64_t>(pending.data.size());
+    kt.synchronize();  // the values are in memory before the communicator's stream reads them
+    uint64_t& digest = peer > stage ? sent_forward_ : sent_backward_;
+    if (wire == DType::bf16) {
+      fold(pending.bf16, digest);
+    } else {
+      fold(pending.values, digest);
+    }
+    pending.work = pp->isend(data, static_cast<size_t>(count), wire, peer);
+    report.bytes_sent += count * static_cast<int64_t>(wire_size);
     sends.push_back(std::move(pending));
   };
+  kernels::Array<uint16_t> received_bf16(where);
   const auto receive = [&](int64_t count, int peer) {
-    std::vector<unsigned char> bytes(static_cast<size_t>(count) * wire_size);
+    kernels::Array<T> values = mlp_.array(count);
+    if (wire == DType::bf16) received_bf16.resize(count);
+    void* data = wire == DType::bf16 ? static_cast<void*>(received_bf16.data()) : static_cast<void*>(values.data());
+    kt.synchronize();  // no kernel still reads what the receive overwrites
     const auto wait_start = std::chrono::steady_clock::now();
-    pp->recv(bytes.data(), static_cast<size_t>(count), wire, peer);
+    pp->recv(data, static_cast<size_t>(count), wire, peer);
+    if (where == Memory::device) pp->synchronize();  // received before a kernel reads it
     report.idle_time += seconds_since(wait_start);
-    std::vector<T> values(static_cast<size_t>(count));
-    if constexpr (std::is_same_v<T, float>) {
-      if (wire == DType::bf16) {
-        kernels::cpu::cast_bf16_to_f32(reinterpret_cast<const uint16_t*>(bytes.data()), values.data(),
-                                       static_cast<int64_t>(values.size()));
-      }
+    uint64_t& digest = peer < stage ? received_forward_ : received_backward_;
+    if (wire == DType::bf16) {
+      fold(received_bf16, digest);
+    } else {
+      fold(values, digest);
     }
-    if (wire != DType::bf16) {
-      std::memcpy(values.data(), bytes.data(), bytes.size());
-    }
+    if (wire == DType::bf16) kt.cast_from_bf16(received_bf16.data(), values.data(), count);
     return values;
+  };
+  // Completed sends give their arrays back to the stage's pool.
+  const auto retire = [&](PendingSend<T>& pending) {
+    mlp_.recycle(std::move(pending.values));
+    return true;
   };
 
   const auto pipeline_start = std::chrono::steady_clock::now();
   for (const PipelineOp& op : pipeline_schedule(c.schedule, stages, stage, c.microbatches)) {
     // Completed sends give their buffers back as the schedule goes, so a 1F1B stage does not keep
     // every micro-batch's output until the end of the step.
-    std::erase_if(sends, [](PendingSend& pending) { return pending.work->test(); });
+    std::erase_if(sends, [&](PendingSend<T>& pending) { return pending.work->test() && retire(pending); });
     const auto [first, count] = rows[static_cast<size_t>(op.microbatch)];
     if (op.forward) {
-      std::vector<T> input;
+      kernels::Array<T> input(where);
       if (mlp_.first_stage()) {
         const Batch micro = slice_batch(batch, first, count);
-        input.assign(micro.x.begin(), micro.x.end());
+        const std::vector<T> features(micro.x.begin(), micro.x.end());
+        input = mlp_.array(static_cast<int64_t>(features.size()));
+        input.upload(features.data(), input.size());
       } else {
         input = receive(count * mlp_.input_width(), stage - 1);
       }
       SavedActivations<T>& kept = saved[op.microbatch];
       double loss = 0;
-      std::vector<T> output = mlp_.forward(params_.data(), std::move(input), count,
-                                           batch.labels.data() + first, kept, loss, report);
+      kernels::Array<T> output =
+          mlp_.forward(params_.data(), std::move(input), count, labels + first, kept, loss, report);
       saved_bytes += kept.bytes();
       memory_.activations_peak = std::max(memory_.activations_peak, saved_bytes);
       memory_.microbatches_in_flight_peak =
@@ -215,29 +267,29 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
       if (mlp_.last_stage()) {
         if (groups_.tp_index == 0) loss_sum += loss * static_cast<double>(count);
       } else {
-        send(output, stage + 1);
+        send(std::move(output), stage + 1);
       }
     } else {
-      std::vector<T> upstream;
+      kernels::Array<T> upstream(where);
       if (!mlp_.last_stage()) upstream = receive(count * mlp_.output_width(), stage + 1);
       // Micro-batch 0 writes the gradient, later ones add to it in order (one process's
       // accumulation order, so a pure pipeline matches it bit for bit).
       T* target = op.microbatch == 0 ? grads_.data() : micro_grads_.data();
       const double scale = static_cast<double>(count) / static_cast<double>(batch.size);
       auto node = saved.extract(op.microbatch);
-      std::vector<T> input_gradient =
+      const int64_t kept_bytes = node.mapped().bytes();
+      kernels::Array<T> input_gradient =
           mlp_.backward(params_.data(), target, node.mapped(), std::move(upstream), scale, report);
-      saved_bytes -= node.mapped().bytes();
-      if (op.microbatch > 0) {
-        for (size_t e = 0; e < grads_.size(); ++e) grads_[e] += micro_grads_[e];
-      }
-      if (!mlp_.first_stage()) send(input_gradient, stage - 1);
+      saved_bytes -= kept_bytes;
+      if (op.microbatch > 0) kt.add(grads_.data(), micro_grads_.data(), grads_.size());
+      if (!mlp_.first_stage()) send(std::move(input_gradient), stage - 1);
     }
   }
   for (auto& pending : sends) {
     const auto wait_start = std::chrono::steady_clock::now();
     pending.work->wait();  // a hang here is the harness watchdog's to report
     report.idle_time += seconds_since(wait_start);
+    retire(pending);
   }
   sends.clear();
   report.pipeline_time = seconds_since(pipeline_start);
@@ -249,14 +301,15 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
     for (const DpBlock& block : c.dp > 1 ? dp_blocks_ : std::vector<DpBlock>{}) {
       const double bytes = 2.0 * static_cast<double>(block.length) * static_cast<double>(element) * (c.dp - 1) / c.dp;
       T* data = grads_.data() + block.begin;
-      blocking_collective(report, bytes, [&] {
+      communicate(*groups_.dp, report, bytes, [&] {
         groups_.dp->all_reduce(data, data, static_cast<size_t>(block.length), dtype_of<T>(), ReduceOp::sum);
       });
     }
     const auto optimizer_start = std::chrono::steady_clock::now();
     ++steps_;
-    optimizer_step(c.train, params_.data(), grads_.data(), state1_.data(), state2_.empty() ? nullptr : state2_.data(),
-                   static_cast<int64_t>(params_.size()), steps_);
+    optimizer_step(kt, c.train, params_.data(), grads_.data(), state1_.data(),
+                   state2_.empty() ? nullptr : state2_.data(), params_.size(), steps_);
+    kt.synchronize();  // compute time is the device's, not the launches'
     report.compute_time += seconds_since(optimizer_start);
   }
   report.loss = global_mean_loss(*groups_.world, loss_sum, batch.size);
@@ -268,36 +321,41 @@ template <class T>
 void HybridStrategy<T>::zero1_update(StepReport& report) {
   const int n = config_.dp, rank = groups_.dp_index;
   const auto dtype = dtype_of<T>();
-  std::vector<T> padded;
+  const kernels::KernelTable<T>& kt = table();
+  kernels::Array<T> padded(kt.memory());
   // Each block padded to n slots on the wire (as strategies/zero/), so every slot has one size.
   for (const DpBlock& b : dp_blocks_) {
     const double wire = static_cast<double>((n - 1) * b.slot * static_cast<int64_t>(sizeof(T)));
-    pad_shards(grads_.data() + b.begin, b.length, n, b.slot, padded);
+    padded.resize(n * b.slot);
+    pad_shards(kt, grads_.data() + b.begin, b.length, n, b.slot, padded.data());
     T* slot = padded.data() + rank * b.slot;
-    blocking_collective(report, wire, [&] {
+    communicate(*groups_.dp, report, wire, [&] {
       groups_.dp->reduce_scatter(padded.data(), slot, static_cast<size_t>(b.slot), dtype, ReduceOp::sum);
     });
-    std::copy(slot, slot + b.count, grads_.begin() + b.begin + b.first);
+    kt.copy(grads_.data() + b.begin + b.first, slot, b.count);
   }
 
   const auto optimizer_start = std::chrono::steady_clock::now();
   ++steps_;
   for (const DpBlock& b : dp_blocks_) {
-    optimizer_step(config_.train, params_.data() + b.begin + b.first, grads_.data() + b.begin + b.first,
+    optimizer_step(kt, config_.train, params_.data() + b.begin + b.first, grads_.data() + b.begin + b.first,
                    state1_.data() + b.state_offset, state2_.empty() ? nullptr : state2_.data() + b.state_offset,
                    b.count, steps_);
   }
+  kt.synchronize();  // compute time is the device's, not the launches'
   report.compute_time += seconds_since(optimizer_start);
 
   for (const DpBlock& b : dp_blocks_) {
     const double wire = static_cast<double>((n - 1) * b.slot * static_cast<int64_t>(sizeof(T)));
-    pad_shards(params_.data() + b.begin, b.length, n, b.slot, padded);
+    padded.resize(n * b.slot);
+    pad_shards(kt, params_.data() + b.begin, b.length, n, b.slot, padded.data());
     T* slot = padded.data() + rank * b.slot;
-    blocking_collective(report, wire, [&] {
+    communicate(*groups_.dp, report, wire, [&] {
       groups_.dp->all_gather(slot, padded.data(), static_cast<size_t>(b.slot), dtype);
     });
-    unpad_shards(padded, b.length, n, b.slot, params_.data() + b.begin);
+    unpad_shards(kt, padded.data(), b.length, n, b.slot, params_.data() + b.begin);
   }
+  kt.synchronize();
 }
 
 template <class T>
@@ -328,14 +386,20 @@ std::vector<double> HybridStrategy<T>::full_parameters() {
       }
     }
   }
+  const std::vector<T> params = params_.download();
   std::vector<T> mine(static_cast<size_t>(block), T(0));
   int64_t at = 0;
   for (const auto& run : runs_of[static_cast<size_t>(groups_.world->rank())]) {
-    std::copy(params_.begin() + run.local, params_.begin() + run.local + run.length, mine.begin() + at);
+    std::copy(params.begin() + run.local, params.begin() + run.local + run.length, mine.begin() + at);
     at += run.length;
   }
-  std::vector<T> all(static_cast<size_t>(block * c.world()));
-  groups_.world->all_gather(mine.data(), all.data(), static_cast<size_t>(block), dtype_of<T>());
+  // Through the communicator's memory: the device's, on a device backend.
+  const Memory where = table().memory();
+  kernels::Array<T> sent(where, block), gathered(where, block * c.world());
+  sent.upload(mine.data(), block);
+  groups_.world->all_gather(sent.data(), gathered.data(), static_cast<size_t>(block), dtype_of<T>());
+  if (where == Memory::device) groups_.world->synchronize();
+  const std::vector<T> all = gathered.download();
   std::vector<double> full(static_cast<size_t>(parameter_count(spec_)));
   for (int r = 0; r < c.world(); ++r) {
     at = r * block;
@@ -349,11 +413,10 @@ std::vector<double> HybridStrategy<T>::full_parameters() {
 
 template <class T>
 MemoryReport HybridStrategy<T>::memory() const {
-  const auto bytes = [](const std::vector<T>& v) { return static_cast<int64_t>(v.size() * sizeof(T)); };
   MemoryReport report = memory_;
-  report.params = bytes(params_);
-  report.grads = bytes(grads_) + bytes(micro_grads_);
-  report.optimizer = bytes(state1_) + bytes(state2_);
+  report.params = params_.bytes();
+  report.grads = grads_.bytes() + micro_grads_.bytes();
+  report.optimizer = state1_.bytes() + state2_.bytes();
   return report;
 }
 
@@ -410,24 +473,41 @@ template <class T>
 std::vector<ReplicaDigest> HybridStrategy<T>::replica_digests() {
   const std::string where = "stage " + std::to_string(groups_.pp_index);
   std::vector<ReplicaDigest> digests;
+  // Read back from the communicator's memory.
+  const std::vector<T> params = params_.download(), grads = grads_.download();
   // A stage shard and (without ZeRO, where they are summed alike) its gradient and optimizer state.
-  uint64_t shard = digest_of(params_);
-  if (config_.zero == 0) shard = digest_of(state2_, digest_of(state1_, digest_of(grads_, shard)));
+  uint64_t shard = digest_of(params);
+  if (config_.zero == 0) shard = digest_of(state2_.download(), digest_of(state1_.download(), digest_of(grads, shard)));
   digests.push_back({where + " tp rank " + std::to_string(groups_.tp_index) + " (alike across dp)", shard});
   if (config_.tp > 1) {
     uint64_t replicated = kFnvOffsetBasis;
     for (const ParameterRun& run : mlp_.layout().runs) {
       if (!run.replicated) continue;
-      replicated = digest_of(params_.data() + run.local, static_cast<size_t>(run.length), replicated);
+      replicated = digest_of(params.data() + run.local, static_cast<size_t>(run.length), replicated);
       // Without ZeRO the gradient is summed alike everywhere; ZeRO-1 leaves each rank only its
       // own shard summed, and shards follow each rank's (uneven) layout, so only parameters.
       if (config_.zero == 0) {
-        replicated = digest_of(grads_.data() + run.local, static_cast<size_t>(run.length), replicated);
+        replicated = digest_of(grads.data() + run.local, static_cast<size_t>(run.length), replicated);
       }
     }
     digests.push_back({where + " replicated tensors (alike across tp and dp)", replicated});
     digests.push_back({where + " dp replica " + std::to_string(groups_.dp_index) + " tp all_reduce results (alike across tp)",
                        mlp_.tp_results_digest()});
+  }
+  // Each pipeline link as both of its ends saw it.
+  const int stage = groups_.pp_index;
+  const std::string rank = " (dp replica " + std::to_string(groups_.dp_index) + ", tp rank " +
+                           std::to_string(groups_.tp_index) + "; alike at both ends)";
+  const auto link = [&](const char* what, int from, int to) {
+    return "stage " + std::to_string(from) + "->" + std::to_string(to) + " " + what + rank;
+  };
+  if (!mlp_.last_stage()) {
+    digests.push_back({link("activations", stage, stage + 1), sent_forward_});
+    digests.push_back({link("input gradients", stage + 1, stage), received_backward_});
+  }
+  if (!mlp_.first_stage()) {
+    digests.push_back({link("activations", stage - 1, stage), received_forward_});
+    digests.push_back({link("input gradients", stage, stage - 1), sent_backward_});
   }
   return digests;
 }
@@ -437,6 +517,8 @@ template class HybridStrategy<double>;
 
 namespace {
 
+// Host and device alike: the class takes the memory of its communicators (check_strategy has
+// refused f64 on the device).
 StrategyFactory hybrid_factory(std::string name) {
   return [name](const ModelSpec& spec, const ParallelConfig& config, ProcessGroups& groups,
                 Precision precision) -> std::unique_ptr<Strategy> {
@@ -468,5 +550,10 @@ DTS_REGISTER_STRATEGY("hybrid",
                       traits("dp x tp x pp (1F1B), optionally ZeRO-1 across dp", true, true, true,
                              PipelineSchedule::one_f_one_b, 2),
                       hybrid_factory("hybrid"));
+
+DTS_REGISTER_DEVICE_STRATEGY("tp", hybrid_factory("tp"));
+DTS_REGISTER_DEVICE_STRATEGY("gpipe", hybrid_factory("gpipe"));
+DTS_REGISTER_DEVICE_STRATEGY("1f1b", hybrid_factory("1f1b"));
+DTS_REGISTER_DEVICE_STRATEGY("hybrid", hybrid_factory("hybrid"));
 
 }  // namespace dts

@@ -45,10 +45,11 @@ class HybridStrategy final : public Strategy {
   std::vector<TrafficTheory> expected_traffic() const override;
   // dp replicas hold the same stage shard (and, without ZeRO, gradients and optimizer state);
   // with tp > 1 the replicated tensors (replicated layers, row-parallel biases) are alike across
-  // the tp group too.
+  // the tp group too; with pp > 1 both ends of a pipeline link saw the same bytes cross it.
   std::vector<ReplicaDigest> replica_digests() override;
+  // On the device the kernels sum in their own order (kernels/device/kernel_table.h): no bit-for-bit claim.
   int same_order_microbatches() const override {
-    return config_.dp == 1 && config_.tp == 1 ? config_.microbatches : 0;
+    return config_.dp == 1 && config_.tp == 1 && table().memory() == Memory::host ? config_.microbatches : 0;
   }
 
   int stage() const { return groups_.pp_index; }
@@ -60,6 +61,11 @@ class HybridStrategy final : public Strategy {
   void zero1_update(StepReport& report);
   // What activations and their gradients travel as between stages: bf16 in bf16 compute.
   DType wire_dtype() const { return compute_ == MlpCompute::bf16 ? DType::bf16 : dtype_of<T>(); }
+  const kernels::KernelTable<T>& table() const { return mlp_.table(); }
+  // Communication over `comm` after the kernels that wrote its input, and before those that read
+  // its output: the device's queued work is done first, the communicator's after.
+  template <class Collective>
+  void communicate(Communicator& comm, StepReport& report, double bytes, Collective&& collective);
 
   std::string name_;
   ModelSpec spec_;
@@ -68,7 +74,9 @@ class HybridStrategy final : public Strategy {
   MlpCompute compute_;
   std::vector<int> bounds_;
   ParallelMlp<T> mlp_;
-  std::vector<T> params_, grads_, micro_grads_, state1_, state2_;
+  // In the communicator's memory (host, or the device's), as every tensor of mlp_.
+  kernels::Array<T> params_, grads_, micro_grads_, state1_, state2_;
+  kernels::Array<int32_t> labels_;  // device memory: the step's labels, uploaded
   // The blocks the dp group sums separately: the tensors replicated across tp, then this rank's
   // shards (StageLayout). With ZeRO-1 each block is sharded over dp on its own: this rank owns
   // elements [begin + first, begin + first + count) of a block and keeps their optimizer state at
@@ -80,6 +88,11 @@ class HybridStrategy final : public Strategy {
   std::vector<DpBlock> dp_blocks_;
   int64_t steps_ = 0;
   int64_t last_batch_rows_ = 0;
+  // word_digest over the wire bytes of every activation and gradient this rank sent to and
+  // received from its neighbouring stages: each must equal the digest at the link's other end (a
+  // flipped bit on the wire shows even where the rounding bound hides it from the parameters).
+  uint64_t sent_forward_ = kFnvOffsetBasis, received_forward_ = kFnvOffsetBasis;
+  uint64_t sent_backward_ = kFnvOffsetBasis, received_backward_ = kFnvOffsetBasis;
   MemoryReport memory_;
 };
 

@@ -14,11 +14,8 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "kernels/cpu/cpu_kernels.h"
 
 namespace dts {
-
-namespace cpu = kernels::cpu;
 
 std::vector<LayerSplit> layer_splits(int layers, int tp) {
   std::vector<LayerSplit> splits(static_cast<size_t>(layers), LayerSplit::replicated);
@@ -152,23 +149,31 @@ std::vector<int> balanced_stages(const ModelSpec& spec, int stages) {
 
 template <class T>
 int64_t SavedActivations<T>::bytes() const {
-  int64_t total = static_cast<int64_t>(dlogits.size());
-  for (const auto& v : inputs) total += static_cast<int64_t>(v.size());
-  for (const auto& v : pre) total += static_cast<int64_t>(v.size());
-  return total * static_cast<int64_t>(sizeof(T));
+  int64_t total = dlogits.bytes();
+  for (const auto& v : inputs) total += v.bytes();
+  for (const auto& v : pre) total += v.bytes();
+  return total;
 }
 
 template <class T>
 ParallelMlp<T>::ParallelMlp(const ModelSpec& spec, int first_layer, int end_layer, int tp, int tp_rank,
-                            Communicator* tp_comm, MlpCompute compute)
+                            Communicator* tp_comm, MlpCompute compute, Memory memory)
     : spec_(spec), first_(first_layer), end_(end_layer), tp_(tp), tp_rank_(tp_rank), tp_comm_(tp_comm),
-      compute_(compute), layout_(stage_layout(spec, first_layer, end_layer, tp, tp_rank)) {
+      compute_(compute), layout_(stage_layout(spec, first_layer, end_layer, tp, tp_rank)), table_(memory),
+      rounded_params_(memory), zeros_(memory) {
   if (compute_ == MlpCompute::bf16 && !std::is_same_v<T, float>) {
     throw Error(Error::Kind::invalid_argument, "bf16 compute keeps f32 master weights: use ParallelMlp<float>");
   }
   if (tp > 1 && (!tp_comm || tp_comm->size() != tp)) {
     throw Error(Error::Kind::invalid_argument, "tensor parallel: the tp group must have tp ranks");
   }
+  if (tp_comm && tp > 1 && tp_comm->memory() != memory) {
+    throw Error(Error::Kind::invalid_argument, "tensor parallel: the tp group's memory is not the stage's");
+  }
+  int64_t widest = 0;
+  for (const LocalLayer& layer : layout_.layers) widest = std::max(widest, layer.out_local);
+  zeros_.resize(widest);
+  table_.zero(zeros_.data(), widest);
 }
 
 template <class T>
@@ -190,156 +195,190 @@ std::vector<T> ParallelMlp<T>::initial_parameters() const {
 }
 
 template <class T>
-void ParallelMlp<T>::round(T* v, int64_t n) const {
-  round_for(compute_, v, n);
+kernels::Array<T> ParallelMlp<T>::array(int64_t size) {
+  if (pool_.empty()) return kernels::Array<T>(table_.memory(), size);
+  kernels::Array<T> a = std::move(pool_.back());
+  pool_.pop_back();
+  a.resize(size);
+  return a;
 }
 
 template <class T>
-void ParallelMlp<T>::round(std::vector<T>& v) const {
-  round(v.data(), static_cast<int64_t>(v.size()));
+void ParallelMlp<T>::recycle(kernels::Array<T>&& a) {
+  if (a.memory() != table_.memory() || a.data() == nullptr) return;  // moved from, or never allocated
+  pool_.push_back(std::move(a));
+}
+
+template <class T>
+void ParallelMlp<T>::release(SavedActivations<T>& saved) {
+  for (auto* arrays : {&saved.inputs, &saved.pre}) {
+    for (kernels::Array<T>& a : *arrays) recycle(std::move(a));
+    arrays->clear();
+  }
+  recycle(std::move(saved.dlogits));
+  saved.dlogits = kernels::Array<T>(table_.memory());
+  saved.rows = 0;
+}
+
+template <class T>
+void ParallelMlp<T>::round(T* v, int64_t n) const {
+  if (compute_ == MlpCompute::bf16) table_.round_to_bf16(v, n);
+}
+
+template <class T>
+void ParallelMlp<T>::round(kernels::Array<T>& v) const {
+  round(v.data(), v.size());
 }
 
 template <class T>
 const T* ParallelMlp<T>::weights_as_used(const T* params) {
   if (compute_ != MlpCompute::bf16) return params;
-  rounded_params_.assign(params, params + layout_.count);
+  rounded_params_.resize(layout_.count);
+  table_.copy(rounded_params_.data(), params, layout_.count);
   round(rounded_params_);
   return rounded_params_.data();
 }
 
 template <class T>
-void ParallelMlp<T>::tp_all_reduce(std::vector<T>& values, StepReport& report) {
+void ParallelMlp<T>::tp_all_reduce(kernels::Array<T>& values, StepReport& report) {
   if (tp_ == 1) return;
+  const auto count = static_cast<size_t>(values.size());
   // Ring model: 2 c (N - 1) / N elements sent per rank.
-  const double bytes = 2.0 * static_cast<double>(values.size() * sizeof(T)) * (tp_ - 1) / tp_;
+  const double bytes = 2.0 * static_cast<double>(count * sizeof(T)) * (tp_ - 1) / tp_;
+  table_.synchronize();  // the kernels' partial sums are in memory before the communicator reads them
   blocking_collective(report, bytes, [&] {
-    tp_comm_->all_reduce(values.data(), values.data(), values.size(), dtype_of<T>(), ReduceOp::sum);
+    tp_comm_->all_reduce(values.data(), values.data(), count, dtype_of<T>(), ReduceOp::sum);
+    // and the sum is in memory before the next kernel reads it
+    if (table_.memory() == Memory::device) tp_comm_->synchronize();
   });
   // Every rank of the group must receive the same sum: fold it into a digest the strategy
   // compares across the group (a flipped bit in one rank's result shows even when the rounding
-  // that follows hides it from the parameters).
-  tp_results_digest_ = word_digest(values.data(), values.size() * sizeof(T), tp_results_digest_);
+  // that follows hides it from the parameters). The device's sum is read back for it.
+  if (table_.memory() == Memory::host) {
+    tp_results_digest_ = word_digest(values.data(), count * sizeof(T), tp_results_digest_);
+  } else {
+    const std::vector<T> sum = values.download();
+    tp_results_digest_ = word_digest(sum.data(), count * sizeof(T), tp_results_digest_);
+  }
 }
 
 template <class T>
-std::vector<T> ParallelMlp<T>::forward(const T* params, std::vector<T> input, int64_t rows, const int32_t* labels,
-                                       SavedActivations<T>& saved, double& loss, StepReport& report) {
-  if (static_cast<int64_t>(input.size()) != rows * input_width()) {
+kernels::Array<T> ParallelMlp<T>::forward(const T* params, kernels::Array<T> input, int64_t rows,
+                                          const int32_t* labels, SavedActivations<T>& saved, double& loss,
+                                          StepReport& report) {
+  if (input.size() != rows * input_width()) {
     throw Error(Error::Kind::invalid_argument, "pipeline stage: input does not match the stage's first layer");
   }
   const auto compute_start = std::chrono::steady_clock::now();
   double comm_before = report.comm_time;
   params = weights_as_used(params);
-  saved = {};
+  release(saved);
   saved.rows = rows;
   if (first_stage()) round(input);  // the features, rounded for use (later stages receive rounded values)
-  std::vector<T> a = std::move(input);
+  kernels::Array<T> a = std::move(input);
   for (const LocalLayer& layer : layout_.layers) {
     const T* w = params + layer.weight;
     const T* b = params + layer.bias;
     const bool split_sum = layer.split == LayerSplit::row;
-    std::vector<T> z(static_cast<size_t>(rows * layer.out_local));
+    kernels::Array<T> z = array(rows * layer.out_local);
     // z = a W^T over this rank's part: a column shard is a block of W's rows (ldb = in); a row
     // shard is stored compact (ldb = in_local) and yields a partial sum over its input features.
-    cpu::gemm<T>({false, true, rows, layer.out_local, layer.in_local, layer.in_local, layer.in_local, layer.out_local},
-                 T(1), a.data(), w, T(0), z.data());
+    table_.gemm({false, true, rows, layer.out_local, layer.in_local, layer.in_local, layer.in_local, layer.out_local},
+                T(1), a.data(), w, T(0), z.data());
     if (split_sum) tp_all_reduce(z, report);
-    std::vector<T> pre(z.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < layer.out_local; ++c) {
-        pre[static_cast<size_t>(r * layer.out_local + c)] = z[static_cast<size_t>(r * layer.out_local + c)] + b[c];
-      }
-    }
+    kernels::Array<T> pre = array(z.size());
+    table_.bias_add(z.data(), b, pre.data(), rows, layer.out_local);
     round(pre);  // the matmul's one rounding, after its bias epilogue
     saved.inputs.push_back(std::move(a));
+    a = kernels::Array<T>(table_.memory());
     if (layer.index + 1 < spec_.layers) {
-      std::vector<T> next(z.size());
-      const std::vector<T> no_bias(static_cast<size_t>(layer.out_local), T(0));
-      cpu::bias_gelu_forward<T>(pre.data(), no_bias.data(), z.data(), next.data(), rows, layer.out_local);
+      kernels::Array<T> next = array(z.size());
+      table_.bias_gelu_forward(pre.data(), zeros_.data(), z.data(), next.data(), rows, layer.out_local);
       round(next);
       a = std::move(next);
-    } else {
-      a.clear();
     }
+    recycle(std::move(z));
     saved.pre.push_back(std::move(pre));
   }
   if (last_stage()) {
     const int64_t classes = layout_.layers.back().out;
-    saved.dlogits.resize(static_cast<size_t>(rows * classes));
-    loss = cpu::softmax_cross_entropy<T>(saved.pre.back().data(), labels, saved.dlogits.data(), rows, classes);
+    saved.dlogits = array(rows * classes);
+    // Reads the loss back: on the device, the forward pass is done when this returns.
+    loss = table_.softmax_cross_entropy(saved.pre.back().data(), labels, saved.dlogits.data(), rows, classes);
   }
+  table_.synchronize();  // compute time is the device's, not the launches'
   report.compute_time += seconds_since(compute_start) - (report.comm_time - comm_before);
   return a;
 }
 
 template <class T>
-std::vector<T> ParallelMlp<T>::backward(const T* params, T* grads, SavedActivations<T>& saved, std::vector<T> upstream,
-                                        double loss_scale, StepReport& report) {
+kernels::Array<T> ParallelMlp<T>::backward(const T* params, T* grads, SavedActivations<T>& saved,
+                                           kernels::Array<T> upstream, double loss_scale, StepReport& report) {
   const auto compute_start = std::chrono::steady_clock::now();
   const double comm_before = report.comm_time;
   params = weights_as_used(params);
   const int64_t rows = saved.rows;
   const int count = static_cast<int>(layout_.layers.size());
-  std::vector<T> g;
+  kernels::Array<T> g(table_.memory());
   if (last_stage()) {
-    g = saved.dlogits;
-    if (loss_scale != 1.0) {
-      for (T& v : g) v = static_cast<T>(v * static_cast<T>(loss_scale));
-    }
+    g = std::move(saved.dlogits);
+    saved.dlogits = kernels::Array<T>(table_.memory());
+    if (loss_scale != 1.0) table_.scale(g.data(), static_cast<T>(loss_scale), g.size());
     round(g);
     const LocalLayer& last = layout_.layers.back();
     T* db = grads + last.bias;
-    std::fill(db, db + last.out_local, T(0));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < last.out_local; ++c) db[c] += g[static_cast<size_t>(r * last.out_local + c)];
-    }
+    table_.column_sum(g.data(), db, rows, last.out_local);
     round(db, last.out_local);
   }
   // Through GeLU: the gradient of a layer's pre-activation from that of its output activation,
   // and the layer's bias gradient with it (the step Mlp takes right after the next layer's da).
-  const auto through_gelu = [&](const LocalLayer& layer, std::vector<T>& pre, const std::vector<T>& da) {
-    std::vector<T> dz(da.size());
+  const auto through_gelu = [&](const LocalLayer& layer, const kernels::Array<T>& pre, const kernels::Array<T>& da) {
+    kernels::Array<T> dz = array(da.size());
     T* db = grads + layer.bias;
-    cpu::bias_gelu_backward<T>(pre.data(), da.data(), dz.data(), db, rows, layer.out_local);
+    table_.bias_gelu_backward(pre.data(), da.data(), dz.data(), db, rows, layer.out_local);
     if (compute_ == MlpCompute::bf16) {
       // The bias gradient sums the bf16 dz that leaves the GeLU backward, then rounds once.
       round(dz);
-      std::fill(db, db + layer.out_local, T(0));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < layer.out_local; ++c) db[c] += dz[static_cast<size_t>(r * layer.out_local + c)];
-      }
+      table_.column_sum(dz.data(), db, rows, layer.out_local);
       round(db, layer.out_local);
     }
     return dz;
   };
   if (!last_stage()) {
-    if (static_cast<int64_t>(upstream.size()) != rows * output_width()) {
+    if (upstream.size() != rows * output_width()) {
       throw Error(Error::Kind::invalid_argument, "pipeline stage: gradient does not match the stage's output");
     }
     g = through_gelu(layout_.layers.back(), saved.pre.back(), upstream);
   }
-  std::vector<T> input_gradient;
+  recycle(std::move(upstream));
+  kernels::Array<T> input_gradient(table_.memory());
   for (int i = count - 1; i >= 0; --i) {
     const LocalLayer& layer = layout_.layers[static_cast<size_t>(i)];
     const auto ui = static_cast<size_t>(i);
     T* dw = grads + layer.weight;
     // dW = g^T a  (out_local x in_local)
-    cpu::gemm<T>({true, false, layer.out_local, layer.in_local, rows, layer.out_local, layer.in_local, layer.in_local},
-                 T(1), g.data(), saved.inputs[ui].data(), T(0), dw);
+    table_.gemm({true, false, layer.out_local, layer.in_local, rows, layer.out_local, layer.in_local, layer.in_local},
+                T(1), g.data(), saved.inputs[ui].data(), T(0), dw);
     round(dw, layer.out_local * layer.in_local);
     if (layer.index == 0) break;
     // da = g W (rows x in_local); a column shard's is a partial sum over its output features.
-    std::vector<T> da(static_cast<size_t>(rows * layer.in_local));
-    cpu::gemm<T>({false, false, rows, layer.in_local, layer.out_local, layer.out_local, layer.in_local, layer.in_local},
-                 T(1), g.data(), params + layer.weight, T(0), da.data());
+    kernels::Array<T> da = array(rows * layer.in_local);
+    table_.gemm({false, false, rows, layer.in_local, layer.out_local, layer.out_local, layer.in_local, layer.in_local},
+                T(1), g.data(), params + layer.weight, T(0), da.data());
     if (layer.split == LayerSplit::column) tp_all_reduce(da, report);
     round(da);
     if (i == 0) {
       input_gradient = std::move(da);  // the previous stage takes it through its GeLU
       break;
     }
-    g = through_gelu(layout_.layers[ui - 1], saved.pre[ui - 1], da);
+    kernels::Array<T> next = through_gelu(layout_.layers[ui - 1], saved.pre[ui - 1], da);
+    recycle(std::move(da));
+    recycle(std::move(g));
+    g = std::move(next);
   }
+  table_.synchronize();  // compute time is the device's, not the launches'
+  recycle(std::move(g));
+  release(saved);
   report.compute_time += seconds_since(compute_start) - (report.comm_time - comm_before);
   return input_gradient;
 }

@@ -67,21 +67,30 @@ StageLayout stage_layout(const ModelSpec& spec, int first, int end, int tp, int 
 // chosen to minimise the largest stage's parameter count (among equal ones, a fixed choice).
 std::vector<int> balanced_stages(const ModelSpec& spec, int stages);
 
-// What one micro-batch keeps on a stage between its forward and its backward.
+// What one micro-batch keeps on a stage between its forward and its backward, in the stage's
+// memory (ParallelMlp's).
 template <class T>
 struct SavedActivations {
   int64_t rows = 0;
-  std::vector<std::vector<T>> inputs, pre;  // per local layer: its input a, and z + b (as held)
-  std::vector<T> dlogits;                   // last stage: d(mean loss of the micro-batch)/d logits
+  std::vector<kernels::Array<T>> inputs, pre;  // per local layer: its input a, and z + b (as held)
+  kernels::Array<T> dlogits;                   // last stage: d(mean loss of the micro-batch)/d logits
   int64_t bytes() const;
 };
 
+// Every tensor (parameters and gradients the caller passes, activations, the tp all_reduce
+// buffers) lives in `memory` and every layer runs through that memory's kernel table
+// (kernels/device/kernel_table.h), as in Mlp: on the host the same kernels in the same order as
+// before, on the device (T = float only) the device's. Pointers and arrays passed in and
+// returned are in `memory`; labels too (the caller uploads them on the device).
 template <class T>
 class ParallelMlp {
  public:
-  // `tp_comm` is the tp group (size tp); it may be null when tp == 1.
+  // `tp_comm` is the tp group (size tp); it may be null when tp == 1. Its memory, when given, must
+  // be `memory`.
   ParallelMlp(const ModelSpec& spec, int first_layer, int end_layer, int tp, int tp_rank, Communicator* tp_comm,
-              MlpCompute compute = MlpCompute::native);
+              MlpCompute compute = MlpCompute::native, Memory memory = Memory::host);
+
+  const kernels::KernelTable<T>& table() const { return table_; }
 
   const StageLayout& layout() const { return layout_; }
   bool first_stage() const { return first_ == 0; }
@@ -98,20 +107,29 @@ class ParallelMlp {
   // Forward of one micro-batch. `input`: rows x input_width() (the batch's features on the first
   // stage). Returns the stage's output activation (rows x output_width()); on the last stage it
   // returns nothing and `loss` gets the micro-batch's mean loss. tp all_reduces go to `report`.
-  std::vector<T> forward(const T* params, std::vector<T> input, int64_t rows, const int32_t* labels,
-                         SavedActivations<T>& saved, double& loss, StepReport& report);
+  kernels::Array<T> forward(const T* params, kernels::Array<T> input, int64_t rows, const int32_t* labels,
+                            SavedActivations<T>& saved, double& loss, StepReport& report);
   // Backward of one micro-batch: writes (overwrites) this rank's parameter gradients of the
   // micro-batch into `grads`. `upstream`: on the last stage unused (the saved d logits, times
   // loss_scale, start it); elsewhere the gradient of the stage's output activation from the next
   // stage. Returns the gradient of the stage's input (empty on the first stage).
-  std::vector<T> backward(const T* params, T* grads, SavedActivations<T>& saved, std::vector<T> upstream,
-                          double loss_scale, StepReport& report);
+  // `saved` is consumed: its arrays go back to this stage's pool.
+  kernels::Array<T> backward(const T* params, T* grads, SavedActivations<T>& saved, kernels::Array<T> upstream,
+                             double loss_scale, StepReport& report);
+
+  // An array of `size` elements in this stage's memory, its contents unspecified: a pooled one
+  // when there is one (a device allocation costs, and freeing one waits for the whole device).
+  kernels::Array<T> array(int64_t size);
+  // Gives an array back to the pool.
+  void recycle(kernels::Array<T>&& a);
+  // Gives the arrays `saved` holds back to the pool (saved is empty after).
+  void release(SavedActivations<T>& saved);
 
  private:
-  void round(std::vector<T>& v) const;
+  void round(kernels::Array<T>& v) const;
   void round(T* v, int64_t n) const;
   // Sums `values` over the tp group in place (a Megatron f/g operator), timed into `report`.
-  void tp_all_reduce(std::vector<T>& values, StepReport& report);
+  void tp_all_reduce(kernels::Array<T>& values, StepReport& report);
   // bf16 mode: the weights as used (rounded), else `params` itself.
   const T* weights_as_used(const T* params);
 
@@ -120,7 +138,10 @@ class ParallelMlp {
   Communicator* tp_comm_;
   MlpCompute compute_;
   StageLayout layout_;
-  std::vector<T> rounded_params_;
+  kernels::KernelTable<T> table_;
+  kernels::Array<T> rounded_params_;
+  kernels::Array<T> zeros_;  // a zero bias, as wide as the widest local layer
+  std::vector<kernels::Array<T>> pool_;
   uint64_t tp_results_digest_ = kFnvOffsetBasis;
 };
 

@@ -47,6 +47,14 @@ std::vector<T> cast(const std::vector<double>& values) {
   return std::vector<T>(values.begin(), values.end());
 }
 
+// `values` as a host array, what ParallelMlp takes and returns.
+template <class T>
+kernels::Array<T> host_array(const std::vector<T>& values) {
+  kernels::Array<T> array(Memory::host, static_cast<int64_t>(values.size()));
+  array.upload(values.data(), array.size());
+  return array;
+}
+
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
@@ -81,20 +89,20 @@ void expect_stages_equal_mlp(const ModelSpec& spec, const std::vector<int>& boun
   std::vector<SavedActivations<T>> saved(stages.size());
   StepReport report;
   double loss = std::numeric_limits<double>::quiet_NaN();
-  std::vector<T> activation = cast<T>(batch.x);
+  kernels::Array<T> activation = host_array(cast<T>(batch.x));
   for (size_t s = 0; s < stages.size(); ++s) {
     activation = stages[s].forward(params[s].data(), std::move(activation), kRows, batch.labels.data(), saved[s],
                                    loss, report);
     if (!stages[s].last_stage()) {
-      ASSERT_EQ(activation.size(), size_t(kRows * stages[s].output_width()));
+      ASSERT_EQ(activation.size(), kRows * stages[s].output_width());
     }
   }
   EXPECT_TRUE(activation.empty());  // the last stage returns the loss, not an activation
-  std::vector<T> gradient;
+  kernels::Array<T> gradient;
   for (size_t s = stages.size(); s-- > 0;) {
     gradient = stages[s].backward(params[s].data(), grads[s].data(), saved[s], std::move(gradient), kLossScale, report);
     if (!stages[s].first_stage()) {
-      ASSERT_EQ(gradient.size(), size_t(kRows * stages[s].input_width()));
+      ASSERT_EQ(gradient.size(), kRows * stages[s].input_width());
     }
   }
   EXPECT_TRUE(gradient.empty());  // nothing before the first stage needs its input gradient
@@ -144,10 +152,11 @@ TEST(ParallelMlp, RefusesMismatchedInputAndGradient) {
   StepReport report;
   double loss = 0;
   std::vector<double> short_input(batch.x.begin(), batch.x.end() - 1);  // one feature short
-  EXPECT_THROW(first.forward(params.data(), short_input, kRows, batch.labels.data(), saved, loss, report), Error);
-  first.forward(params.data(), batch.x, kRows, batch.labels.data(), saved, loss, report);
+  EXPECT_THROW(first.forward(params.data(), host_array(short_input), kRows, batch.labels.data(), saved, loss, report),
+               Error);
+  first.forward(params.data(), host_array(batch.x), kRows, batch.labels.data(), saved, loss, report);
   // A non-last stage needs its output's gradient: rows x output_width, not empty.
-  EXPECT_THROW(first.backward(params.data(), grads.data(), saved, {}, 1.0, report), Error);
+  EXPECT_THROW(first.backward(params.data(), grads.data(), saved, kernels::Array<double>(), 1.0, report), Error);
   EXPECT_EQ(last.input_width(), spec.width);
 }
 

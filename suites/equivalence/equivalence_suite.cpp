@@ -499,7 +499,8 @@ class EquivalenceSuite final : public Suite {
 
     std::string replicas = "replicas identical: " + std::to_string(replica_check.compared) +
                            " replicated states compared by digest (dp replicas: parameters, and without ZeRO "
-                           "gradients and optimizer state; tensors replicated across tp)";
+                           "gradients and optimizer state; tensors replicated across tp; both ends of each "
+                           "pipeline link)";
     const int mismatches = replica_check.mismatches;
     if (mismatches > 0) replicas = std::to_string(mismatches) + " replicated states differ; first: " + replica_check.first;
     emit("check", "", mismatches ? 0 : 1, mismatches ? Verdict::fail : Verdict::pass, NAN, replicas);
