@@ -11,6 +11,16 @@
 
 namespace dts {
 
+// word_digest (workload.h) over the first `count` elements of `values`, folded into `seed`,
+// wherever they live: read in place in host memory, copied back from device memory.
+template <class T>
+uint64_t array_digest(const kernels::Array<T>& values, int64_t count, uint64_t seed = kFnvOffsetBasis) {
+  const auto bytes = static_cast<size_t>(count) * sizeof(T);
+  if (values.memory() == Memory::host) return word_digest(values.data(), bytes, seed);
+  const std::vector<T> held = values.download();
+  return word_digest(held.data(), bytes, seed);
+}
+
 // How the MLP computes. native: in T throughout. bf16 (T = float only): mixed precision as
 // PyTorch autocast runs it on tensor cores: the f32 master weights and the inputs are rounded
 // to bf16 for use; every matmul multiplies bf16 operands and accumulates in f32, and its output

@@ -28,14 +28,6 @@ void mix(const kernels::KernelTable<T>& table, int n, const T* left, T* self, co
   table.divide(self, T(n == 2 ? 2 : 3), count);
 }
 
-// Strategy::digest_of what `values` holds, read on the host (a copy from device memory).
-template <class T>
-uint64_t digest_of_array(const kernels::Array<T>& values) {
-  if (values.memory() == Memory::host) return word_digest(values.data(), static_cast<size_t>(values.bytes()));
-  const std::vector<T> held = values.download();
-  return word_digest(held.data(), held.size() * sizeof(T));
-}
-
 template <class T>
 GossipReplay replay(const ModelSpec& spec, const TrainConfig& train, Precision precision, int n,
                     const std::vector<Batch>& batches, Memory memory) {
@@ -151,7 +143,7 @@ StepReport GossipStrategy<T>::step(const Batch& batch) {
     right_.resize(psi);
     // Each model travels with its digest: a bit flipped on the way that the mixing's rounding
     // would absorb (the replay cannot see it) still fails the digest.
-    const uint64_t mine = digest_of_array(params_);
+    const uint64_t mine = array_digest(params_, params_.size());
     digests_.upload(&mine, 1);
     uint64_t* word = digests_.data();  // [0] mine, [1] from the left, [2] from the right
     std::vector<std::unique_ptr<Work>> works;
@@ -172,8 +164,8 @@ StepReport GossipStrategy<T>::step(const Batch& batch) {
     for (auto& work : works) work->wait();  // a neighbour that never answers is the watchdog's
     comm_.synchronize();                    // what arrived is in place before the host or a kernel reads it
     const std::vector<uint64_t> received = digests_.download();
-    corrupt_receives_ += digest_of_array(left_) != received[1];
-    if (n > 2) corrupt_receives_ += digest_of_array(right_) != received[2];
+    corrupt_receives_ += array_digest(left_, left_.size()) != received[1];
+    if (n > 2) corrupt_receives_ += array_digest(right_, right_.size()) != received[2];
     report.comm_time = seconds_since(comm_start);
     report.exposed_comm_time = report.comm_time;
     report.idle_time = report.comm_time;

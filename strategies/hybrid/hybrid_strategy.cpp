@@ -186,14 +186,7 @@ StepReport HybridStrategy<T>::step(const Batch& batch) {
   const DType wire = wire_dtype();
   const size_t wire_size = size_of(wire);
   // What crosses a link, folded into `digest` (the device's bytes read back for it).
-  const auto fold = [&](const auto& array, uint64_t& digest) {
-    if (where == Memory::host) {
-      digest = word_digest(array.data(), static_cast<size_t>(array.bytes()), digest);
-    } else {
-      const auto bytes = array.download();
-      digest = word_digest(bytes.data(), static_cast<size_t>(array.bytes()), digest);
-    }
-  };
+  const auto fold = [](const auto& array, uint64_t& digest) { digest = array_digest(array, array.size(), digest); };
   const auto send = [&](kernels::Array<T> values, int peer) {
     PendingSend<T> pending{std::move(values), kernels::Array<uint16_t>(where), nullptr};
     const int64_t count = pending.values.size();

@@ -254,12 +254,7 @@ void ParallelMlp<T>::tp_all_reduce(kernels::Array<T>& values, StepReport& report
   // Every rank of the group must receive the same sum: fold it into a digest the strategy
   // compares across the group (a flipped bit in one rank's result shows even when the rounding
   // that follows hides it from the parameters). The device's sum is read back for it.
-  if (table_.memory() == Memory::host) {
-    tp_results_digest_ = word_digest(values.data(), count * sizeof(T), tp_results_digest_);
-  } else {
-    const std::vector<T> sum = values.download();
-    tp_results_digest_ = word_digest(sum.data(), count * sizeof(T), tp_results_digest_);
-  }
+  tp_results_digest_ = array_digest(values, static_cast<int64_t>(count), tp_results_digest_);
 }
 
 template <class T>
