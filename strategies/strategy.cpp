@@ -3,6 +3,7 @@
 #include "strategies/strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -157,6 +158,16 @@ ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& co
   groups.dp = world.split(groups.pp_index * tp + groups.tp_index, groups.dp_index);
   if (config.pp > 1) groups.pp = world.split(groups.dp_index * tp + groups.tp_index, groups.pp_index);
   return groups;
+}
+
+void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy) {
+  if (!std::isfinite(lr) || lr < 0) {
+    throw Error(Error::Kind::invalid_argument,
+                std::string(strategy) + ": learning rate " + std::to_string(lr) + " is not finite and >= 0");
+  }
+  // SGD here is PyTorch's form (v = m v + g, p -= lr v): the lr is outside the velocity, so a
+  // changed lr needs no momentum correction (Goyal et al. 2017, section 2.1).
+  (train.optimizer == OptimizerKind::sgd ? train.sgd.lr : train.adamw.lr) = lr;
 }
 
 bool register_strategy(std::string name, StrategyTraits traits, StrategyFactory factory) {

@@ -233,6 +233,11 @@ class Strategy {
   }
 };
 
+// Sets the configured optimizer's lr: what Strategy::set_learning_rate does in every strategy
+// whose optimizer steps read config.train (each rank of the layout sets the same value before the
+// same step); Error{invalid_argument} naming `strategy` for a negative or non-finite one.
+void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy);
+
 // Strategies register by name beside their definition (DTS_REGISTER_STRATEGY) with the layout
 // dimensions they may use; each is built in f32, f64, or bf16 compute with f32 master weights
 // (the reference runs all three) over the process groups of its layout.

@@ -188,16 +188,6 @@ StepReport DdpStrategy<T>::step(const Batch& batch) {
   return report;
 }
 
-void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy) {
-  if (!std::isfinite(lr) || lr < 0) {
-    throw Error(Error::Kind::invalid_argument,
-                std::string(strategy) + ": learning rate " + std::to_string(lr) + " is not finite and >= 0");
-  }
-  // SGD here is PyTorch's form (v = m v + g, p -= lr v): the lr is outside the velocity, so a
-  // changed lr needs no momentum correction (Goyal et al. 2017, section 2.1).
-  (train.optimizer == OptimizerKind::sgd ? train.sgd.lr : train.adamw.lr) = lr;
-}
-
 template <class T>
 void DdpStrategy<T>::set_learning_rate(double lr) {
   set_optimizer_learning_rate(config_.train, lr, name());

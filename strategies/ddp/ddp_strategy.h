@@ -28,10 +28,6 @@ struct BucketPlan {
 };
 BucketPlan plan_buckets(const std::vector<ParameterInfo>& layout, size_t element_bytes, size_t bucket_bytes);
 
-// Sets the configured optimizer's lr (Strategy::set_learning_rate of a replicated strategy);
-// Error{invalid_argument} naming `strategy` for a negative or non-finite one.
-void set_optimizer_learning_rate(TrainConfig& train, double lr, std::string_view strategy);
-
 // DDP's calls per step on `n` ranks: one all_reduce per bucket in launch order, every one but
 // the last (the first layer's, ready when backward ends) launched while backward computes; then
 // the loss. None on one rank but the loss.

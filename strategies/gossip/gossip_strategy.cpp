@@ -9,7 +9,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "strategies/ddp/ddp_strategy.h"  // set_optimizer_learning_rate
 
 namespace dts {
 

@@ -43,6 +43,9 @@ class HybridStrategy final : public Strategy {
   // column-parallel input gradient (ring model); dp all_reduces the stage shard's gradient, or
   // with ZeRO-1 reduce_scatters it and all_gathers the parameters.
   std::vector<TrafficTheory> expected_traffic() const override;
+  // The configured optimizer's lr, which every rank's step applies to its stage shard (or, with
+  // ZeRO-1, to its part of each dp block).
+  void set_learning_rate(double lr) override { set_optimizer_learning_rate(config_.train, lr, name()); }
   // dp replicas hold the same stage shard (and, without ZeRO, gradients and optimizer state);
   // with tp > 1 the replicated tensors (replicated layers, row-parallel biases) are alike across
   // the tp group too; with pp > 1 both ends of a pipeline link saw the same bytes cross it.

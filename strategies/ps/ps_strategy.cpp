@@ -25,7 +25,6 @@
 #include <utility>
 
 #include "core/error.h"
-#include "strategies/ddp/ddp_strategy.h"  // set_optimizer_learning_rate
 
 namespace dts {
 

@@ -72,6 +72,8 @@ class ZeroStrategy final : public Strategy {
   // Stages 1-2: (N-1) S for the reduce_scatter and as much for the all_gather; stage 3 adds two
   // all_gathers per micro-batch: (2K + 1)(N-1) S elements, exact (S is the padded shard).
   std::vector<TrafficTheory> expected_traffic() const override;
+  // The configured optimizer's lr, which each rank's step applies to its own shard.
+  void set_learning_rate(double lr) override { set_optimizer_learning_rate(config_.train, lr, name()); }
 
   // This rank's shard of the reference layout: {first element, real element count}.
   std::pair<int64_t, int64_t> shard() const { return {shard_first_, shard_count_}; }
