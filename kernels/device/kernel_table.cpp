@@ -186,7 +186,7 @@ void Array<T>::resize(int64_t size) {
 
 template <class T>
 void Array<T>::release() {
-  std::vector<T>().swap(host_);
+  decltype(host_)().swap(host_);
   device_ = Buffer();
   size_ = 0;
 }
@@ -203,7 +203,7 @@ void Array<T>::upload(const T* host, int64_t count, int64_t offset) {
 
 template <class T>
 std::vector<T> Array<T>::download() const {
-  if (memory_ == Memory::host) return host_;
+  if (memory_ == Memory::host) return std::vector<T>(host_.begin(), host_.end());
   std::vector<T> host(static_cast<size_t>(size_));
   device::synchronize();  // a kernel fault surfaces here as an Error, not as wrong bytes
   device_.copy_to_host(host.data(), static_cast<size_t>(bytes()));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/host_memory.h"
 #include "kernels/kernels.h"
 
 namespace dts::kernels {
@@ -56,8 +57,9 @@ extern template class KernelTable<float>;
 extern template class KernelTable<double>;
 
 // A T array in host or device memory that keeps its allocation when it shrinks (cudaMalloc and
-// cudaFree cost, and cudaFree waits for the whole device). On the host a std::vector: resize()
-// value-initializes what it adds, as the vectors it replaces did.
+// cudaFree cost, and cudaFree waits for the whole device). On the host a std::vector over
+// core/host_memory.h (huge pages from 2 MiB: the step's parameters, gradients and optimizer
+// state): resize() value-initializes what it adds, as the vectors it replaces did.
 template <class T>
 class Array {
  public:
@@ -79,7 +81,7 @@ class Array {
 
  private:
   Memory memory_;
-  std::vector<T> host_;
+  std::vector<T, HostAllocator<T>> host_;
   Buffer device_;
   int64_t size_ = 0;
 };

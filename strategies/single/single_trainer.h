@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "kernels/kernels.h"
 #include "strategies/mlp.h"
 #include "strategies/workload.h"
@@ -53,7 +54,9 @@ class SingleTrainer {
   ModelSpec spec_;
   TrainConfig config_;
   Mlp<T> mlp_;
-  std::vector<T> params_, grads_, micro_grads_, state1_, state2_;  // state: velocity (sgd) or m, v (adamw)
+  // state: velocity (sgd) or m, v (adamw). Huge pages from 2 MiB (core/host_memory.h), as the
+  // strategies' arrays have.
+  std::vector<T, HostAllocator<T>> params_, grads_, micro_grads_, state1_, state2_;
   int64_t steps_ = 0;
 };
 
