@@ -26,7 +26,9 @@ struct StepReport {
   double step_time = 0;          // wall time of the whole step
   double compute_time = 0;       // forward, backward, optimizer
   double comm_time = 0;          // from the first collective launched to the last one completed
-  double exposed_comm_time = 0;  // time spent only waiting for communication (not hidden by compute)
+  // Time spent only on communication, not hidden by compute: waiting for it, and inside the
+  // communicator's calls made during compute (ddp's launches and progress tests in backward).
+  double exposed_comm_time = 0;
   // Wire bytes this rank sends per step under the ring model of each collective (all_reduce of c
   // elements: 2 c (N-1)/N; reduce_scatter / all_gather of N x S: (N-1) S) plus point-to-point
   // sends; training traffic only, not the one-element loss all_reduce.

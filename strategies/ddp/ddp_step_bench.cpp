@@ -1,6 +1,7 @@
 // DDP's training step on model A (training_step_bench.cpp) under MPI: the step's wall time, its
-// compute (forward, backward, optimizer) and the communication it leaves exposed (the wait for
-// the gradient all_reduce after backward), at dtsuite's default buckets (a quarter of the
+// compute (forward, backward, optimizer) and the communication it leaves exposed (the time
+// inside the communicator's calls during backward, where MPI does the all_reduce's work, and the
+// wait for it after backward), at dtsuite's default buckets (a quarter of the
 // gradient), at PyTorch's 25 MiB (model A's 16.8 MB of gradients in a 1 MiB-capped first bucket and
 // one more that starts when backward ends) and at fixed smaller ones. Run, e.g.
 //   mpirun -np 2 build-dir/strategies/ddp_step_bench [--benchmark_repetitions=5]
