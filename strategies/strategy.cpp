@@ -152,10 +152,14 @@ ProcessGroups ProcessGroups::split(Communicator& world, const ParallelConfig& co
   // Each split is collective over `world`; the color names the group, the key orders it. A group
   // of one rank carries nothing, and on a device stack each split is a library communicator of
   // its own (NCCL: buffers and connections): tp and pp are split only where the layout has more
-  // than one (null otherwise, which only the strategies that take tp or pp read). dp always: the
-  // data-parallel strategies call it at any size, a one-rank layout's calls included.
+  // than one (null otherwise, which only the strategies that take tp or pp read). dp likewise,
+  // but wherever the layout is data parallel alone (tp = pp = 1: ddp, zero1-3 and gossip call it at
+  // any size, a one-rank layout's calls included) or shards over it (ZeRO-1 in hybrid): a tp or
+  // pipeline layout with dp = 1 makes no dp group.
   if (tp > 1) groups.tp = world.split(groups.pp_index * dp + groups.dp_index, groups.tp_index);
-  groups.dp = world.split(groups.pp_index * tp + groups.tp_index, groups.dp_index);
+  if (dp > 1 || (tp == 1 && config.pp == 1) || config.zero > 0) {
+    groups.dp = world.split(groups.pp_index * tp + groups.tp_index, groups.dp_index);
+  }
   if (config.pp > 1) groups.pp = world.split(groups.dp_index * tp + groups.tp_index, groups.pp_index);
   return groups;
 }

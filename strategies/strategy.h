@@ -81,7 +81,8 @@ struct ParallelConfig {
 // The communicators of a layout, split from the case's communicator (collective over it).
 // world: every rank of the layout; dp: the ranks that hold the same shard and stage (same tp and
 // pp index), tp: the ranks of one tensor-parallel group, pp: the stages of one pipeline. tp and pp
-// are null where the layout's tp or pp is 1: no call goes to a group of one rank.
+// are null where the layout's tp or pp is 1: no call goes to a group of one rank; dp is null where
+// dp is 1 in a tp or pipeline layout without ZeRO (tp or pp above 1), which sends nothing over it.
 struct ProcessGroups {
   Communicator* world = nullptr;
   std::unique_ptr<Communicator> dp, tp, pp;

@@ -124,6 +124,22 @@ TEST(Hybrid, PipelinesHoldWhatTheirScheduleAllows) {
   }
 }
 
+// A layout makes only the groups its strategy calls (on a device stack each is a library
+// communicator of its own): tp where tp > 1, pp where pp > 1, dp where dp > 1 or ZeRO-1 shards over
+// it; and every layout of the job trains on them (a group read but not made would crash here).
+TEST(Hybrid, LayoutsMakeOnlyTheGroupsTheyCall) {
+  auto comm = make_communicator("mpi");
+  for (const auto& [name, config] : layouts_here()) {
+    ProcessGroups groups = ProcessGroups::split(*comm, config);
+    const std::string id = name + " " + config.describe();
+    EXPECT_EQ(groups.tp != nullptr, config.tp > 1) << id;
+    EXPECT_EQ(groups.pp != nullptr, config.pp > 1) << id;
+    EXPECT_EQ(groups.dp != nullptr, config.dp > 1 || config.zero > 0 || (config.tp == 1 && config.pp == 1)) << id;
+    auto strategy = make_strategy(name, kSpec, config, groups, Precision::f32);
+    strategy->step(make_batch(kSpec, 0, kGlobalRows));
+  }
+}
+
 TEST(Hybrid, LayoutsOfAnotherSizeAreRefused) {
   auto comm = make_communicator("mpi");
   ParallelConfig config;
