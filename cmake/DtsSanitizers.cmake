@@ -29,12 +29,18 @@ if(NOT DTS_SANITIZE STREQUAL "")
   endif()
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_dts_sanitize_flags}>")
   add_link_options(${_dts_sanitize_flags})
-  # -O1, as AddressSanitizer's documentation advises: the checks are the same, the build much
-  # shorter (strategies/ps/ps_strategy.cpp with ASan + UBSan: 107 s at -O3, 45 s at -O1), which is
-  # most of CI's sanitize stage. It comes after the build type's -O3, so it wins. Not for the fuzz
-  # build, whose targets run for a fixed time: there the speed of each run is coverage.
+  # Libraries at -O1, as AddressSanitizer's documentation advises; executables (the tests, the
+  # binary's main, the benches) at -O0, except those whose own code does the test's work (target
+  # property DTS_SANITIZE_O1). The checks are the same at either level; the build is much shorter,
+  # and the build is most of CI's sanitize stage. Measured with ASan + UBSan:
+  # strategies/ps/ps_strategy.cpp 107 s at -O3, 45 s at -O1; results/compare_test.cpp 33 s at -O1,
+  # 11 s at -O0. Most tests spend their time in the libraries, which keep -O1; the collective
+  # algorithms' tests fill and check their buffers themselves, and took 5x as long at -O0.
+  # Either comes after the build type's -O3, so it wins. Not for the fuzz build, whose targets run
+  # for a fixed time: there the speed of each run is coverage.
   if(NOT DTS_FUZZ)
-    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-O1>)
+    set(_dts_o0 "$<AND:$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>,$<NOT:$<BOOL:$<TARGET_PROPERTY:DTS_SANITIZE_O1>>>>")
+    add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:$<IF:${_dts_o0},-O0,-O1>>")
   endif()
 
   # Every executable carries its sanitizer defaults (fuzz/sanitizer_defaults.cpp): a test run by
