@@ -297,4 +297,34 @@ std::string cuda_device_name(int index) {
 #endif
 }
 
+std::string cuda_device_pci_bus_id(int index) {
+#if DTS_HAVE_CUDA
+  if (index < 0 || index >= cuda_device_count()) return "";
+  char bus_id[32] = {};  // "dddd:bb:dd.f", 13 bytes with its NUL; CUDA's own examples give 13
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, index) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return bus_id;
+#else
+  (void)index;
+  return "";
+#endif
+}
+
+int cuda_device_sm_count(int index) {
+#if DTS_HAVE_CUDA
+  if (index < 0 || index >= cuda_device_count()) return 0;
+  int count = 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+#else
+  (void)index;
+  return 0;
+#endif
+}
+
 }  // namespace dts

@@ -71,5 +71,9 @@ class Buffer {
 int cuda_device_count();
 // "NVIDIA H100 80GB HBM3" for device `index`, or "" when there is none.
 std::string cuda_device_name(int index);
+// Device `index`'s PCI address as CUDA gives it ("0000:1B:00.0"), or "" when there is none.
+std::string cuda_device_pci_bus_id(int index);
+// Device `index`'s streaming multiprocessors, or 0 when there is none.
+int cuda_device_sm_count(int index);
 
 }  // namespace dts

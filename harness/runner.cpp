@@ -625,6 +625,9 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   std::printf("# backend %s (%s)  device %s\n", stack.backend.c_str(), stack.backend_version.c_str(), stack.device.c_str());
   std::printf("# %d ranks on %d node(s), %d per node, host %s\n", stack.world_size, stack.nodes, stack.ranks_per_node,
               stack.host.c_str());
+  for (const std::string& line : describe_inventory(stack.inventory, stack.inventory_findings)) {
+    std::printf("# %s\n", line.c_str());
+  }
   // Each suite's own flags, as it describes them (collectives: nccl-tests' "minBytes ... step").
   for (const auto& name : o.suites) {
     auto group = o.flags_by_group.find(name);

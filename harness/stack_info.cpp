@@ -51,6 +51,22 @@ StackInfo discover_stack(Communicator& tested, Communicator& control, const std:
   t.cuda_devices = std::max(0, cuda_device_count());
   info.nodes = t.nodes.nodes;
   info.ranks_per_node = t.nodes.ranks_per_node();
+  // This rank's GPU is the one the device backends take: the ranks of a node in turn.
+  std::string gpu_bus_id;
+  int sm_count = 0;
+  if (device_kind == "cuda" && t.cuda_devices > 0) {
+    const int index = t.local_rank % t.cuda_devices;
+    gpu_bus_id = cuda_device_pci_bus_id(index);
+    sm_count = cuda_device_sm_count(index);
+  }
+  RankInventory mine = read_inventory(InventorySources{}, gpu_bus_id, sm_count);
+  mine.rank = control.rank();
+  mine.local_rank = t.local_rank;
+  mine.node = t.nodes.names[static_cast<size_t>(control.rank())];
+  mine.backend_version = info.backend_version;
+  if (!mine.gpus.empty() && mine.gpus[0].name.empty()) mine.gpus[0].name = cuda_device_name(t.local_rank % t.cuda_devices);
+  info.inventory = gather_inventories(control, mine);
+  info.inventory_findings = inventory_findings(info.inventory);
   return info;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "harness/inventory.h"
 #include "suites/suite.h"
 
 namespace dts {
@@ -16,6 +17,10 @@ struct StackInfo {
   // every rank, so who took part in a sub-world case takes one gather of member flags, not a new
   // node split.
   RunContext::Topology topology;
+  // Every rank's parts (harness/inventory.h), indexed by rank, and what differs among them where
+  // it should match.
+  std::vector<RankInventory> inventory;
+  std::vector<InventoryFinding> inventory_findings;
 };
 
 // Collective over `control` (every rank calls it); the result is valid on every rank. `node`:
