@@ -116,7 +116,6 @@ struct NvmlMemory {  // nvmlMemory_t
 constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
 
 struct NvmlInventory {
-  int (*init)() = nullptr;
   int (*driver_version)(char*, unsigned) = nullptr;
   int (*cuda_driver_version)(int*) = nullptr;
   int (*by_pci_bus_id)(const char*, void**) = nullptr;
@@ -128,24 +127,18 @@ struct NvmlInventory {
   bool ready = false;
 };
 
-// Opened and initialized once per library; absent or failing, it stays not ready. A call this
-// driver lacks stays null and its fact unknown.
+// The calls the inventory makes, taken once per library; a call this driver lacks stays null and
+// its fact unknown.
 const NvmlInventory& open_nvml(const std::string& library) {
   static std::map<std::string, NvmlInventory> opened;
-  std::string path = library;
-  if (path.empty()) {
-    const char* env = std::getenv("DTS_NVML_LIBRARY");
-    path = env && *env ? env : "libnvidia-ml.so.1";
-  }
-  auto it = opened.find(path);
+  auto it = opened.find(library);
   if (it != opened.end()) return it->second;
-  NvmlInventory& n = opened[path];
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  NvmlInventory& n = opened[library];
+  void* handle = nvml::open_library(library);
   if (!handle) return n;
   auto symbol = [handle](auto& slot, const char* name) {
     slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, name));
   };
-  symbol(n.init, "nvmlInit_v2");
   symbol(n.driver_version, "nvmlSystemGetDriverVersion");
   symbol(n.cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2");
   symbol(n.by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2");
@@ -154,7 +147,7 @@ const NvmlInventory& open_nvml(const std::string& library) {
   symbol(n.pci_info, "nvmlDeviceGetPciInfo_v3");
   symbol(n.memory, "nvmlDeviceGetMemoryInfo");
   symbol(n.max_clock, "nvmlDeviceGetMaxClockInfo");
-  n.ready = n.init && n.init() == 0;
+  n.ready = true;
   return n;
 }
 

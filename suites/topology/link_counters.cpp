@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include "core/error.h"
 #include "suites/topology/nvml_abi.h"
@@ -38,31 +40,24 @@ using NvmlDevice = void*;
 using namespace nvml;
 
 struct Nvml {
-  int (*init)() = nullptr;
   int (*device_count)(unsigned*) = nullptr;
   int (*device_by_index)(unsigned, NvmlDevice*) = nullptr;
   int (*field_values)(NvmlDevice, int, NvmlFieldValue*) = nullptr;
   bool ready = false;
 };
 
-// Opened and initialized once per process; a library that is absent or fails stays not ready.
+// The calls the link counters make, taken once per library.
 const Nvml& open_nvml(const std::string& library) {
   static std::map<std::string, Nvml> opened;
-  std::string path = library;
-  if (path.empty()) {
-    const char* env = std::getenv("DTS_NVML_LIBRARY");
-    path = env && *env ? env : "libnvidia-ml.so.1";
-  }
-  auto it = opened.find(path);
+  auto it = opened.find(library);
   if (it != opened.end()) return it->second;
-  Nvml& n = opened[path];
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  Nvml& n = opened[library];
+  void* handle = open_library(library);
   if (!handle) return n;
-  n.init = reinterpret_cast<int (*)()>(dlsym(handle, "nvmlInit_v2"));
   n.device_count = reinterpret_cast<int (*)(unsigned*)>(dlsym(handle, "nvmlDeviceGetCount_v2"));
   n.device_by_index = reinterpret_cast<int (*)(unsigned, NvmlDevice*)>(dlsym(handle, "nvmlDeviceGetHandleByIndex_v2"));
   n.field_values = reinterpret_cast<int (*)(NvmlDevice, int, NvmlFieldValue*)>(dlsym(handle, "nvmlDeviceGetFieldValues"));
-  n.ready = n.init && n.device_count && n.device_by_index && n.field_values && n.init() == 0;
+  n.ready = n.device_count && n.device_by_index && n.field_values;
   return n;
 }
 
@@ -74,6 +69,23 @@ double number_of(const NvmlFieldValue& v) {
 }
 
 }  // namespace
+
+void* nvml::open_library(const std::string& library) {
+  static std::mutex lock;
+  static std::map<std::string, void*> opened;
+  std::string path = library;
+  if (path.empty()) {
+    const char* env = std::getenv("DTS_NVML_LIBRARY");
+    path = env && *env ? env : "libnvidia-ml.so.1";
+  }
+  const std::lock_guard<std::mutex> hold(lock);
+  auto it = opened.find(path);
+  if (it != opened.end()) return it->second;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  auto init = handle ? reinterpret_cast<int (*)()>(dlsym(handle, "nvmlInit_v2")) : nullptr;
+  if (handle && (!init || init() != 0)) handle = nullptr;  // kept open: a second try would fail alike
+  return opened[path] = handle;
+}
 
 std::map<std::string, LinkCounter> read_nvlink_counters(const std::string& library) {
   std::map<std::string, LinkCounter> links;

@@ -2,8 +2,14 @@
 // them since its field-value API appeared): the library is opened at run time (dlopen), so a build
 // needs no header of its own, and a machine without the driver reads no NVLinks.
 #pragma once
+#include <string>
 
 namespace dts::nvml {
+
+// The management library, opened (dlopen) and initialized (nvmlInit_v2) once per process and
+// path: `library`, else $DTS_NVML_LIBRARY, else libnvidia-ml.so.1. nullptr when none loads or it
+// fails to initialize (no driver). Callers take the calls they use with dlsym.
+void* open_library(const std::string& library);
 
 // nvmlFieldValue_t
 struct FieldValue {
