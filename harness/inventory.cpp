@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "results/catalog.h"
 #include "suites/topology/link_counters.h"
 #include "suites/topology/nvml_abi.h"
 
@@ -462,6 +463,128 @@ std::vector<std::string> describe_inventory(const std::vector<RankInventory>& ra
   }
   for (const auto& f : findings) lines.push_back("inventory: " + f.text);
   return lines;
+}
+
+namespace {
+
+// A value for `config` (results/SCHEMA.md: values hold no ';' or '='): those become ' '.
+std::string config_safe(std::string value) {
+  value = one_line(std::move(value));
+  std::replace(value.begin(), value.end(), ';', ' ');
+  std::replace(value.begin(), value.end(), '=', ' ');
+  return value;
+}
+
+class ConfigText {
+ public:
+  void add(const std::string& key, const std::string& value) {
+    if (value.empty()) return;
+    text_ += (text_.empty() ? "" : ";") + key + "=" + config_safe(value);
+  }
+  void add(const std::string& key, double value) {
+    if (value > 0) add(key, number(value));
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+const bool kInventoryCatalog = register_suite_info([] {
+  SuiteInfo info;
+  info.name = kInventorySuite;
+  info.summary = "what every rank runs on, written by every run (not a suite to name in dtsuite run)";
+  info.metrics = {{"rank_info", "", "1 per rank; config: its node, CPU, NUMA, GPU, driver, CUDA"},
+                  {"nic_speed", "bytes_per_second", "a node's network interface, its rated speed"}};
+  return info;
+}());
+
+}  // namespace
+
+std::vector<Record> inventory_records(const std::vector<RankInventory>& ranks,
+                                      const std::vector<InventoryFinding>& findings) {
+  std::vector<Record> out;
+  auto row = [&](std::string case_id, std::string metric) {
+    Record r;
+    r.suite = kInventorySuite;
+    r.case_id = std::move(case_id);
+    r.metric = std::move(metric);
+    return r;
+  };
+  for (const RankInventory& rank : ranks) {
+    Record r = row("rank/" + std::to_string(rank.rank), "rank_info");
+    ConfigText c;
+    c.add("rank", std::to_string(rank.rank));
+    c.add("local_rank", std::to_string(rank.local_rank));
+    c.add("node", rank.node);
+    c.add("cpu", rank.cpu_model);
+    c.add("logical_cpus", rank.logical_cpus);
+    c.add("cores", rank.cores);
+    c.add("sockets", rank.sockets);
+    c.add("numa_nodes", rank.numa_nodes);
+    c.add("cpus_allowed", rank.cpus_allowed);
+    c.add("driver", rank.driver_version);
+    c.add("cuda_driver", rank.cuda_driver_version);
+    std::string gpus;
+    for (const GpuInventory& g : rank.gpus) {
+      c.add("gpu", g.name);
+      c.add("gpu_uuid", g.uuid);
+      c.add("gpu_pci_bus_id", g.pci_bus_id);
+      if (g.numa_node >= 0) c.add("gpu_numa_node", std::to_string(g.numa_node));
+      c.add("gpu_memory_bytes", static_cast<double>(g.memory_bytes));
+      c.add("gpu_sm_count", g.sm_count);
+      c.add("gpu_sm_clock_max_mhz", g.sm_clock_max_mhz);
+      c.add("gpu_memory_clock_max_mhz", g.memory_clock_max_mhz);
+      c.add("pcie_width", g.pcie_width);
+      c.add("pcie_width_max", g.pcie_width_max);
+      c.add("pcie_gts", g.pcie_gts);
+      c.add("pcie_gts_max", g.pcie_gts_max);
+      break;  // one GPU per rank (the one its device backend takes)
+    }
+    r.labels.config = c.text();
+    r.value = 1;
+    r.detail = describe_rank(rank) + ": " + shown(rank.cpu_model) + ", CPUs " + shown(rank.cpus_allowed) +
+               (rank.gpus.empty() ? "" : ", GPU " + shown(rank.gpus[0].name));
+    out.push_back(std::move(r));
+  }
+  std::set<std::string> seen;
+  for (const RankInventory& n : ranks) {
+    if (!seen.insert(n.node).second) continue;
+    for (const NicInventory& nic : n.nics) {
+      Record r = row("node/" + n.node + "/nic/" + nic.name, "nic_speed");
+      r.unit = "bytes_per_second";
+      ConfigText c;
+      c.add("node", n.node);
+      c.add("ranks", rank_ranges(ranks_on(ranks, n.node)));
+      c.add("nic", nic.name);
+      c.add("link_layer", nic.link_layer);
+      r.labels.config = c.text();
+      r.value = nic.bits_per_second > 0 ? nic.bits_per_second / 8 : std::nan("");
+      if (nic.bits_per_second <= 0) r.detail = "the link does not say its speed (virtual, or down)";
+      out.push_back(std::move(r));
+    }
+  }
+  for (size_t i = 0; i < findings.size(); ++i) {
+    Record r = row("mismatch/" + std::to_string(i + 1), "check");
+    ConfigText c;
+    c.add("item", findings[i].item);
+    c.add("ranks", rank_ranges(findings[i].ranks));
+    r.labels.config = c.text();
+    r.value = 0;
+    r.verdict = Verdict::fail;
+    r.detail = findings[i].text;
+    out.push_back(std::move(r));
+  }
+  if (findings.empty()) {
+    Record r = row("match", "check");
+    r.value = 1;
+    r.verdict = Verdict::pass;
+    r.detail = "every part that should match does, on " + std::to_string(ranks.size()) +
+               (ranks.size() == 1 ? " rank" : " ranks") + " and " + std::to_string(seen.size()) +
+               (seen.size() == 1 ? " node" : " nodes") + " (rules: harness/inventory.h)";
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 std::string rank_ranges(const std::vector<int>& ranks) {

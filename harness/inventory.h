@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "results/record.h"
 
 namespace dts {
 
@@ -88,6 +89,17 @@ std::vector<InventoryFinding> inventory_findings(const std::vector<RankInventory
 // finding ("inventory: " and its text).
 std::vector<std::string> describe_inventory(const std::vector<RankInventory>& ranks,
                                             const std::vector<InventoryFinding>& findings);
+
+// The inventory as rows of suite `inventory` (results/SCHEMA.md, *inventory*), every one of them
+// about the whole job: per rank `rank_info` (value 1; config: what the rank runs on), per node and
+// NIC `nic_speed` (bytes/s, rated; NaN where the link does not say), then per finding a `check`
+// row (value 0, fail, detail its text), or one passing `check` when nothing differs. The stack's
+// labels are the harness's to stamp.
+std::vector<Record> inventory_records(const std::vector<RankInventory>& ranks,
+                                      const std::vector<InventoryFinding>& findings);
+
+// The suite name of those rows, and its catalog entry's metrics (results/catalog.h).
+inline constexpr const char* kInventorySuite = "inventory";
 
 // "0-2,5": ascending ranks as ranges.
 std::string rank_ranges(const std::vector<int>& ranks);

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <map>
 
 #include "core/error.h"
 
@@ -309,6 +311,74 @@ TEST(InventoryFindings, NodesDifferingInCoresAreNamedOncePerNode) {
   EXPECT_EQ(found[0].item, "cores");
   EXPECT_EQ(found[0].ranks, (std::vector<int>{2, 3}));  // every rank of n1
   EXPECT_EQ(found[0].text, "cores: node n1 (ranks 2-3) has 2 where nodes n0, n2 (ranks 0-1,4) have 4");
+}
+
+std::string key_of(const Record& r, const char* key) { return config_value(r.labels.config, key).value_or(""); }
+
+TEST(InventoryRecords, ARowPerRankAPerNodeRowPerNicAndOnePassingCheck) {
+  auto ranks = four_ranks_on_two_nodes();
+  ranks[0].cpu_model = "CPU; with=signs";  // config values hold no ';' or '=' (results/SCHEMA.md)
+  ranks[1].cpu_model = ranks[2].cpu_model = ranks[3].cpu_model = ranks[0].cpu_model;
+  ranks[2].nics[1].bits_per_second = ranks[0].nics[1].bits_per_second;
+  const std::vector<Record> rows = inventory_records(ranks, inventory_findings(ranks));
+  ASSERT_EQ(rows.size(), 4u + 2u * 2u + 1u);  // 4 ranks, 2 NICs on each of 2 nodes, the check
+  for (const Record& r : rows) EXPECT_EQ(r.suite, "inventory");
+  EXPECT_EQ(rows[3].case_id, "rank/3");
+  EXPECT_EQ(rows[3].metric, "rank_info");
+  EXPECT_EQ(rows[3].verdict, Verdict::info);
+  EXPECT_EQ(key_of(rows[3], "node"), "n1");
+  EXPECT_EQ(key_of(rows[3], "local_rank"), "1");
+  EXPECT_EQ(key_of(rows[0], "cpu"), "CPU  with signs");
+  EXPECT_EQ(key_of(rows[3], "gpu"), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(key_of(rows[3], "gpu_uuid"), "GPU-3");
+  EXPECT_EQ(key_of(rows[3], "gpu_pci_bus_id"), "0000:1b:00.0");
+  EXPECT_EQ(key_of(rows[3], "gpu_memory_bytes"), std::to_string(80ULL << 30));
+  EXPECT_EQ(key_of(rows[3], "pcie_width_max"), "16");
+  EXPECT_EQ(key_of(rows[3], "driver"), "550.54.15");
+  EXPECT_EQ(rows[4].case_id, "node/n0/nic/ib:mlx5_0/1");
+  EXPECT_EQ(rows[4].metric, "nic_speed");
+  EXPECT_EQ(rows[4].unit, "bytes_per_second");
+  EXPECT_EQ(rows[4].value, 400e9 / 8);  // bits to bytes: the CSV's base unit
+  EXPECT_EQ(key_of(rows[4], "ranks"), "0-1");
+  EXPECT_EQ(key_of(rows[6], "node"), "n1");
+  EXPECT_EQ(rows[8].metric, "check");
+  EXPECT_EQ(rows[8].verdict, Verdict::pass);
+  EXPECT_EQ(rows[8].value, 1);
+  // A rank without a GPU says none of the GPU's keys; a NIC without a rated speed is NaN.
+  RankInventory host = example(0, "n0");
+  host.gpus.clear();
+  host.nics = {{"eth0", "ethernet", 0}};
+  const std::vector<Record> one = inventory_records({host}, {});
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_EQ(key_of(one[0], "gpu"), "");
+  EXPECT_EQ(one[0].labels.config.find("pcie"), std::string::npos);
+  EXPECT_TRUE(std::isnan(one[1].value));
+  EXPECT_EQ(inventory_records({}, {}).size(), 1u);  // no rank: nothing differs, one passing check
+}
+
+TEST(InventoryRecords, EveryFindingIsAFailedCheckNamingItsRanks) {
+  auto ranks = four_ranks_on_two_nodes();
+  ranks[3].driver_version = "525.60.13";
+  ranks[1].gpus[0].pcie_width = 8;
+  ranks[2].nics[0].bits_per_second = 200e9;
+  const auto findings = inventory_findings(ranks);
+  ASSERT_EQ(findings.size(), 3u);
+  const std::vector<Record> rows = inventory_records(ranks, findings);
+  std::vector<const Record*> checks;
+  for (const Record& r : rows) {
+    if (r.metric == "check") checks.push_back(&r);
+  }
+  ASSERT_EQ(checks.size(), 3u);  // and no passing one
+  std::map<std::string, std::string> ranks_by_item;
+  for (const Record* r : checks) {
+    EXPECT_EQ(r->verdict, Verdict::fail);
+    EXPECT_EQ(r->value, 0);
+    ranks_by_item[key_of(*r, "item")] = key_of(*r, "ranks");
+  }
+  EXPECT_EQ(ranks_by_item, (std::map<std::string, std::string>{
+                               {"driver_version", "3"}, {"gpu_pcie_width", "1"}, {"nic_speed", "2-3"}}));
+  EXPECT_EQ(checks[0]->case_id, "mismatch/1");
+  EXPECT_EQ(checks[0]->detail, findings[0].text);
 }
 
 }  // namespace

@@ -625,7 +625,8 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   std::printf("# backend %s (%s)  device %s\n", stack.backend.c_str(), stack.backend_version.c_str(), stack.device.c_str());
   std::printf("# %d ranks on %d node(s), %d per node, host %s\n", stack.world_size, stack.nodes, stack.ranks_per_node,
               stack.host.c_str());
-  for (const std::string& line : describe_inventory(stack.inventory, stack.inventory_findings)) {
+  // The findings follow as the inventory's check rows (inventory_records), each a line of its own.
+  for (const std::string& line : describe_inventory(stack.inventory, {})) {
     std::printf("# %s\n", line.c_str());
   }
   // Each suite's own flags, as it describes them (collectives: nccl-tests' "minBytes ... step").
@@ -756,6 +757,7 @@ int run_with_mpi(Command& cmd) {
   if (leader) print_preamble(cmd, stack, run_id, csv_path, cases.size());
 
   HarnessContext context(*tested, *control, o, tested->memory(), stack, run_id, &results, observer.get());
+  for (Record& r : inventory_records(stack.inventory, stack.inventory_findings)) context.emit(std::move(r));
   std::string current_suite;
   const Case* current_case = nullptr;
   std::string previous_case;  // the last case whose rows are all written: where a row between cases goes

@@ -257,6 +257,29 @@ LabelList prometheus_labels(const Record& r) {
   // without it, the thresholds of one metric would share a series and a failure could be
   // overwritten by a pass. A profile holds a handful of thresholds: low cardinality.
   if (r.suite == "profile") add("threshold", r.case_id);
+  // The hardware suite's rows are per rank, in two modes: the rank is the point of them (the
+  // outlier named), and a job has a handful.
+  if (r.suite == "hardware") {
+    for (const char* key : {"mode", "rank", "node"}) add(key, config_value(l.config, key).value_or(""));
+  }
+  // The inventory's rows are the run's parts, as an info metric is (dtsuite_rank_info{rank, node,
+  // gpu, ...} 1): every config key is a label. A job has a row per rank and NIC: the cardinality of
+  // its ranks, constant from run to run on one cluster.
+  if (r.suite == "inventory") {
+    size_t from = 0;
+    const std::string& config = l.config;
+    while (from < config.size()) {
+      size_t end = config.find(';', from);
+      if (end == std::string::npos) end = config.size();
+      const std::string pair = config.substr(from, end - from);
+      const size_t eq = pair.find('=');
+      if (eq != std::string::npos && prometheus::CheckLabelName(pair.substr(0, eq))) {
+        out.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+      }
+      from = end + 1;
+    }
+    return out;
+  }
   for (const std::string& key : prometheus_config_label_keys()) {
     if (auto value = config_value(l.config, key)) add(key.c_str(), *value);
   }

@@ -241,6 +241,26 @@ TEST(PrometheusLabels, EmptyAndNotApplicableAreLeftOut) {
   EXPECT_EQ(got, expected);
 }
 
+TEST(PrometheusLabels, TheInventorysRowsCarryEveryConfigKeyAsAnInfoMetricDoes) {
+  Record r;
+  r.suite = "inventory";
+  r.metric = "rank_info";
+  r.labels.world_size = 2;
+  r.labels.config = "rank=1;local_rank=0;node=n1;gpu=NVIDIA H100 80GB HBM3;gpu_pci_bus_id=0000:1b:00.0;driver=550.54.15";
+  const auto labels = prometheus_labels(r);
+  const std::map<std::string, std::string> got(labels.begin(), labels.end());
+  const std::map<std::string, std::string> expected{
+      {"suite", "inventory"}, {"world_size", "2"}, {"rank", "1"},          {"local_rank", "0"},
+      {"node", "n1"},         {"gpu", "NVIDIA H100 80GB HBM3"}, {"gpu_pci_bus_id", "0000:1b:00.0"},
+      {"driver", "550.54.15"}};
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(prometheus_metric_name(r.metric, r.unit), "dtsuite_rank_info");
+  // The other suites keep their few keys: a node or rank there would split a stack's series.
+  r.suite = "collectives";
+  const auto few = prometheus_labels(r);
+  EXPECT_EQ(few.size(), 2u);
+}
+
 // --- the exposition -----------------------------------------------------------------------
 
 TEST(PrometheusSink, TimedRecordIsASummaryOfItsQuantiles) {

@@ -483,6 +483,29 @@ std::string escape_html(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// "0-2,5" -> 0 1 2 5 (rank_ranges' text); what is not a range is left out, and so is a range of
+// more than a job's worth of ranks (a bad file must not allocate without bound).
+std::vector<int> parse_rank_ranges(const std::string& text) {
+  std::vector<int> ranks;
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    int lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream one(part);
+    if (!(one >> lo) || lo < 0) continue;
+    hi = lo;
+    if (one >> dash && (dash != '-' || !(one >> hi) || hi < lo)) continue;
+    if (hi - lo > 1 << 20) continue;
+    for (int r = lo; r <= hi; ++r) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+}  // namespace
+
 ReportData group_results(const std::vector<ResultsFile>& files) {
   ReportData data;
   // Stacks: (file, backend/device/job size), numbered in the order they first appear.
@@ -531,6 +554,14 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
       c.suite = r.suite;
       ++c.by_verdict[std::string(name(r.verdict))];
       if (is_failure(r.verdict)) data.failures.emplace_back(stack, r);
+      if (r.suite == "inventory") {
+        if (r.metric == "rank_info" || r.metric == "nic_speed") data.inventory.emplace_back(stack, r);
+        if (r.metric == "check" && is_failure(r.verdict)) {
+          for (int rank : parse_rank_ranges(config_value(r.labels.config, "ranks").value_or(""))) {
+            data.inventory_flagged[stack].insert(rank);
+          }
+        }
+      }
     }
   }
   for (auto& [key, c] : counts) data.verdicts.push_back(std::move(c));
@@ -689,6 +720,51 @@ std::string run_gnuplot(const std::string& script, const std::string& id_prefix,
 namespace {
 
 // The cross-stack table: one column per stack that differs somewhere, a row per differing case.
+// The inventory table: a row per rank (its GPU, where it has one) and per node's NIC; the rows of
+// ranks a failed inventory check names are marked.
+void render_inventory(const ReportData& data, std::ostringstream& h) {
+  h << "<h2 id=\"inventory\">Inventory</h2>\n<p>What every rank ran on, read from /proc, sysfs and NVML "
+    << "(suite <code>inventory</code>); rows in red are named by a failed inventory check (see the failing "
+    << "records).</p>\n<table><tr><th>stack</th><th>rank</th><th>node</th><th>local</th><th>CPU</th>"
+    << "<th>CPUs allowed</th><th>GPU</th><th>PCI</th><th>GPU NUMA</th><th>memory GiB</th><th>SMs</th>"
+    << "<th>PCIe</th><th>driver</th><th>CUDA</th></tr>\n";
+  auto cell = [&](const Record& r, const char* key) { return escape_html(config_value(r.labels.config, key).value_or("")); };
+  for (const auto& [stack, r] : data.inventory) {
+    if (r.metric != "rank_info") continue;
+    const std::string rank = config_value(r.labels.config, "rank").value_or("");
+    int rank_number = -1;
+    std::istringstream(rank) >> rank_number;
+    const auto flagged = data.inventory_flagged.find(stack);
+    const bool named = flagged != data.inventory_flagged.end() && flagged->second.count(rank_number);
+    std::string memory, pcie;
+    if (auto bytes = config_value(r.labels.config, "gpu_memory_bytes")) {
+      memory = format_number(std::strtod(bytes->c_str(), nullptr) / (1ULL << 30), "%.1f");
+    }
+    if (auto width = config_value(r.labels.config, "pcie_width")) {
+      pcie = "x" + *width + " of x" + config_value(r.labels.config, "pcie_width_max").value_or("?") + ", " +
+             config_value(r.labels.config, "pcie_gts").value_or("?") + " of " +
+             config_value(r.labels.config, "pcie_gts_max").value_or("?") + " GT/s";
+    }
+    h << "<tr" << (named ? " class=\"named\"" : "") << "><td>"
+      << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</td><td class=\"n\">" << escape_html(rank)
+      << "</td><td>" << cell(r, "node") << "</td><td class=\"n\">" << cell(r, "local_rank") << "</td><td>"
+      << cell(r, "cpu") << "</td><td>" << cell(r, "cpus_allowed") << "</td><td>" << cell(r, "gpu") << "</td><td>"
+      << cell(r, "gpu_pci_bus_id") << "</td><td class=\"n\">" << cell(r, "gpu_numa_node") << "</td><td class=\"n\">"
+      << escape_html(memory) << "</td><td class=\"n\">" << cell(r, "gpu_sm_count") << "</td><td>" << escape_html(pcie)
+      << "</td><td>" << cell(r, "driver") << "</td><td>" << cell(r, "cuda_driver") << "</td></tr>\n";
+  }
+  h << "</table>\n<table><tr><th>stack</th><th>node</th><th>ranks</th><th>NIC</th><th>link layer</th>"
+    << "<th>rated Gbit/s</th></tr>\n";
+  for (const auto& [stack, r] : data.inventory) {
+    if (r.metric != "nic_speed") continue;
+    h << "<tr><td>" << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</td><td>" << cell(r, "node")
+      << "</td><td>" << cell(r, "ranks") << "</td><td>" << cell(r, "nic") << "</td><td>" << cell(r, "link_layer")
+      << "</td><td class=\"n\">" << (std::isfinite(r.value) ? escape_html(format_number(r.value * 8 / 1e9)) : "unknown")
+      << "</td></tr>\n";
+  }
+  h << "</table>\n";
+}
+
 void render_cross_stack(const ReportData& data, std::ostringstream& h) {
   h << "<h2 id=\"cross-stack\">Differences between stacks</h2>\n"
     << "<p>Cases that more than one stack ran and whose outcome differs between them: by verdict, or by the "
@@ -819,6 +895,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
     << "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\n"
     << "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
     << "td.fail,td.timeout,td.xpass{background:#fde2e2;font-weight:600}td.xfail{background:#fdf3d6}td.pass{background:#e3f5e1}\n"
+    << "tr.named td{background:#fde2e2}\n"
     << ".swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}\n"
     << ".plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}\n"
     << "figure.plot{margin:0;border:1px solid #ddd;padding:6px;background:#fff}\n"
@@ -839,6 +916,8 @@ std::string render_html(const ReportData& data, const std::function<std::string(
   }
   h << "</table>\n";
   if (data.stacks.empty()) h << "<p class=\"empty\">These results hold no records.</p>\n";
+
+  if (!data.inventory.empty()) render_inventory(data, h);
 
   h << "<h2 id=\"summary\">Pass/fail summary</h2>\n<p>Records by stack, suite and verdict.</p>\n"
     << "<table><tr><th>stack</th><th>suite</th>";

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,10 @@ struct ReportData {
   // into `stacks`) that appear in any row, and its rows in the order the cases first appear.
   std::vector<int> cross_stacks;
   std::vector<CrossStackRow> cross_stack;
+  // What every rank ran on (suite `inventory`): (stack, record) of its rank_info and nic_speed
+  // rows, in file order, and the ranks its failed checks name, by stack.
+  std::vector<std::pair<int, Record>> inventory;
+  std::map<int, std::set<int>> inventory_flagged;
   // `dtsuite ab --report`: the paired judgement of the rounds, and what A and B were.
   const AbComparison* ab = nullptr;
   std::string ab_a, ab_b;

@@ -582,6 +582,56 @@ TEST(Html, EveryTextFromTheCsvIsEscaped) {
   EXPECT_EQ(figures, 1u);
 }
 
+TEST(Html, TheInventoryIsATableWithTheRanksAFailedCheckNamesMarked) {
+  ResultsFile a{"a.csv", {}};
+  for (int rank = 0; rank < 3; ++rank) {
+    Record r = stamped("nccl", 3);
+    r.suite = "inventory";
+    r.case_id = "rank/" + std::to_string(rank);
+    r.metric = "rank_info";
+    r.value = 1;
+    r.labels.config = "rank=" + std::to_string(rank) + ";node=n" + std::to_string(rank / 2) +
+                      ";gpu=NVIDIA <b>H100;gpu_memory_bytes=85899345920;pcie_width=" + (rank == 2 ? "8" : "16") +
+                      ";pcie_width_max=16;pcie_gts=32;pcie_gts_max=32";
+    a.records.push_back(r);
+  }
+  Record nic = stamped("nccl", 3);
+  nic.suite = "inventory";
+  nic.case_id = "node/n0/nic/eth0";
+  nic.metric = "nic_speed";
+  nic.unit = "bytes_per_second";
+  nic.value = 25e9 / 8;
+  nic.labels.config = "node=n0;ranks=0-1;nic=eth0;link_layer=ethernet";
+  a.records.push_back(nic);
+  Record check = stamped("nccl", 3);
+  check.suite = "inventory";
+  check.case_id = "mismatch/1";
+  check.metric = "check";
+  check.verdict = Verdict::fail;
+  check.labels.config = "item=gpu_pcie_width;ranks=2";
+  check.detail = "gpu_pcie_width: rank 2 (node n1) trained its PCIe link at x8, the part supports x16";
+  a.records.push_back(check);
+  const ReportData data = group_results({a});
+  ASSERT_EQ(data.inventory.size(), 4u);
+  ASSERT_EQ(data.inventory_flagged.size(), 1u);
+  EXPECT_EQ(data.inventory_flagged.begin()->second, std::set<int>{2});
+  const std::string html = render_html(data, [](const Plot&) { return std::string("<svg></svg>"); });
+  EXPECT_NE(html.find("<h2 id=\"inventory\">"), std::string::npos);
+  EXPECT_EQ(html.find("<b>H100"), std::string::npos);  // escaped, as every text from a CSV
+  size_t named = 0;
+  for (size_t at = html.find("<tr class=\"named\">"); at != std::string::npos; at = html.find("<tr class=\"named\">", at + 1)) {
+    ++named;
+    EXPECT_NE(html.find("x8 of x16, 32 of 32 GT/s", at), std::string::npos);
+  }
+  EXPECT_EQ(named, 1u);
+  EXPECT_NE(html.find("80.0"), std::string::npos);  // GiB
+  EXPECT_NE(html.find(">25<"), std::string::npos);   // Gbit/s
+  // Results without inventory rows (files written before it) draw no such section.
+  ResultsFile old{"old.csv", {collective("mpi", "busbw", "all_reduce", "f32", 8, 1)}};
+  EXPECT_EQ(render_html(group_results({old}), [](const Plot&) { return std::string(); }).find("id=\"inventory\""),
+            std::string::npos);
+}
+
 TEST(Html, TheGateSectionListsEveryJudgedRowWorstFirstWithItsDetectableChange) {
   Comparison gate;
   gate.baseline_runs = 10;

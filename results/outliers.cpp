@@ -1,0 +1,63 @@
+// Outliers among peers (results/outliers.h).
+#include "results/outliers.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dts {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+double robust_spread(const Stats& stats) {
+  if (stats.n < 2) return 0;
+  const double spread = (stats.p95 - stats.p05) / 3.29;
+  return std::isfinite(spread) && spread > 0 ? spread : 0;
+}
+
+std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subjects, bool higher_is_better) {
+  std::vector<OutlierVerdict> out(subjects.size());
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    OutlierVerdict& v = out[i];
+    if (!std::isfinite(subjects[i].value)) continue;
+    std::vector<double> values, spreads;
+    for (size_t j = 0; j < subjects.size(); ++j) {
+      if (j == i || !std::isfinite(subjects[j].value)) continue;
+      values.push_back(subjects[j].value);
+      spreads.push_back(subjects[j].spread);
+    }
+    v.peers = static_cast<int>(values.size());
+    if (v.peers < OutlierRule::kMinPeers) continue;
+    v.judged = true;
+    v.peer_median = median(values);
+    std::vector<double> deviations;
+    for (double x : values) deviations.push_back(std::fabs(x - v.peer_median));
+    const double between = 1.4826 * median(deviations);
+    const double within = std::max(subjects[i].spread, median(spreads));
+    v.noise = std::max(between, within);
+    const double worse_by = higher_is_better ? v.peer_median - subjects[i].value : subjects[i].value - v.peer_median;
+    v.shortfall = v.peer_median != 0 ? worse_by / std::fabs(v.peer_median) : 0;
+    const double margin = std::max(OutlierRule::kZ * v.noise, OutlierRule::kMinShortfall * std::fabs(v.peer_median));
+    v.bound = higher_is_better ? v.peer_median - margin : v.peer_median + margin;
+    v.named = worse_by > margin;
+  }
+  return out;
+}
+
+std::string describe_shortfall(const OutlierVerdict& v, bool higher_is_better, const std::string& peer_median_text) {
+  const double percent = std::round(std::fabs(v.shortfall) * 100);
+  const bool worse = v.shortfall > 0;
+  std::string direction = higher_is_better == worse ? "below" : "above";
+  return std::to_string(static_cast<long long>(percent)) + "% " + direction + " the median of its " +
+         std::to_string(v.peers) + (v.peers == 1 ? " peer" : " peers") + " (" + peer_median_text + ")";
+}
+
+}  // namespace dts

@@ -1,0 +1,65 @@
+// Outliers among peers: which rank, pair or node of a figure (a throughput, a bandwidth, a time)
+// falls short of the others by more than the run's own noise allows. The rule, one for every
+// figure that names outliers (the hardware suite's per-rank measurements first):
+//
+//   peers        every other subject of the figure with a finite value (at least kMinPeers);
+//   m            the median of the peers' values;
+//   between      1.4826 x the median absolute deviation of the peers from m (a standard deviation
+//                for normal data; Iglewicz & Hoaglin, "How to Detect and Handle Outliers", 1993,
+//                whose modified z-score 0.6745 (x - m) / MAD > 3.5 this is);
+//   within       the subject's own spread over its iterations, and the peers' median spread,
+//                each as a standard deviation from its 5th..95th percentile ((p95 - p05) / 3.29),
+//                the larger of the two: a noisy run widens the band for everyone;
+//   noise        the larger of between and within;
+//   named when   it falls short of m (below it for a throughput, above it for a time) by more than
+//                kZ x noise, and by more than kMinShortfall of m.
+//
+// The floor keeps a tight group from naming a healthy part for a difference its few peers' spread
+// cannot tell from chance (three peers give a poor MAD; boost clocks of one GPU model differ by a
+// few percent between healthy parts). The
+// median of the peers, not of all, so that the subject cannot pull the reference towards itself.
+// Depends on nothing but Record's Stats.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "results/record.h"
+
+namespace dts {
+
+struct PeerValue {
+  double value = std::nan("");  // the subject's figure (a median over its iterations)
+  double spread = 0;            // its iterations' spread as a standard deviation, same unit; 0: none
+};
+
+struct OutlierVerdict {
+  bool judged = false;   // enough peers with a value
+  bool named = false;    // an outlier
+  int peers = 0;
+  double peer_median = std::nan(""), noise = std::nan("");
+  double shortfall = 0;  // how far short of peer_median, as a fraction of it (0.62: 62% worse)
+  double bound = std::nan("");  // the value past which it is named (a threshold in the figure's unit)
+};
+
+struct OutlierRule {
+  static constexpr double kZ = 3.5;              // Iglewicz & Hoaglin's cut on the modified z-score
+  // And at least 20% worse than the peers' median: healthy ranks of one shared machine measured
+  // up to 13% apart with the noise band narrower than that (4 ranks on 2 cores, triad alone).
+  static constexpr double kMinShortfall = 0.20;
+  static constexpr int kMinPeers = 2;            // a median and a spread need two
+};
+
+// One verdict per subject, in order. `higher_is_better`: throughputs and bandwidths (short of the
+// median is below it); else times (above it).
+std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subjects, bool higher_is_better);
+
+// A distribution's spread as a standard deviation, from its 5th and 95th percentiles (a normal
+// variable's lie 3.29 standard deviations apart); 0 without a distribution.
+double robust_spread(const Stats& stats);
+
+// "62% below the median of its 3 peers (58 GFLOP/s)" style words for a verdict: `shown(x)`
+// formats a value of the figure for people.
+std::string describe_shortfall(const OutlierVerdict& v, bool higher_is_better, const std::string& peer_median_text);
+
+}  // namespace dts
