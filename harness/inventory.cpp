@@ -493,7 +493,7 @@ class ConfigText {
 const bool kInventoryCatalog = register_suite_info([] {
   SuiteInfo info;
   info.name = kInventorySuite;
-  info.summary = "what every rank runs on, written by every run (not a suite to name in dtsuite run)";
+  info.summary = "what every rank runs on, written by a run of the hardware suite (not a suite to name in dtsuite run)";
   info.metrics = {{"rank_info", "", "1 per rank; config: its node, CPU, NUMA, GPU, driver, CUDA"},
                   {"nic_speed", "bytes_per_second", "a node's network interface, its rated speed"}};
   return info;

@@ -616,6 +616,13 @@ std::optional<std::string> device_refusal(Communicator& tested, Communicator& co
   return std::nullopt;
 }
 
+// An acceptance run (the hardware suite) writes the inventory as rows, its findings as failed
+// checks; every other run keeps its files to the suites it ran and shows the inventory, findings
+// included, in the console only: scripts that read a collectives CSV see collectives rows.
+bool writes_inventory_rows(const RunOptions& o) {
+  return std::find(o.suites.begin(), o.suites.end(), "hardware") != o.suites.end();
+}
+
 void print_preamble(const Command& cmd, const StackInfo& stack, const std::string& run_id, const std::string& csv,
                     size_t cases) {
   const RunOptions& o = cmd.run;
@@ -625,8 +632,10 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   std::printf("# backend %s (%s)  device %s\n", stack.backend.c_str(), stack.backend_version.c_str(), stack.device.c_str());
   std::printf("# %d ranks on %d node(s), %d per node, host %s\n", stack.world_size, stack.nodes, stack.ranks_per_node,
               stack.host.c_str());
-  // The findings follow as the inventory's check rows (inventory_records), each a line of its own.
-  for (const std::string& line : describe_inventory(stack.inventory, {})) {
+  // With the hardware suite the findings follow as the inventory's check rows (inventory_records).
+  for (const std::string& line :
+       describe_inventory(stack.inventory, writes_inventory_rows(o) ? std::vector<InventoryFinding>{}
+                                                                    : stack.inventory_findings)) {
     std::printf("# %s\n", line.c_str());
   }
   // Each suite's own flags, as it describes them (collectives: nccl-tests' "minBytes ... step").
@@ -757,7 +766,9 @@ int run_with_mpi(Command& cmd) {
   if (leader) print_preamble(cmd, stack, run_id, csv_path, cases.size());
 
   HarnessContext context(*tested, *control, o, tested->memory(), stack, run_id, &results, observer.get());
-  for (Record& r : inventory_records(stack.inventory, stack.inventory_findings)) context.emit(std::move(r));
+  if (writes_inventory_rows(o)) {
+    for (Record& r : inventory_records(stack.inventory, stack.inventory_findings)) context.emit(std::move(r));
+  }
   std::string current_suite;
   const Case* current_case = nullptr;
   std::string previous_case;  // the last case whose rows are all written: where a row between cases goes

@@ -61,7 +61,18 @@ TEST(Hardware, EveryRankEveryFigureBothModesWithItsSpread) {
     EXPECT_EQ(row.unit, row.metric == "matmul_throughput" ? "flop_per_second" : "bytes_per_second");
   }
   const std::set<int> all{0, 1, 2, 3};
-  ASSERT_EQ(ranks_by_case.size(), 6u);  // {sgemm, dgemm, triad} x {concurrent, alone}
+  ASSERT_EQ(ranks_by_case.size(), 6u);
+  // An acceptance run starts with the inventory: a row per rank, and its one passing check.
+  int ranks = 0, checks = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.suite != "inventory") continue;
+    if (row.metric == "rank_info") ++ranks;
+    if (row.metric != "check") continue;
+    ++checks;
+    EXPECT_EQ(row.verdict, dts::Verdict::pass) << row.detail;
+  }
+  EXPECT_EQ(ranks, 4);
+  EXPECT_EQ(checks, 1);  // {sgemm, dgemm, triad} x {concurrent, alone}
   for (const char* id : {"gemm/f32/concurrent", "gemm/f64/concurrent", "triad/f64/concurrent", "gemm/f32/alone",
                          "gemm/f64/alone", "triad/f64/alone"}) {
     EXPECT_EQ(ranks_by_case[id], all) << id;
