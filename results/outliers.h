@@ -8,8 +8,10 @@
 //                for normal data; Iglewicz & Hoaglin, "How to Detect and Handle Outliers", 1993,
 //                whose modified z-score 0.6745 (x - m) / MAD > 3.5 this is);
 //   within       the subject's own spread over its iterations, and the peers' median spread,
-//                each as a standard deviation from its 5th..95th percentile ((p95 - p05) / 3.29),
-//                the larger of the two: a noisy run widens the band for everyone;
+//                each as a standard deviation (1.4826 x the iterations' median absolute deviation
+//                where the samples are at hand, as in the hardware suite; else from the 5th..95th
+//                percentiles, (p95 - p05) / 3.29), the larger of the two: a noisy run widens the
+//                band for everyone;
 //   noise        the larger of between and within;
 //   named when   it falls short of m (below it for a throughput, above it for a time) by more than
 //                kZ x noise, and by more than kMinShortfall of m.
