@@ -69,6 +69,8 @@ const std::vector<RunKey> kRunKeys{
     // Topology.
     {"p2p-bytes", RunKind::any}, {"p2p-sweep", RunKind::any}, {"latency-bytes", RunKind::any},
     {"link-bytes", RunKind::any}, {"link-speed", RunKind::any},
+    // Hardware.
+    {"gemm-size", RunKind::any}, {"triad-bytes", RunKind::any},
     // The planner verified.
     {"measurements", RunKind::list}, {"verify", RunKind::any}, {"memory-per-rank", RunKind::any}};
 
