@@ -111,6 +111,11 @@ struct CommOptions {
   int fault_rank = -1;
   // Collectives that run clean before fault injection starts (a stack that breaks mid-run).
   int64_t fault_after_calls = 0;
+  // Of the armed calls, the fraction that is faulted (an intermittent fault: a marginal link, a
+  // flaky memory cell); 1: every one. Which calls is decided by a hash of the call's number and
+  // fault_seed, alike on every rank, so a run is reproducible and its ranks agree.
+  double fault_rate = 1;
+  uint64_t fault_seed = 1;
   // Watchdog instrumentation (see OpObserver); null: none.
   std::shared_ptr<OpObserver> observer;
   // This process's node name for backends that group ranks by node (hier); empty: node_name()'s

@@ -153,8 +153,11 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   run->add_option("-n,--iters", o.iters, "timed iterations per case")->check(CLI::Range(1, 1000000))->capture_default_str();
   run->add_option("-w,--warmup_iters", o.warmup, "untimed warm-up iterations per case")
       ->check(CLI::Range(0, 1000000))->capture_default_str();
-  run->add_option("-c,--check", check, "check results on every case (1) or not (0)")
-      ->check(CLI::Range(0, 1))->capture_default_str();
+  run->add_option("-c,--check", check,
+                  "checked iterations per case (nccl-tests' -c): 0 none; 1 each input kind once after the timed "
+                  "iterations; N: the collectives suite checks N times, interleaved with the timed iterations, on "
+                  "fresh inputs each time (an intermittent fault); the other suites check once")
+      ->check(CLI::Range(0, 1000000))->capture_default_str();
   run->add_option("-T,--timeout", o.timeout_seconds,
                   "seconds a case may take before it is reported as hung; 0: never. The clock stops while a rank "
                   "checks a result on the host: -T bounds the stack, not the check of a large result")
@@ -193,6 +196,10 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   }
   run->add_option("--fault-after", cmd.fault_after, "collectives that faulty(...) lets through before injecting")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))->capture_default_str();
+  run->add_option("--fault-rate", cmd.fault_rate,
+                  "fraction of the armed calls that faulty(...) faults, picked by a hash of the call's number and "
+                  "--seed (alike on every rank): an intermittent fault; 1: every call")
+      ->check(FiniteRange(1e-9, 1.0))->capture_default_str();
 
   app.add_subcommand("list", "list the suites, backends, collectives, dtypes and ops of this build");
 
@@ -358,6 +365,7 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
     cmd.chunk_bytes = chunk == "auto" ? 0 : static_cast<size_t>(parse_size(chunk));
     if (chunk != "auto" && cmd.chunk_bytes == 0) throw UsageError("--chunk-bytes must be positive or auto");
     o.check = check != 0;
+    o.checks = check;
     if (o.quick) {
       o.iters = std::min(o.iters, 5);
       o.warmup = std::min(o.warmup, 1);

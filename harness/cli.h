@@ -92,6 +92,7 @@ struct Command {
   size_t chunk_bytes = 0;  // --chunk-bytes; 0 (auto): the ring's own rule
   int fault_rank = -1;
   int64_t fault_after = 0;
+  double fault_rate = 1;  // --fault-rate: the fraction of armed calls faulted
 };
 
 // Where the text of `run --profile FILE` comes from: read here (read_profile_file), or handed in

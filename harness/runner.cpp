@@ -685,6 +685,8 @@ int run_with_mpi(Command& cmd) {
   comm_options.chunk_bytes = cmd.chunk_bytes;
   comm_options.fault_rank = cmd.fault_rank;
   comm_options.fault_after_calls = cmd.fault_after;
+  comm_options.fault_rate = cmd.fault_rate;
+  comm_options.fault_seed = cmd.run.seed;
   comm_options.observer = observer;
   comm_options.node_name = o.node;
   std::unique_ptr<Communicator> tested;

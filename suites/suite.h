@@ -56,7 +56,8 @@ struct RunOptions {
   std::string node;                            // --node: this rank's node name (comm/topology.h)
   int iters = 20;                              // -n
   int warmup = 5;                              // -w
-  bool check = true;                           // -c
+  bool check = true;                           // -c N, N > 0
+  int checks = 1;                              // -c N: checked iterations per case (collectives)
   double timeout_seconds = 300;                // -T; 0: no watchdog
   uint64_t seed = 1;
   int repeat = 1;                              // --repeat: passes over the plan, each in its own order

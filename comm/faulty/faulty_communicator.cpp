@@ -65,6 +65,12 @@
 // them run clean. One count for both would arm the collectives at different calls on different
 // ranks, which make different numbers of point-to-point calls. Over faulty, a ring counts its
 // chunk transfers, not its collectives.
+//
+// Rate (CommOptions::fault_rate, --fault-rate P): of the armed calls, only the fraction P is
+// faulted, an intermittent fault (nccl-tests #172: one node among 1,000 corrupting now and then).
+// Call k is faulted when splitmix64(fault_seed, k) / 2^64 < P: a hash, not a periodic pattern that
+// could fall in step with a suite's own cycle of calls, and alike on every rank (the same count,
+// the same seed), so the ranks agree on it as the arithmetic and abort kinds need.
 #include "comm/faulty/faulty_communicator.h"
 
 #include <atomic>
@@ -332,6 +338,16 @@ void FaultyCommunicator::before_collective() {
   if (is_victim()) stall();
 }
 
+bool FaultyCommunicator::picked(int64_t call) const {
+  if (options_.fault_rate >= 1) return true;
+  // splitmix64 (Steele, Lea and Flood 2014) of the seed and the call's number.
+  uint64_t z = options_.fault_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(call) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53 < options_.fault_rate;
+}
+
 void FaultyCommunicator::abort_if_armed() {
   // Decided alike on every rank of the group: its victim, the call count, and the process's flag
   // (every rank of the group strikes at this same call, so none has struck before).
@@ -371,7 +387,8 @@ bool FaultyCommunicator::before_point_to_point(std::string_view op) {
   throw_if_aborted();
   require_host(op);
   ++point_to_point_calls_;
-  const bool faulted = on_victim() && point_to_point_calls_ > options_.fault_after_calls;
+  const bool faulted =
+      on_victim() && point_to_point_calls_ > options_.fault_after_calls && picked(point_to_point_calls_);
   if (faulted) stall();
   return faulted;
 }

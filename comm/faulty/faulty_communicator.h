@@ -118,8 +118,11 @@ class FaultyCommunicator final : public ForwardingCommunicator {
   void require_injectable() const;
 
   bool on_victim() const { return fault_.every_rank || (victim_ >= 0 && rank() == victim_); }
-  // The collectives' fault starts after options.fault_after_calls collectives (counted on every rank).
-  bool armed() const { return calls_ > options_.fault_after_calls; }
+  // The collectives' fault starts after options.fault_after_calls collectives (counted on every
+  // rank), and strikes the fraction options.fault_rate of the calls after them.
+  bool armed() const { return calls_ > options_.fault_after_calls && picked(calls_); }
+  // Whether call number `call` is among options.fault_rate of the calls (always, at rate 1).
+  bool picked(int64_t call) const;
   bool is_victim() const { return on_victim() && armed(); }
   // hang and delay, on the victim, before the collective.
   void before_collective();

@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <memory>
+#include <set>
+#include <vector>
 #include <string>
 
 #include "comm/testing/fake_communicator.h"
@@ -123,6 +125,39 @@ TEST(FaultyAbort, AbortGivesUpALiveCommunicator) {
   faulty.abort();
   EXPECT_TRUE(faulty.aborted());
   EXPECT_THROW(faulty.barrier(), Error);
+}
+
+// --fault-rate: of the armed calls, the fraction P is faulted, the same calls for the same seed
+// (every rank of a job agrees) and other calls for another seed. Over a fake inner that leaves
+// the output alone, a bitflip is seen as the output's one element turning from 0 to 1.
+std::vector<int> flipped_calls(double rate, uint64_t seed, int calls) {
+  CommOptions options;
+  options.fault_rate = rate;
+  options.fault_seed = seed;
+  FaultyCommunicator faulty(parse_fault_spec("bitflip"), std::make_unique<FakeCommunicator>("fake"), options);
+  std::vector<int> flipped;
+  for (int call = 0; call < calls; ++call) {
+    int32_t in = 0, out = 0;
+    faulty.all_reduce(&in, &out, 1, DType::i32, ReduceOp::sum);
+    if (out != 0) flipped.push_back(call);
+  }
+  return flipped;
+}
+
+TEST(FaultyRate, StrikesTheStatedFractionOfCallsAlikeForOneSeed) {
+  constexpr int kCalls = 5000;
+  EXPECT_EQ(flipped_calls(1.0, 7, 100).size(), 100u);  // rate 1: every call, as without the flag
+  const std::vector<int> a = flipped_calls(0.02, 7, kCalls);
+  // Binomial(5000, 0.02): mean 100, sd 9.9; 50 and 150 are 5 sd out (a chance below 1e-6 each).
+  EXPECT_GE(a.size(), 50u);
+  EXPECT_LE(a.size(), 150u);
+  EXPECT_EQ(flipped_calls(0.02, 7, kCalls), a);  // the same calls: every rank agrees
+  EXPECT_NE(flipped_calls(0.02, 8, kCalls), a);  // another seed, other calls
+  // Not periodic: the gaps between struck calls are not all one length (a fixed period could
+  // fall in step with a suite's own cycle of calls and strike only timed, never checked, ones).
+  std::set<int> gaps;
+  for (size_t i = 1; i < a.size(); ++i) gaps.insert(a[i] - a[i - 1]);
+  EXPECT_GT(gaps.size(), 10u);
 }
 
 }  // namespace

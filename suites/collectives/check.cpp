@@ -799,6 +799,7 @@ CheckResult check_typed(const CheckSpec& s, int rank, const T* out) {
   CheckResult result;
   if (s.collective == Collective::reduce && rank != s.root) return result;
   const int64_t elements = output_elements(s);
+  if (!is_reducing(s.collective)) result.wrong_from.assign(static_cast<size_t>(s.world_size), 0);
   for (int64_t j = 0; j < elements; ++j) {
     const Source src = source_of(s, rank, j);
     const T got = out[j];
@@ -819,6 +820,7 @@ CheckResult check_typed(const CheckSpec& s, int rank, const T* out) {
     }
     ++result.wrong;
     ++result.deviations[static_cast<size_t>(judged.deviation)];
+    if (!src.reduce_all) ++result.wrong_from[static_cast<size_t>(src.rank)];
   }
   result.checked = elements;
   return result;

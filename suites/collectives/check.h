@@ -108,6 +108,11 @@ struct CheckResult {
   double max_ulp = 0;       // largest |got - reference| in units in the last place of the dtype
   std::string first_wrong;  // "rank 1 element 17: got 3 expected 5 (wrong value)"
   DeviationCounts deviations{};  // wrong elements by what the stack did
+  // Data movement (all_gather, broadcast, all_to_all, send_recv): wrong elements by the rank whose
+  // input they carry, known from their place in the output (world_size entries). Empty for the
+  // reductions, where every rank's input is in every element: a wrong value there cannot say
+  // whose contribution was wrong, only where it arrived.
+  std::vector<int64_t> wrong_from;
 };
 
 // Checks rank `rank`'s output (output_elements() elements). For reduce, only the root's output

@@ -277,15 +277,37 @@ struct Verification {
   std::string first_wrong;
   DeviationCounts deviations{};  // summed over ranks
   double input_seconds = 0, check_seconds = 0;  // this rank's host work: its inputs, its check
+  // By rank of the job: wrong elements each rank received, and (data movement; empty for the
+  // reductions) wrong elements that carried each rank's input, wherever they arrived.
+  std::vector<int64_t> wrong_at, wrong_from;
+
+  // Another checked iteration's verdict, summed in.
+  void add(const Verification& v) {
+    wrong += v.wrong;
+    max_ulp = std::max(max_ulp, v.max_ulp);
+    if (first_wrong.empty()) first_wrong = v.first_wrong;
+    for (size_t i = 0; i < kDeviationCount; ++i) deviations[i] += v.deviations[i];
+    input_seconds += v.input_seconds;
+    check_seconds += v.check_seconds;
+    const auto sum_into = [](std::vector<int64_t>& to, const std::vector<int64_t>& from) {
+      if (to.size() < from.size()) to.resize(from.size(), 0);
+      for (size_t i = 0; i < from.size(); ++i) to[i] += from[i];
+    };
+    sum_into(wrong_at, v.wrong_at);
+    sum_into(wrong_from, v.wrong_from);
+  }
 };
 
-// Runs one call on fresh inputs of `kind`, checks every rank's output and combines the
-// verdicts on rank 0 through the control communicator.
-Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kind) {
+// Runs one call on fresh inputs of `kind` (of checked iteration `round`: each its own seed),
+// checks every rank's output and combines the verdicts on rank 0 through the control communicator.
+Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kind, int round) {
   Communicator& control = ctx.control();
   const int rank = control.rank(), n = control.size();
   spec.kind = kind;
-  spec.seed = ctx.options().seed * 4 + 1 + static_cast<uint64_t>(kind);  // timing inputs use seed * 4
+  // Timing inputs use seed * 4; round 0 keeps the seeds of -c 1, later rounds step away from them
+  // by a large odd constant (the golden ratio's, 2^64 / phi), so no two rounds share inputs.
+  spec.seed = ctx.options().seed * 4 + 1 + static_cast<uint64_t>(kind) +
+              static_cast<uint64_t>(round) * 0x9E3779B97F4A7C15ull;
   Verification v;
   v.input_seconds = prepare(ctx, spec, p, rank);
   invoke(ctx.comm(), spec, p);
@@ -296,11 +318,85 @@ Verification verify(RunContext& ctx, CheckSpec spec, Placement& p, InputKind kin
   control.all_reduce(&local.wrong, &v.wrong, 1, DType::i64, ReduceOp::sum);
   control.all_reduce(&local.max_ulp, &v.max_ulp, 1, DType::f64, ReduceOp::max);
   control.all_reduce(local.deviations.data(), v.deviations.data(), kDeviationCount, DType::i64, ReduceOp::sum);
+  // Who received the wrong elements, and whose inputs they carried: one slot per rank, summed.
+  const auto un = static_cast<size_t>(n);
+  std::vector<int64_t> at(un, 0), from(un, 0);
+  at[static_cast<size_t>(rank)] = local.wrong;
+  if (!local.wrong_from.empty()) from = local.wrong_from;
+  v.wrong_at.assign(un, 0);
+  v.wrong_from.assign(un, 0);
+  control.all_reduce(at.data(), v.wrong_at.data(), un, DType::i64, ReduceOp::sum);
+  control.all_reduce(from.data(), v.wrong_from.data(), un, DType::i64, ReduceOp::sum);
+  if (is_reducing(spec.collective)) v.wrong_from.clear();
   const int mine = local.wrong > 0 ? rank : n;
   int first = n;
   control.all_reduce(&mine, &first, 1, DType::i32, ReduceOp::min);
   if (first < n) v.first_wrong = text_to_root(control, first, local.first_wrong);
   return v;
+}
+
+// "rank 2 (node n1)".
+std::string rank_and_node(int rank, const NodeMap& nodes) {
+  std::string text = "rank " + std::to_string(rank);
+  if (static_cast<size_t>(rank) < nodes.names.size()) text += " (node " + nodes.names[static_cast<size_t>(rank)] + ")";
+  return text;
+}
+
+// "ranks 0 (3), 2 (1)": the ranks with a nonzero count, and their counts.
+std::string ranks_with_counts(const std::vector<int64_t>& counts) {
+  std::string text;
+  int named = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] == 0) continue;
+    text += (named++ ? ", " : "") + std::to_string(r) + " (" + std::to_string(counts[r]) + ")";
+  }
+  return (named == 1 ? "rank " : "ranks ") + text;
+}
+
+// Which rank a case's wrong elements point at, from every checked iteration of it (rank 0):
+//  - all_reduce, all_gather and broadcast hand every rank the same output: when one rank alone
+//    received wrong elements, its peers got the same elements right, and that rank is the
+//    suspect (its link in, its memory, its reduction);
+//  - data movement (all_gather, broadcast, all_to_all, send_recv) puts one rank's input in each
+//    output block: when every wrong element carried one rank's input, arriving at several ranks,
+//    that rank is the suspect (its link out, its send buffer); when one rank's input arrived
+//    wrong at one other rank only (all_to_all, send_recv), the path between the two;
+//  - else no one is singled out, and the ranks that received them are listed. That is always so
+//    for reduce (only the root's output is defined) and reduce_scatter (each element arrives at
+//    one rank), and for the reductions no element says whose input was wrong: each holds every
+//    rank's. A stack that is wrong alike on every rank (a library's semantics) singles out none.
+// `rounds_wrong_at`: the checked iterations (of `rounds`) in which each rank received a wrong element.
+std::string suspect_text(Collective collective, const Verification& all, const std::vector<int64_t>& rounds_wrong_at,
+                         int rounds, const NodeMap& nodes) {
+  const auto only = [](const std::vector<int64_t>& counts) {
+    int found = -1;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      if (counts[r] == 0) continue;
+      if (found >= 0) return -1;
+      found = static_cast<int>(r);
+    }
+    return found;
+  };
+  const bool replicated = collective == Collective::all_reduce || collective == Collective::all_gather ||
+                          collective == Collective::broadcast;
+  const int at = only(all.wrong_at), from = all.wrong_from.empty() ? -1 : only(all.wrong_from);
+  if (all.wrong_at.size() == 1) return "at " + rank_and_node(0, nodes) + ", the job's only rank";
+  if (at >= 0 && (replicated || at == from)) {
+    const auto r = static_cast<size_t>(at);
+    return "suspect: " + rank_and_node(at, nodes) + ", the only rank that received wrong elements (" +
+           std::to_string(all.wrong_at[r]) + " in " + std::to_string(rounds_wrong_at[r]) + " of " +
+           std::to_string(rounds) + " checked iterations)";
+  }
+  if (from >= 0 && at < 0) {
+    return "suspect: " + rank_and_node(from, nodes) + ", whose data arrived wrong at " + ranks_with_counts(all.wrong_at);
+  }
+  if (from >= 0 && at >= 0) {
+    return "suspect: the path from " + rank_and_node(from, nodes) + " to " + rank_and_node(at, nodes) + " (" +
+           std::to_string(all.wrong_at[static_cast<size_t>(at)]) + " wrong elements)";
+  }
+  std::string text = "no one rank singled out: wrong elements received at " + ranks_with_counts(all.wrong_at);
+  if (!all.wrong_from.empty()) text += ", carrying the data of " + ranks_with_counts(all.wrong_from);
+  return text;
 }
 
 // "overflow inputs: 6 wrong (integers wrap, ...): saturates at 127: 6" for the `wrong` row's detail.
@@ -466,11 +562,30 @@ class CollectivesSuite final : public Suite {
 
     for (bool in_place : {false, true}) {
       Placement p = make_placement(spec, in_place, rank, ctx.memory());
-      const double timing_inputs = prepare(ctx, spec, p, rank);  // exact inputs of their own seed
-      const std::vector<double> times = ctx.time_iterations(o.warmup, o.iters, [&] { invoke(comm, spec, p); });
-      std::array<Verification, kAllInputKinds.size()> checked;  // by InputKind
-      if (o.check) {
-        for (InputKind kind : kAllInputKinds) checked[static_cast<size_t>(kind)] = verify(ctx, spec, p, kind);
+      double timing_inputs = prepare(ctx, spec, p, rank);  // exact inputs of their own seed
+      // -c N: N checked iterations, interleaved with the timed ones (iters split into N runs of
+      // timed calls, as evenly as they go, a checked iteration after each), so a fault that comes
+      // and goes meets a check wherever it falls in the case. -c 1: all timed, then one check.
+      const int rounds = o.check ? std::max(o.checks, 1) : 0, chunks = std::max(rounds, 1);
+      std::vector<double> times;
+      std::array<Verification, kAllInputKinds.size()> checked;  // by InputKind, over every round
+      std::vector<int64_t> rounds_wrong_at(static_cast<size_t>(n), 0);  // rounds in which each rank got one wrong
+      for (int k = 0; k < chunks; ++k) {
+        const int take = static_cast<int>(static_cast<int64_t>(o.iters) * (k + 1) / chunks -
+                                          static_cast<int64_t>(o.iters) * k / chunks);
+        if (k > 0 && take > 0) timing_inputs += prepare(ctx, spec, p, rank);  // a check left its inputs there
+        if (take > 0 || k == 0) {
+          const std::vector<double> part = ctx.time_iterations(k == 0 ? o.warmup : 0, take, [&] { invoke(comm, spec, p); });
+          times.insert(times.end(), part.begin(), part.end());
+        }
+        if (k >= rounds) continue;
+        std::vector<bool> hit(static_cast<size_t>(n), false);
+        for (InputKind kind : kAllInputKinds) {
+          const Verification v = verify(ctx, spec, p, kind, k);
+          for (size_t r = 0; r < v.wrong_at.size(); ++r) hit[r] = hit[r] || v.wrong_at[r] > 0;
+          checked[static_cast<size_t>(kind)].add(v);
+        }
+        for (size_t r = 0; r < hit.size(); ++r) rounds_wrong_at[r] += hit[r] ? 1 : 0;
       }
       if (rank != 0) continue;
       Record r = base;
@@ -499,7 +614,13 @@ class CollectivesSuite final : public Suite {
         if (first.empty()) first = v.first_wrong;  // of the first input set with a wrong element
       }
       wrong.verdict = wrong.value == 0 ? Verdict::pass : Verdict::fail;
+      if (rounds > 1) wrong.detail = std::to_string(rounds) + " checked iterations: " + wrong.detail;
       if (!first.empty()) wrong.detail += "; first: " + first;
+      if (wrong.value > 0) {
+        Verification all;
+        for (const Verification& v : checked) all.add(v);
+        wrong.detail += "; " + suspect_text(c.collective, all, rounds_wrong_at, rounds, ctx.topology().nodes);
+      }
       ctx.emit(wrong);
       Record ulp = r;
       ulp.metric = "max_ulp";

@@ -50,6 +50,7 @@ const std::vector<RunKey> kRunKeys{
     {"warmup_iters", RunKind::integer}, {"check", RunKind::integer}, {"timeout", RunKind::number},
     {"seed", RunKind::integer}, {"repeat", RunKind::integer}, {"quick", RunKind::boolean},
     {"chunk-bytes", RunKind::size}, {"fault-rank", RunKind::integer}, {"fault-after", RunKind::integer},
+    {"fault-rate", RunKind::number},
     // Collectives.
     {"minbytes", RunKind::size}, {"maxbytes", RunKind::size}, {"stepfactor", RunKind::number},
     {"datatype", RunKind::list}, {"op", RunKind::list}, {"collective", RunKind::list}, {"root", RunKind::integer},
