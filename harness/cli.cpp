@@ -177,7 +177,9 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                   "address /metrics listens on (0.0.0.0 or :: for every interface; IPv6 with or without [])")
       ->check(ListenAddress())
       ->capture_default_str();
-  run->add_option("--profile", cmd.profile_path, "acceptance profile (suites/profiles/*.toml): thresholds per metric");
+  run->add_option("--profile", cmd.profile_path,
+                  "acceptance profile (suites/profiles/*.toml): thresholds per metric; auto: the shipped profile for "
+                  "the part every rank runs on (its GPU, else its CPU model)");
   run->add_option("--expect", cmd.expect_paths,
                   "expectation file (results/expectations/*.toml), repeatable: the stack's known deviations, cited; "
                   "a failure they name is xfail, a deviation they name that no longer shows is xpass (fails the run)")

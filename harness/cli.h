@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "suites/profiles/profile.h"
@@ -101,6 +102,9 @@ struct Command {
 // command line, before MPI starts).
 using ProfileText = std::function<std::string(const std::string& path)>;
 std::string read_profile_file(const std::string& path);
+// `run --profile auto`: the shipped profile for the part the ranks run on, chosen once MPI runs
+// (harness/runner.cpp; a file named auto is ./auto).
+inline constexpr std::string_view kAutoProfile = "auto";
 
 // Throws UsageError with a one-line message on any bad flag or value (Error{timeout} when the
 // profile's text never came).

@@ -600,6 +600,20 @@ std::string rank_ranges(const std::vector<int>& ranks) {
   return text;
 }
 
+std::string common_part(const std::vector<std::string>& part_of_rank) {
+  std::map<std::string, std::vector<int>> ranks_of;
+  for (size_t r = 0; r < part_of_rank.size(); ++r) ranks_of[part_of_rank[r]].push_back(static_cast<int>(r));
+  if (ranks_of.size() == 1) return ranks_of.begin()->first;
+  if (ranks_of.empty()) throw Error(Error::Kind::invalid_argument, "--profile auto: no ranks");
+  std::string mixed;
+  for (const auto& [name, ranks] : ranks_of) {
+    mixed += (mixed.empty() ? "" : ", ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") + rank_ranges(ranks) +
+             " on '" + name + "'";
+  }
+  throw Error(Error::Kind::invalid_argument, "--profile auto: the ranks run on different parts (" + mixed +
+                                                 "), and one profile judges them all; name one with --profile FILE");
+}
+
 std::vector<InventoryFinding> inventory_findings(const std::vector<RankInventory>& ranks) {
   std::vector<InventoryFinding> out;
   auto gpu = [](const RankInventory& r) -> const GpuInventory* { return r.gpus.empty() ? nullptr : &r.gpus[0]; };

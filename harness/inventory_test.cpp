@@ -382,4 +382,19 @@ TEST(InventoryRecords, EveryFindingIsAFailedCheckNamingItsRanks) {
 }
 
 }  // namespace
+// --profile auto judges every rank by one profile: a job on one part gets it, a mixed job one
+// line naming the ranks of each part.
+TEST(CommonPart, OnePartOrTheRanksOfEach) {
+  EXPECT_EQ(common_part({"NVIDIA H200", "NVIDIA H200", "NVIDIA H200"}), "NVIDIA H200");
+  try {
+    common_part({"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3"});
+    ADD_FAILURE() << "a mixed job was given one part";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_EQ(std::string(e.what()),
+              "--profile auto: the ranks run on different parts (ranks 0-1,3 on 'NVIDIA H100 80GB HBM3', rank 2 on "
+              "'NVIDIA H100 PCIe'), and one profile judges them all; name one with --profile FILE");
+  }
+}
+
 }  // namespace dts

@@ -343,3 +343,39 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
+
+namespace {
+
+// This machine's CPU model, as /proc/cpuinfo says it ("" where it does not).
+std::string cpu_model_here() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "";
+}
+
+// --profile auto picks the shipped profile for the part every rank runs on: on this machine kind
+// (CPU "AMD EPYC", no GPU) acceptance-cpu.toml, cited in the profile's rows; on a CPU no shipped
+// profile names, one line and exit 2 before anything runs.
+TEST(Profile, AutoPicksTheShippedProfileOfThePart) {
+  if (fs::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU here: auto picks by its name (profile_test covers the names)";
+  const fs::path csv = scratch_dir() / "auto.csv";
+  const RunResult r = run_dtsuite(2, kSweep + " --profile auto --csv " + csv.string());
+  if (cpu_model_here() == "AMD EPYC") {
+    EXPECT_NE(r.out.find("profile: auto chose acceptance-cpu.toml"), std::string::npos) << r.out.substr(0, 2000);
+    bool cited = false;
+    for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+      if (row.suite == "profile" && row.case_id == "acceptance-cpu/1/wrong") cited = row.verdict == dts::Verdict::pass;
+    }
+    EXPECT_TRUE(cited) << "acceptance-cpu.toml's first threshold (wrong = 0) did not pass";
+  } else {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--profile auto: no shipped profile is for '" + cpu_model_here() + "'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(csv));
+  }
+}
+
+}  // namespace

@@ -10,13 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -32,6 +35,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/text.h"
+#include "comm/topology.h"
 #include "core/buffer.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -39,6 +43,7 @@
 #include "dts/config.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "harness/inventory.h"
 #include "harness/progress.h"
 #include "harness/stack_info.h"
 #include "harness/timing.h"
@@ -1003,8 +1008,41 @@ void print_list() {
 
 // The command line again, now with the profile's text: read once, by rank 0, and the same bytes
 // given to every rank (a FIFO is not split between ranks, a bad profile stops every rank alike).
+// `--profile auto`: the shipped profile for the part every rank runs on, its GPU (the one its
+// place on its node picks, as the nccl backend does) or else its CPU model. Collective: every rank
+// gathers every rank's part, so every rank chooses alike, or throws alike when they differ.
+BuiltinProfile auto_profile(Communicator& world, const std::string& node_override) {
+  const NodeMap nodes = discover_nodes(world, node_override);
+  const int devices = cuda_device_count();
+  std::string part = devices > 0 ? cuda_device_name(nodes.local_rank(world.rank()) % devices) : cpu_model();
+  constexpr size_t kSlot = 256;  // a part name (NVML's are under 96 bytes), NUL-terminated
+  part.resize(std::min(part.size(), kSlot - 1));
+  std::vector<char> slot(kSlot, 0), all(kSlot * static_cast<size_t>(world.size()), 0);
+  std::copy(part.begin(), part.end(), slot.begin());
+  world.all_gather(slot.data(), all.data(), kSlot, DType::u8);
+  std::vector<std::string> parts;
+  for (int r = 0; r < world.size(); ++r) {
+    const char* name = all.data() + kSlot * static_cast<size_t>(r);
+    parts.emplace_back(name, strnlen(name, kSlot));
+  }
+  return choose_builtin_profile(common_part(parts));
+}
+
 Command with_profile(int argc, char** argv, const Command& first) {
   std::unique_ptr<Communicator> world = make_communicator("mpi", CommOptions{});
+  if (first.profile_path == kAutoProfile) {
+    BuiltinProfile chosen;
+    try {
+      chosen = auto_profile(*world, first.run.node);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    Command cmd = parse_command_line(argc, argv, [&chosen](const std::string&) { return std::string(chosen.text); });
+    // Cited as the file it was built from ("acceptance-h100-sxm.toml [[threshold]] #3").
+    cmd.profile->path = std::string(chosen.file_name);
+    if (world->rank() == 0) std::printf("profile: auto chose %s\n", std::string(chosen.file_name).c_str());
+    return cmd;
+  }
   InputLimits limits = profile_limits();
   limits.timeout_seconds = first.run.timeout_seconds;  // -T as given on the command line
   const std::string text = read_on_rank_zero(*world, first.profile_path, "profile", limits);

@@ -4,6 +4,7 @@
 #include "suites/profiles/profile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -108,17 +109,42 @@ class Loader : public TomlReader {
       } else if (name == "run") {
         read_run_table(table_of(node, "[run]"), profile);
       } else if (name == "threshold") {
-        const toml::array* array = node.as_array();
-        if (!array || !array->is_array_of_tables()) fail(node, "'threshold' must be an array of tables ([[threshold]])");
-        for (const toml::node& element : *array) {
-          profile.thresholds.push_back(read_threshold(*element.as_table(), static_cast<int>(profile.thresholds.size()) + 1));
+        for (const toml::table* table : tables_of(node, "threshold")) {
+          profile.thresholds.push_back(read_threshold(*table, static_cast<int>(profile.thresholds.size()) + 1));
         }
+      } else if (name == "spec") {
+        for (const toml::table* table : tables_of(node, "spec")) profile.specs.push_back(read_spec(*table, profile));
+      } else if (name == "measured") {
+        for (const toml::table* table : tables_of(node, "measured")) profile.measured.push_back(read_measured(*table));
       } else {
         fail(static_cast<int>(key.source().begin.line),
-             "unknown key '" + name + "' (expected [profile], [run] and [[threshold]] tables)");
+             "unknown key '" + name + "' (expected [profile], [run], [[spec]], [[measured]] and [[threshold]] tables)");
       }
     }
     if (profile.thresholds.empty()) fail(1, "no [[threshold]] table: a profile must judge something");
+    // Spec references, once every table is read (a [[spec]] may follow the threshold naming it).
+    const auto spec_named = [&](const std::string& spec) -> const SpecFigure* {
+      for (const SpecFigure& f : profile.specs) {
+        if (f.name == spec) return &f;
+      }
+      return nullptr;
+    };
+    for (Threshold& t : profile.thresholds) {
+      if (t.spec.empty()) continue;
+      const std::string where = "[[threshold]] #" + std::to_string(t.index);
+      const SpecFigure* figure = spec_named(t.spec);
+      if (!figure) fail(t.line, where + " names spec '" + t.spec + "', which no [[spec]] table defines");
+      t.min = *t.fraction * figure->value;
+      if (t.max && *t.min > *t.max) {
+        fail(t.line, where + ": min " + format_number(*t.min) + " (" + format_number(*t.fraction, "%g") + " of " +
+                         figure->name + ") > max " + format_number(*t.max) + ": nothing can pass");
+      }
+      t.source += " (" + format_number(*t.fraction, "%g") + " of " + figure->name + " " + format_number(figure->value) +
+                  " " + figure->unit + ": " + figure->source + ")";
+    }
+    for (const MeasuredFraction& m : profile.measured) {
+      if (!spec_named(m.spec)) fail(m.line, "[[measured]] names spec '" + m.spec + "', which no [[spec]] table defines");
+    }
     return profile;
   }
 
@@ -130,8 +156,9 @@ class Loader : public TomlReader {
       const std::string name(key.str());
       if (name == "name") profile.name = string_of(node, "[profile] name");
       else if (name == "description") profile.description = string_of(node, "[profile] description");
+      else if (name == "parts") profile.parts = strings_of(node, "[profile] parts");
       else fail(static_cast<int>(key.source().begin.line),
-                "unknown key '" + name + "' in [profile] (expected name, description)");
+                "unknown key '" + name + "' in [profile] (expected name, description, parts)");
     }
   }
 
@@ -239,7 +266,9 @@ class Loader : public TomlReader {
     static const std::vector<std::string_view> kKeys = [] {
       std::vector<std::string_view> keys{"metric"};
       keys.insert(keys.end(), kSelectorKeys.begin(), kSelectorKeys.end());
-      for (std::string_view key : {"min", "max", "statistic", "source", "optional"}) keys.push_back(key);
+      for (std::string_view key : {"min", "max", "statistic", "source", "optional", "spec", "fraction"}) {
+        keys.push_back(key);
+      }
       return keys;
     }();
     for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
@@ -264,18 +293,89 @@ class Loader : public TomlReader {
         t.source = string_of(node, what);
       } else if (name == "optional") {
         t.optional = boolean_of(node, what);
+      } else if (name == "spec") {
+        t.spec = string_of(node, what);
+      } else if (name == "fraction") {
+        t.fraction = number_of(node, what);
+        if (!(*t.fraction > 0)) fail(node, what + " must be above 0");
       } else {
         fail(key, "unknown key '" + name + "' in " + where + " (expected one of " + join_names(kKeys) + ")");
       }
     }
     if (t.metric.empty()) fail(t.line, where + " has no metric");
+    if (t.spec.empty() != !t.fraction) fail(t.line, where + ": spec and fraction go together (min = fraction * the spec's value)");
+    if (!t.spec.empty() && t.min) fail(t.line, where + " sets min and spec: min is fraction * the spec's value");
+    if (!t.spec.empty()) return finish_threshold(t, where);
     if (!t.min && !t.max) fail(t.line, where + " has no bound: set min, max or both");
     if (t.min && t.max && *t.min > *t.max) {
       fail(t.line, where + ": min " + format_number(*t.min) + " > max " + format_number(*t.max) + ": nothing can pass");
     }
+    return finish_threshold(t, where);
+  }
+
+  // The checks every threshold gets, its min from a spec or not (load() sets a spec's min once
+  // every [[spec]] is read, and checks it against max then).
+  Threshold finish_threshold(Threshold& t, const std::string& where) const {
     check_selector(*this, t.line, where, t);
     if (t.source.empty()) fail(t.line, where + " has no source: say where the number comes from");
     return t;
+  }
+
+  // [[NAME]] as an array of tables, each table in file order.
+  std::vector<const toml::table*> tables_of(const toml::node& node, const std::string& name) const {
+    const toml::array* array = node.as_array();
+    if (!array || !array->is_array_of_tables()) fail(node, "'" + name + "' must be an array of tables ([[" + name + "]])");
+    std::vector<const toml::table*> tables;
+    for (const toml::node& element : *array) tables.push_back(element.as_table());
+    return tables;
+  }
+
+  SpecFigure read_spec(const toml::table& table, const Profile& profile) const {
+    SpecFigure f;
+    f.line = static_cast<int>(table.source().begin.line);
+    const std::string where = "[[spec]] at line " + std::to_string(f.line);
+    bool has_value = false;
+    for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
+      const std::string name(key_ptr->str());
+      const std::string what = "'" + name + "' of " + where;
+      if (name == "name") f.name = string_of(*node_ptr, what);
+      else if (name == "value") {
+        f.value = number_of(*node_ptr, what);
+        has_value = true;
+        if (!(f.value > 0)) fail(*node_ptr, what + " must be above 0");
+      } else if (name == "unit") f.unit = string_of(*node_ptr, what);
+      else if (name == "source") f.source = string_of(*node_ptr, what);
+      else fail(*key_ptr, "unknown key '" + name + "' in " + where + " (expected name, value, unit, source)");
+    }
+    if (f.name.empty() || !has_value || f.unit.empty()) fail(f.line, where + " needs name, value and unit");
+    if (f.source.empty()) fail(f.line, where + " (" + f.name + ") has no source: name the datasheet");
+    for (const SpecFigure& other : profile.specs) {
+      if (other.name == f.name) fail(f.line, where + ": spec '" + f.name + "' is defined twice (also line " + std::to_string(other.line) + ")");
+    }
+    return f;
+  }
+
+  MeasuredFraction read_measured(const toml::table& table) const {
+    MeasuredFraction m;
+    m.line = static_cast<int>(table.source().begin.line);
+    const std::string where = "[[measured]] at line " + std::to_string(m.line);
+    bool has_fraction = false;
+    for (const auto& [key_ptr, node_ptr] : in_file_order(table)) {
+      const std::string name(key_ptr->str());
+      const std::string what = "'" + name + "' of " + where;
+      if (name == "spec") m.spec = string_of(*node_ptr, what);
+      else if (name == "fraction") {
+        m.fraction = number_of(*node_ptr, what);
+        has_fraction = true;
+        if (!(m.fraction > 0)) fail(*node_ptr, what + " must be above 0");
+      } else if (name == "on") m.on = string_of(*node_ptr, what);
+      else if (name == "source") m.source = string_of(*node_ptr, what);
+      else fail(*key_ptr, "unknown key '" + name + "' in " + where + " (expected spec, fraction, on, source)");
+    }
+    if (m.spec.empty() || !has_fraction || m.on.empty() || m.source.empty()) {
+      fail(m.line, where + " needs spec, fraction, on (the part measured) and source");
+    }
+    return m;
   }
 };
 
@@ -322,6 +422,34 @@ InputLimits profile_limits() {
   limits.max_bytes = kProfileMaxBytes;
   limits.max_line = kProfileMaxLine;
   return limits;
+}
+
+BuiltinProfile choose_builtin_profile(const std::string& part) {
+  const auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  const std::string wanted = lower(part);
+  std::vector<BuiltinProfile> chosen;
+  std::string known;
+  for (const BuiltinProfile& builtin : builtin_profiles()) {
+    const Profile profile = parse_profile(builtin.text, std::string(builtin.file_name));
+    for (const std::string& name : profile.parts) {
+      known += (known.empty() ? "" : ", ") + std::string(builtin.file_name) + ": '" + name + "'";
+    }
+    const bool mine = std::any_of(profile.parts.begin(), profile.parts.end(),
+                                  [&](const std::string& name) { return wanted == lower(name); });
+    if (mine) chosen.push_back(builtin);
+  }
+  if (chosen.size() == 1) return chosen.front();
+  if (chosen.empty()) {
+    throw Error(Error::Kind::invalid_argument, "--profile auto: no shipped profile is for '" + part +
+                                                   "' (their parts: " + known + "); name one with --profile FILE");
+  }
+  std::string names;
+  for (const BuiltinProfile& b : chosen) names += (names.empty() ? "" : ", ") + std::string(b.file_name);
+  throw Error(Error::Kind::invalid_argument,
+              "--profile auto: '" + part + "' is a part of more than one shipped profile (" + names + "); name one with --profile FILE");
 }
 
 Profile load_profile(const std::string& path) { return parse_profile(read_input_file(path, "profile", profile_limits()), path); }

@@ -32,6 +32,31 @@ struct Threshold : RecordSelector {
   std::string statistic = "value";
   std::string source;     // required: where the number comes from, so a reviewer can check it
   bool optional = false;  // true: matching no record is a skip, not a failure
+  // A bound stated as a fraction of a [[spec]] figure: min = fraction * that figure's value,
+  // set when the profile is loaded (`source` then gives the fraction's reason, and the spec's
+  // citation is added to it). Empty: min and max are the file's own numbers.
+  std::string spec;
+  std::optional<double> fraction;
+};
+
+// One [[spec]] table: a published figure of the part the profile is for (a datasheet's matrix
+// throughput, HBM bandwidth, NVLink or PCIe rate), with the document it comes from.
+struct SpecFigure {
+  std::string name;    // "tf32_dense", "hbm_bandwidth": what thresholds name it by
+  double value = 0;    // > 0, in `unit`
+  std::string unit;    // one of results/SCHEMA.md's units: flop_per_second, bytes_per_second, ...
+  std::string source;  // required: the datasheet, its revision or date, and where in it
+  int line = 0;
+};
+
+// One [[measured]] table: the fraction of a spec figure dtsuite reached on one part, kept apart
+// from the cited figures (a measurement of ours, not the vendor's).
+struct MeasuredFraction {
+  std::string spec;    // a [[spec]] name
+  double fraction = 0;
+  std::string on;      // "one H200 SXM (driver 570.124.06, CUDA 12.8)"
+  std::string source;  // what ran, when
+  int line = 0;
 };
 
 // A `run` flag the profile sets when the command line does not: `flag` is the flag's long name
@@ -46,7 +71,14 @@ struct RunDefault {
 struct Profile {
   std::string path;  // as given; cited in errors and details
   std::string name, description;
+  // Part names this profile is for, whole, as the inventory reads them (a GPU's NVML/CUDA name,
+  // "NVIDIA H100 80GB HBM3", else the CPU model): `--profile auto` picks the profile one of whose
+  // parts is every rank's part name (case-insensitive; whole names, so "NVIDIA H200" is not
+  // "NVIDIA H200 NVL", a card of other figures). Empty: never picked by auto.
+  std::vector<std::string> parts;
   std::vector<RunDefault> run;
+  std::vector<SpecFigure> specs;
+  std::vector<MeasuredFraction> measured;
   std::vector<Threshold> thresholds;
 
   // "acceptance-cpu.toml": the file name used in citations.
@@ -105,6 +137,19 @@ class ProfileJudge {
 // (command_line_only_run_flags), refused with their reason.
 std::vector<std::string_view> profile_run_keys();
 std::vector<std::string_view> command_line_only_run_flags();
+
+// The profiles shipped with dtsuite (suites/profiles/*.toml, built into the binary): file name
+// and text, by file name.
+struct BuiltinProfile {
+  std::string_view file_name, text;
+};
+const std::vector<BuiltinProfile>& builtin_profiles();
+
+// `--profile auto`: the shipped profile for `part` (every rank's part name: its GPU's, else its
+// CPU model; the caller refuses a job whose ranks differ): the one whose [profile] parts names
+// `part` whole, case-insensitive. Error{invalid_argument}, one line, when none is or more
+// than one is.
+BuiltinProfile choose_builtin_profile(const std::string& part);
 
 // The metric names a threshold may name: those of this build's suites (results/catalog.h).
 const std::vector<std::string_view>& known_metrics();

@@ -9,9 +9,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace dts {
 namespace {
@@ -234,7 +236,26 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"key with a line break", "[[threshold]]\n" + kOk + "min = 1\n\"m\\nn\" = 1\n",
                   "p.toml:5: unknown key 'm"},
         Malformed{"metric with an escape sequence", "[[threshold]]\nsource = \"s\"\nmetric = \"\\u001b[31m\"\nmin = 1\n",
-                  "p.toml:3: unknown metric '"}),
+                  "p.toml:3: unknown metric '"},
+        // [[spec]], [[measured]] and a threshold's fraction of a spec.
+        Malformed{"spec without source", "[[spec]]\nname = \"hbm\"\nvalue = 1e12\nunit = \"bytes_per_second\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:1: [[spec]] at line 1 (hbm) has no source"},
+        Malformed{"spec of zero", "[[spec]]\nname = \"hbm\"\nvalue = 0\nunit = \"u\"\nsource = \"s\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:3: 'value' of [[spec]] at line 1 must be above 0"},
+        Malformed{"spec twice", "[[spec]]\nname = \"a\"\nvalue = 1\nunit = \"u\"\nsource = \"s\"\n[[spec]]\nname = \"a\"\nvalue = 2\nunit = \"u\"\nsource = \"s\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:6: [[spec]] at line 6: spec 'a' is defined twice (also line 1)"},
+        Malformed{"threshold naming no spec", "[[threshold]]\n" + kOk + "spec = \"hbm\"\nfraction = 0.8\n",
+                  "p.toml:1: [[threshold]] #1 names spec 'hbm', which no [[spec]] table defines"},
+        Malformed{"spec without fraction", "[[threshold]]\n" + kOk + "spec = \"hbm\"\n",
+                  "p.toml:1: [[threshold]] #1: spec and fraction go together"},
+        Malformed{"spec and min", "[[threshold]]\n" + kOk + "spec = \"hbm\"\nfraction = 0.8\nmin = 1\n",
+                  "p.toml:1: [[threshold]] #1 sets min and spec"},
+        Malformed{"fraction of zero", "[[threshold]]\n" + kOk + "spec = \"hbm\"\nfraction = 0\n",
+                  "p.toml:5: 'fraction' of [[threshold]] #1 must be above 0"},
+        Malformed{"measured naming no spec", "[[measured]]\nspec = \"hbm\"\nfraction = 0.9\non = \"one H200\"\nsource = \"s\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:1: [[measured]] names spec 'hbm', which no [[spec]] table defines"},
+        Malformed{"measured without its part", "[[measured]]\nspec = \"hbm\"\nfraction = 0.9\nsource = \"s\"\n[[threshold]]\n" + kOk + "min = 1\n",
+                  "p.toml:1: [[measured]] at line 1 needs spec, fraction, on (the part measured) and source"}),
     [](const testing::TestParamInfo<Malformed>& param_info) {
       std::string name = param_info.param.what;
       for (char& ch : name) {
@@ -265,6 +286,102 @@ TEST(ProfileLoader, EveryShippedProfileLoads) {
     ++loaded;
   }
   EXPECT_GE(loaded, 2);  // acceptance-cpu.toml and acceptance-h100-8gpu.toml
+}
+
+// A threshold's bound as a fraction of a cited figure: min = fraction x value, the spec's
+// citation added to the threshold's own reason, and the figure judged like any other min.
+TEST(ProfileLoader, AFractionOfASpecIsTheMinAndCitesTheDatasheet) {
+  const Profile p = parse_profile(R"([profile]
+parts = ["NVIDIA H200"]
+[[threshold]]
+metric = "memory_bandwidth"
+spec = "hbm_bandwidth"
+fraction = 0.75
+source = "a triad moves most of it"
+[[spec]]
+name = "hbm_bandwidth"
+value = 4.8e12
+unit = "bytes_per_second"
+source = "H200 datasheet: 4.8TB/s"
+[[measured]]
+spec = "hbm_bandwidth"
+fraction = 0.91
+on = "one H200"
+source = "dtsuite run hardware"
+)",
+                                  "p.toml");
+  ASSERT_EQ(p.thresholds.size(), 1u);
+  ASSERT_TRUE(p.thresholds[0].min);
+  EXPECT_DOUBLE_EQ(*p.thresholds[0].min, 0.75 * 4.8e12);
+  EXPECT_NE(p.thresholds[0].source.find("a triad moves most of it (0.75 of hbm_bandwidth 4.8e+12 bytes_per_second: "
+                                        "H200 datasheet: 4.8TB/s)"),
+            std::string::npos)
+      << p.thresholds[0].source;
+  EXPECT_EQ(p.parts, (std::vector<std::string>{"NVIDIA H200"}));
+  ASSERT_EQ(p.measured.size(), 1u);
+  EXPECT_EQ(p.measured[0].on, "one H200");
+  ProfileJudge judge(p);
+  Record low;
+  low.metric = "memory_bandwidth";
+  low.value = 3.5e12;  // 0.73 of 4.8e12: below the 0.75
+  judge.apply(low);
+  EXPECT_EQ(low.verdict, Verdict::fail) << low.detail;
+  Record high = low;
+  high.verdict = Verdict::info;
+  high.value = 3.7e12;  // 0.77
+  judge.apply(high);
+  EXPECT_EQ(high.verdict, Verdict::pass) << high.detail;
+}
+
+// The profiles built into the binary are the files of this folder, byte for byte: a file edited
+// without a rebuild, or one left out of the build, fails here.
+TEST(BuiltinProfiles, AreTheShippedFiles) {
+  std::set<std::string> on_disk, built_in;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(DTS_PROFILES_DIR))) {
+    if (entry.path().extension() == ".toml") on_disk.insert(entry.path().filename().string());
+  }
+  for (const BuiltinProfile& b : builtin_profiles()) {
+    built_in.insert(std::string(b.file_name));
+    EXPECT_EQ(b.text, read_input_file(std::string(DTS_PROFILES_DIR) + "/" + std::string(b.file_name), "profile",
+                                      profile_limits()))
+        << b.file_name;
+  }
+  EXPECT_EQ(built_in, on_disk);
+}
+
+// --profile auto: each part named by one shipped profile, whole names only, case aside.
+TEST(BuiltinProfiles, AutoPicksTheProfileNamingThePart) {
+  EXPECT_EQ(choose_builtin_profile("NVIDIA H100 80GB HBM3").file_name, "acceptance-h100-8gpu.toml");
+  EXPECT_EQ(choose_builtin_profile("nvidia h100 pcie").file_name, "acceptance-h100-pcie.toml");
+  EXPECT_EQ(choose_builtin_profile("NVIDIA H200").file_name, "acceptance-h200.toml");
+  EXPECT_EQ(choose_builtin_profile("NVIDIA A100-SXM4-80GB").file_name, "acceptance-a100-sxm.toml");
+  EXPECT_EQ(choose_builtin_profile("NVIDIA A100 80GB PCIe").file_name, "acceptance-a100-pcie.toml");
+  EXPECT_EQ(choose_builtin_profile("NVIDIA B200").file_name, "acceptance-b200.toml");
+  EXPECT_EQ(choose_builtin_profile("AMD EPYC").file_name, "acceptance-cpu.toml");
+  // A card of other figures whose name holds a shipped part's: not taken for it.
+  for (const char* other : {"NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA GB200", "AMD EPYC 9654 96-Core Processor"}) {
+    try {
+      choose_builtin_profile(other);
+      ADD_FAILURE() << other << " was given a profile";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("--profile auto: no shipped profile is for '" + std::string(other) + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // No part is claimed by two profiles, and every GPU profile cites its figures.
+  std::set<std::string> claimed;
+  for (const BuiltinProfile& b : builtin_profiles()) {
+    const Profile p = parse_profile(b.text, std::string(b.file_name));
+    for (const std::string& part : p.parts) EXPECT_TRUE(claimed.insert(part).second) << part << " twice";
+    if (std::string(b.file_name) == "acceptance-cpu.toml") continue;
+    std::set<std::string> specs;
+    for (const SpecFigure& f : p.specs) specs.insert(f.name);
+    for (const char* needed : {"fp64", "fp32", "tf32_dense", "bf16_dense", "f16_dense", "hbm_bandwidth", "nvlink_bandwidth"}) {
+      EXPECT_TRUE(specs.count(needed)) << b.file_name << " has no spec " << needed;
+    }
+  }
 }
 
 TEST(Matcher, SelectorsNarrowWhatIsJudged) {
