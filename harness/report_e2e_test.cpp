@@ -123,6 +123,40 @@ TEST_F(Report, IsSelfContained) {
   EXPECT_NE(html.find("<td>collectives</td>"), std::string::npos);
 }
 
+// The acceptance section of a hardware and topology run with one rank made slow (--straggler
+// 2:8: rank 2 waits 7x each call's time), loaded in headless Chromium: no console message, a
+// figure per hardware case with a bar per rank and rank 2's in red, the pair matrix heat map;
+// and the page as a screenshot (acceptance.png in the scratch folder) for whoever attaches it.
+TEST(AcceptancePage, LoadsInChromiumWithTheSlowRankRedAndThePairMatrix) {
+  if (chromium_binary.empty()) GTEST_SKIP() << "no chromium on PATH";
+  const fs::path csv = scratch_dir() / "acceptance.csv", html = scratch_dir() / "acceptance.html",
+                 png = scratch_dir() / "acceptance.png";
+  const RunResult run = run_dtsuite(4, "run hardware topology --quick --straggler 2:8 --csv " + csv.string());
+  ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.err;
+  ASSERT_EQ(run_dtsuite(0, "report " + csv.string() + " -o " + html.string()).exit_code, 0);
+  const RunResult dom = run_shell(chromium_binary + " --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 "
+                                                    "--dump-dom file://" + html.string());
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  std::istringstream lines(dom.err);
+  for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.find(":CONSOLE"), std::string::npos) << line;
+  const size_t at = dom.out.find("<h2 id=\"acceptance\">");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = dom.out.substr(at, dom.out.find("<h2 id=\"summary\">") - at);
+  std::set<std::string> cases;
+  for (const dts::Record& r : dts::read_results_csv(csv.string())) {
+    if (r.suite == "hardware") cases.insert(r.case_id + " " + r.metric);
+  }
+  EXPECT_EQ(count(section, "<svg class=\"bars\""), cases.size());
+  EXPECT_EQ(count(section, "<rect class=\"bar"), 4 * cases.size());  // a bar per rank
+  EXPECT_GE(count(section, "<rect class=\"bar-named\""), 1u);
+  EXPECT_NE(section.find("id=\"acceptance-pairs\""), std::string::npos);
+  const RunResult shot = run_shell(chromium_binary + " --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                                                     "--window-size=1400,2400 --screenshot=" + png.string() +
+                                                     " file://" + html.string());
+  EXPECT_EQ(shot.exit_code, 0) << shot.err;
+  EXPECT_GT(fs::exists(png) ? fs::file_size(png) : 0, 10000u);  // a page, not a blank
+}
+
 TEST(ReportInput, AnUnreadableCsvIsOneLineAndExitTwo) {
   const fs::path bad = scratch_dir() / "bad.csv";
   std::ofstream(bad) << "not,a,results,file\n1,2,3,4\n";

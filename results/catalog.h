@@ -63,6 +63,9 @@ struct SuiteInfo {
   std::vector<MetricInfo> metrics;
   std::vector<SectionSpec> sections;
   std::vector<DeviationKind> deviation_kinds;  // what its check classifies; empty: none
+  // Its records are each one rank's figure (config rank and node), judged against the rank's
+  // peers: the report's acceptance section draws them as a bar per rank.
+  bool per_rank_figures = false;
 };
 
 // Registers (or replaces) the entry of info.name; returns true so it can initialize a static.

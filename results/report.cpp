@@ -9,10 +9,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -545,6 +548,10 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   }
 
   // Verdicts by stack and suite, and the failures.
+  std::set<std::string> per_rank_suites;  // whose records are one rank's figure each
+  for (const SuiteInfo& info : suite_catalog()) {
+    if (info.per_rank_figures) per_rank_suites.insert(info.name);
+  }
   std::map<std::pair<int, std::string>, VerdictCounts> counts;
   for (size_t f = 0; f < files.size(); ++f) {
     for (const Record& r : files[f].records) {
@@ -554,6 +561,11 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
       c.suite = r.suite;
       ++c.by_verdict[std::string(name(r.verdict))];
       if (is_failure(r.verdict)) data.failures.emplace_back(stack, r);
+      if (r.suite == "profile") data.profile_checks.emplace_back(stack, r);
+      if (per_rank_suites.count(r.suite) && config_value(r.labels.config, "rank") && r.verdict != Verdict::skip &&
+          r.verdict != Verdict::timeout) {
+        data.per_rank.emplace_back(stack, r);
+      }
       if (r.suite == "inventory") {
         if (r.metric == "rank_info" || r.metric == "nic_speed") data.inventory.emplace_back(stack, r);
         if (r.metric == "check" && is_failure(r.verdict)) {
@@ -882,7 +894,126 @@ void render_gate(const Comparison& c, std::ostringstream& h) {
   h << "</table>\n";
 }
 
+// The acceptance section: what a hardware team attaches to a ticket.
+void render_acceptance(const ReportData& data, const std::function<std::string(const Plot&)>& render,
+                       std::ostringstream& h) {
+  h << "<h2 id=\"acceptance\">Acceptance</h2>\n";
+  if (data.failures.empty()) {
+    h << "<p class=\"verdict pass\">Accepted: no item failed.</p>\n";
+  } else {
+    h << "<p class=\"verdict fail\">Not accepted: " << data.failures.size() << " item"
+      << (data.failures.size() == 1 ? "" : "s") << " failed.</p>\n<ul class=\"failed\">\n";
+    for (size_t i = 0; i < data.failures.size() && i < kMaxFailuresListed; ++i) {
+      const auto& [stack, r] = data.failures[i];
+      h << "<li><b>" << escape_html(r.suite + " " + r.case_id + (r.labels.placement.empty() ? "" : " " + r.labels.placement) +
+                                     " " + r.metric)
+        << "</b>: " << escape_html(r.detail) << "</li>\n";
+    }
+    h << "</ul>\n";
+    if (data.failures.size() > kMaxFailuresListed) {
+      h << "<p>... and " << data.failures.size() - kMaxFailuresListed << " more (see the CSV).</p>\n";
+    }
+  }
+  // Per-rank figures: one chart per stack, case and metric, a bar per rank.
+  std::map<std::tuple<int, std::string, std::string, std::string>, std::vector<const Record*>> figures;
+  for (const auto& [stack, r] : data.per_rank) figures[{stack, r.suite, r.case_id, r.metric}].push_back(&r);
+  if (!figures.empty()) {
+    h << "<h3 id=\"acceptance-ranks\">Per-rank figures</h3>\n<p>Each rank's figure; red: named (an outlier "
+      << "below its peers by more than the run's noise allows, results/outliers.h, or a threshold missed); the "
+      << "dashed line: the bound it was judged against.</p>\n<div class=\"plots\">\n";
+    for (auto& [key, rows] : figures) {
+      std::stable_sort(rows.begin(), rows.end(), [](const Record* a, const Record* b) {
+        return std::strtol(config_value(a->labels.config, "rank").value_or("0").c_str(), nullptr, 10) <
+               std::strtol(config_value(b->labels.config, "rank").value_or("0").c_str(), nullptr, 10);
+      });
+      const auto& [stack, suite, case_id, metric] = key;
+      h << "<figure class=\"plot\"><figcaption>" << escape_html(data.stacks[static_cast<size_t>(stack)].label + ": " +
+                                                                   suite + " " + case_id + ", " + metric)
+        << "</figcaption>\n" << per_rank_bars_svg(rows, rows.front()->unit) << "</figure>\n";
+    }
+    h << "</div>\n";
+  }
+  if (!data.profile_checks.empty()) {
+    h << "<h3 id=\"acceptance-thresholds\">Thresholds</h3>\n<table><tr><th>stack</th><th>threshold</th>"
+      << "<th>verdict</th><th>what and why (citation)</th></tr>\n";
+    for (const auto& [stack, r] : data.profile_checks) {
+      h << "<tr><td>" << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</td><td>"
+        << escape_html(r.case_id) << "</td><td class=\"" << name(r.verdict) << "\">" << name(r.verdict)
+        << "</td><td class=\"detail\">" << escape_html(r.detail) << "</td></tr>\n";
+    }
+    h << "</table>\n";
+  }
+  bool heading = false;
+  for (const ReportSection& section : data.sections) {
+    for (const Plot& plot : section.plots) {
+      if (plot.cells.empty()) continue;
+      if (!heading) h << "<h3 id=\"acceptance-pairs\">Pair matrix</h3>\n<div class=\"plots\">\n";
+      heading = true;
+      Plot copy = plot;
+      copy.id = "acceptance-" + plot.id;
+      h << "<figure class=\"plot\">\n" << render(copy) << "\n</figure>\n";
+    }
+  }
+  if (heading) h << "</div>\n";
+}
+
 }  // namespace
+
+std::string per_rank_bars_svg(const std::vector<const Record*>& rows, const std::string& unit) {
+  double scale = 1;
+  std::string shown = unit;
+  if (unit == "flop_per_second") {
+    scale = 1e9;
+    shown = "GFLOP/s";
+  } else if (unit == "bytes_per_second") {
+    scale = 1e9;
+    shown = "GB/s";
+  }
+  double top = 0;
+  for (const Record* r : rows) {
+    if (std::isfinite(r->value)) top = std::max(top, r->value);
+    if (std::isfinite(r->threshold)) top = std::max(top, r->threshold);
+  }
+  if (!(top > 0)) top = 1;
+  constexpr int kLeft = 56, kBar = 36, kGap = 14, kBase = 200, kHeight = 160;
+  const int width = kLeft + static_cast<int>(rows.size()) * (kBar + kGap) + 10;
+  std::ostringstream s;
+  s << "<svg class=\"bars\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << width << " 240\" width=\"" << width
+    << "\" height=\"240\" font-family=\"sans-serif\" font-size=\"11\">\n<line x1=\"" << kLeft - 4 << "\" y1=\""
+    << kBase << "\" x2=\"" << width - 6 << "\" y2=\"" << kBase << "\" stroke=\"#555\"/>\n<text x=\"4\" y=\"14\">"
+    << escape_html(shown) << "</text>\n";
+  const auto y_of = [&](double v) { return kBase - static_cast<int>(std::lround(v / top * kHeight)); };
+  std::vector<int> labelled;  // heights of the bounds written at the left, 10 px apart at least
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Record& r = *rows[i];
+    const int x = kLeft + static_cast<int>(i) * (kBar + kGap);
+    const bool drawn = std::isfinite(r.value) && r.value > 0;
+    const int y = drawn ? y_of(r.value) : kBase;
+    const bool failed = is_failure(r.verdict);
+    s << "<rect class=\"" << (failed ? "bar-named" : "bar") << "\" x=\"" << x << "\" y=\"" << y << "\" width=\""
+      << kBar << "\" height=\"" << kBase - y << "\" fill=\"" << (failed ? "#d62728" : "#4e79a7") << "\"><title>"
+      << escape_html(r.detail) << "</title></rect>\n<text x=\"" << x + kBar / 2 << "\" y=\"" << y - 4
+      << "\" text-anchor=\"middle\">" << escape_html(std::isfinite(r.value) ? format_number(r.value / scale, "%.3g") : "n/a")
+      << "</text>\n<text x=\"" << x + kBar / 2 << "\" y=\"" << kBase + 14 << "\" text-anchor=\"middle\">rank "
+      << escape_html(config_value(r.labels.config, "rank").value_or("?")) << "</text>\n<text x=\"" << x + kBar / 2
+      << "\" y=\"" << kBase + 28 << "\" text-anchor=\"middle\" fill=\"#555\">"
+      << escape_html(config_value(r.labels.config, "node").value_or("")) << "</text>\n";
+    // The bound this rank was judged against (an outlier rule's or a threshold's: they may differ
+    // between ranks), dashed across its bar.
+    if (std::isfinite(r.threshold) && r.threshold > 0) {
+      const int ty = y_of(r.threshold);
+      s << "<line class=\"threshold\" x1=\"" << x - kGap / 2 << "\" y1=\"" << ty << "\" x2=\"" << x + kBar + kGap / 2
+        << "\" y2=\"" << ty << "\" stroke=\"#d62728\" stroke-dasharray=\"5,3\"/>\n";
+      if (std::none_of(labelled.begin(), labelled.end(), [&](int other) { return std::abs(other - ty) < 10; })) {
+        labelled.push_back(ty);
+        s << "<text x=\"4\" y=\"" << ty + 4 << "\" fill=\"#d62728\">"
+          << escape_html(format_number(r.threshold / scale, "%.3g")) << "</text>\n";
+      }
+    }
+  }
+  s << "</svg>";
+  return s.str();
+}
 
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render) {
   std::ostringstream h;
@@ -896,10 +1027,12 @@ std::string render_html(const ReportData& data, const std::function<std::string(
     << "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
     << "td.fail,td.timeout,td.xpass{background:#fde2e2;font-weight:600}td.xfail{background:#fdf3d6}td.pass{background:#e3f5e1}\n"
     << "tr.named td{background:#fde2e2}\n"
+    << "p.verdict{font-size:1.2em;font-weight:600;padding:6px 10px;display:inline-block}p.verdict.pass{background:#e3f5e1}"
+    << "p.verdict.fail{background:#fde2e2}ul.failed li{font-family:ui-monospace,monospace;font-size:.85em}\n"
     << ".swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}\n"
     << ".plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}\n"
     << "figure.plot{margin:0;border:1px solid #ddd;padding:6px;background:#fff}\n"
-    << "figure.plot svg{width:100%;height:auto;display:block}\n"
+    << "figure.plot svg{width:100%;height:auto;display:block}figure.plot svg.bars{width:auto;max-width:100%}\n"
     << "figcaption{font-size:.85em;color:#555}.empty{color:#777;font-style:italic}\n"
     << ".detail{font-family:ui-monospace,monospace;font-size:.85em;word-break:break-word}\n"
     << "</style>\n</head>\n<body>\n<h1>dtsuite report</h1>\n";
@@ -918,6 +1051,7 @@ std::string render_html(const ReportData& data, const std::function<std::string(
   if (data.stacks.empty()) h << "<p class=\"empty\">These results hold no records.</p>\n";
 
   if (!data.inventory.empty()) render_inventory(data, h);
+  if (!data.inventory.empty() || !data.per_rank.empty() || !data.profile_checks.empty()) render_acceptance(data, render, h);
 
   h << "<h2 id=\"summary\">Pass/fail summary</h2>\n<p>Records by stack, suite and verdict.</p>\n"
     << "<table><tr><th>stack</th><th>suite</th>";

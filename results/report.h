@@ -104,6 +104,11 @@ struct ReportData {
   // rows, in file order, and the ranks its failed checks name, by stack.
   std::vector<std::pair<int, Record>> inventory;
   std::map<int, std::set<int>> inventory_flagged;
+  // For the acceptance section: (stack, record) of every per-rank figure (a record of a suite
+  // whose catalog entry says per_rank_figures, with its rank in config: the hardware suite's),
+  // and of every profile threshold's check row.
+  std::vector<std::pair<int, Record>> per_rank;
+  std::vector<std::pair<int, Record>> profile_checks;
   // `dtsuite ab --report`: the paired judgement of the rounds, and what A and B were.
   const AbComparison* ab = nullptr;
   std::string ab_a, ab_b;
@@ -138,7 +143,16 @@ inline constexpr double kGnuplotTimeoutSeconds = 300;
 std::string run_gnuplot(const std::string& script, const std::string& id_prefix,
                         double timeout_seconds = kGnuplotTimeoutSeconds);
 
+// The bars of one per-rank figure, as inline SVG (no gnuplot): a bar per rank in `rows`' order,
+// red where the record failed (an outlier named, or a threshold missed), and a dashed line at
+// the records' threshold where they have one. Values in `unit` (flop_per_second drawn in
+// GFLOP/s, bytes_per_second in GB/s).
+std::string per_rank_bars_svg(const std::vector<const Record*>& rows, const std::string& unit);
+
 // The page. `render` turns a plot into inline SVG (run_gnuplot in the command; a stub in tests).
+// With an inventory, per-rank figures or profile checks in the results it opens with the
+// acceptance section: the verdict, one line per failed item, the per-rank bars, the thresholds
+// with their citations and the pair matrix heat map (a copy of the topology section's).
 std::string render_html(const ReportData& data, const std::function<std::string(const Plot&)>& render);
 
 // Reads nothing and writes `output_path`: group, draw every plot with gnuplot, render. With

@@ -632,6 +632,75 @@ TEST(Html, TheInventoryIsATableWithTheRanksAFailedCheckNamesMarked) {
             std::string::npos);
 }
 
+// The acceptance section: the verdict and one line per failed item, a bar chart per per-rank
+// figure with the named rank in red and each rank's bound dashed, the profile's thresholds with
+// their citations, and a copy of the pair matrix heat map.
+TEST(Html, TheAcceptanceSectionNamesTheFailedItemsAndDrawsEachRank) {
+  ResultsFile a{"a.csv", {}};
+  for (int rank = 0; rank < 4; ++rank) {
+    Record r = stamped("mpi", 4);
+    r.suite = "hardware";
+    r.case_id = "gemm/f64/alone";
+    r.metric = "matmul_throughput";
+    r.unit = "flop_per_second";
+    r.value = rank == 2 ? 6e9 : 48e9;
+    r.threshold = 38e9;
+    r.verdict = rank == 2 ? Verdict::fail : Verdict::pass;
+    r.labels.config = "mode=alone;size=512;rank=" + std::to_string(rank) + ";node=n" + std::to_string(rank / 2);
+    r.detail = "rank " + std::to_string(rank) + " (node n" + std::to_string(rank / 2) + "): dgemm";
+    if (rank == 2) r.detail += ", 88% below the median of its 3 peers <b>";
+    a.records.push_back(r);
+  }
+  Record check = stamped("mpi", 4);
+  check.suite = "profile";
+  check.case_id = "demo/1/matmul_throughput";
+  check.metric = "check";
+  check.verdict = Verdict::fail;
+  check.detail = "demo.toml [[threshold]] #1: 1 of 4 records fail (0.6 of fp64 ... H100 datasheet)";
+  a.records.push_back(check);
+  Record pair = stamped("mpi", 4);
+  pair.suite = "topology";
+  pair.case_id = "pair/0/1";
+  pair.metric = "p2p_bandwidth";
+  pair.unit = "bytes_per_second";
+  pair.value = 9e9;
+  pair.labels.config = "src=0;dst=1;direction=one_way";
+  a.records.push_back(pair);
+  const ReportData data = group_results({a});
+  EXPECT_EQ(data.per_rank.size(), 4u);
+  EXPECT_EQ(data.profile_checks.size(), 1u);
+  const std::string html = render_html(data, [](const Plot& p) { return "<svg id=\"" + p.id + "\"></svg>"; });
+  const size_t at = html.find("<h2 id=\"acceptance\">");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = html.substr(at, html.find("<h2 id=\"summary\">") - at);
+  EXPECT_NE(section.find("Not accepted: 2 items failed."), std::string::npos);  // rank 2 and the threshold
+  EXPECT_NE(section.find("<li><b>hardware gemm/f64/alone matmul_throughput</b>: rank 2 (node n1): dgemm, 88% below"),
+            std::string::npos);
+  EXPECT_EQ(section.find("<b>\n"), std::string::npos);
+  EXPECT_EQ(section.find("peers <b>"), std::string::npos);  // the CSV's text escaped
+  // One bar per rank, rank 2's named, each rank's bound (38 GFLOP/s) dashed across its bar.
+  size_t bars = 0, named = 0, bounds = 0;
+  for (size_t i = section.find("<rect class=\"bar"); i != std::string::npos; i = section.find("<rect class=\"bar", i + 1)) {
+    ++bars;
+    const std::string named_bar = "<rect class=\"bar-named\"";
+    if (section.compare(i, named_bar.size(), named_bar) == 0) ++named;
+  }
+  for (size_t i = section.find("class=\"threshold\""); i != std::string::npos; i = section.find("class=\"threshold\"", i + 1)) ++bounds;
+  EXPECT_EQ(bars, 4u);
+  EXPECT_EQ(named, 1u);
+  EXPECT_EQ(bounds, 4u);
+  EXPECT_NE(section.find(">38</text>"), std::string::npos);   // the bound, in GFLOP/s, written once
+  EXPECT_NE(section.find(">6</text>"), std::string::npos);    // rank 2's figure
+  EXPECT_NE(section.find("demo.toml [[threshold]] #1: 1 of 4 records fail (0.6 of fp64 ... H100 datasheet)"),
+            std::string::npos);
+  EXPECT_NE(section.find("id=\"acceptance-pairs\""), std::string::npos);
+  EXPECT_NE(section.find("<svg id=\"acceptance-"), std::string::npos);  // the heat map again, under its own id
+  // Results with none of it (a collectives run) have no acceptance section.
+  ResultsFile old{"old.csv", {collective("mpi", "busbw", "all_reduce", "f32", 8, 1)}};
+  EXPECT_EQ(render_html(group_results({old}), [](const Plot&) { return std::string(); }).find("id=\"acceptance\""),
+            std::string::npos);
+}
+
 TEST(Html, TheGateSectionListsEveryJudgedRowWorstFirstWithItsDetectableChange) {
   Comparison gate;
   gate.baseline_runs = 10;

@@ -349,6 +349,7 @@ class HardwareSuite final : public Suite {
 SuiteInfo hardware_info() {
   SuiteInfo info;
   info.name = "hardware";
+  info.per_rank_figures = true;
   info.summary = "each rank's own part, every rank at once and one at a time: sgemm/dgemm (OpenBLAS), STREAM "
                  "triad; the rank short of its peers named";
   info.metrics = {
