@@ -1,9 +1,24 @@
 // text_to_root: length, then bytes, point to point; agree: two all_reduces, then text_to_root.
 #include "comm/text.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 namespace dts {
+
+std::vector<std::string> all_gather_texts(Communicator& comm, const std::string& text, size_t max_bytes) {
+  const size_t slot_bytes = max_bytes + 1;  // NUL-terminated in a fixed slot per rank
+  std::vector<char> slot(slot_bytes, 0), all(slot_bytes * static_cast<size_t>(comm.size()), 0);
+  std::copy_n(text.begin(), std::min(text.size(), max_bytes), slot.begin());
+  comm.all_gather(slot.data(), all.data(), slot_bytes, DType::u8);
+  std::vector<std::string> texts;
+  for (int r = 0; r < comm.size(); ++r) {
+    const char* at = all.data() + slot_bytes * static_cast<size_t>(r);
+    texts.emplace_back(at, strnlen(at, slot_bytes));
+  }
+  return texts;
+}
 
 std::string text_to_root(Communicator& comm, int from, const std::string& text) {
   if (from == 0) return comm.rank() == 0 ? text : std::string();

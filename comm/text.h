@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -13,6 +14,10 @@ namespace dts {
 // Collective over `comm`: every rank calls it with the same `from`. Returns `text` of rank `from`
 // on rank 0, an empty string elsewhere.
 std::string text_to_root(Communicator& comm, int from, const std::string& text);
+
+// Collective over `comm`: every rank's short text, indexed by rank, on every rank, in one
+// all_gather of fixed slots of max_bytes + 1 (a text is cut at max_bytes or at its first NUL).
+std::vector<std::string> all_gather_texts(Communicator& comm, const std::string& text, size_t max_bytes);
 
 // Agrees on a status across the ranks of `comm` (collective): returns the largest status and, on
 // rank 0, the message of the lowest rank that reported it ("rank N: ..." when N is not 0).

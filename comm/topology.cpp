@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "comm/text.h"
+
 namespace dts {
 
 std::string host_name() {
@@ -59,19 +61,13 @@ int NodeMap::ranks_per_node() const {
 }
 
 NodeMap discover_nodes(Communicator& comm, const std::string& name_override) {
-  constexpr size_t kSlot = kMaxNodeName + 1;  // NUL-terminated in a fixed slot per rank
-  const std::string mine = node_name(name_override);
-  std::vector<char> slot(kSlot, 0), all(kSlot * static_cast<size_t>(comm.size()), 0);
-  std::memcpy(slot.data(), mine.data(), mine.size());
-  comm.all_gather(slot.data(), all.data(), kSlot, DType::u8);
+  const std::vector<std::string> names = all_gather_texts(comm, node_name(name_override), kMaxNodeName);
   NodeMap map;
   std::map<std::string, int> index;
-  for (int r = 0; r < comm.size(); ++r) {
-    const char* name = all.data() + kSlot * static_cast<size_t>(r);
-    std::string text(name, strnlen(name, kSlot));
+  for (const std::string& text : names) {
     auto [it, fresh] = index.emplace(text, map.nodes);
     if (fresh) ++map.nodes;
-    map.names.push_back(std::move(text));
+    map.names.push_back(text);
     map.node_of_rank.push_back(it->second);
   }
   return map;

@@ -1014,17 +1014,9 @@ void print_list() {
 BuiltinProfile auto_profile(Communicator& world, const std::string& node_override) {
   const NodeMap nodes = discover_nodes(world, node_override);
   const int devices = cuda_device_count();
-  std::string part = devices > 0 ? cuda_device_name(nodes.local_rank(world.rank()) % devices) : cpu_model();
-  constexpr size_t kSlot = 256;  // a part name (NVML's are under 96 bytes), NUL-terminated
-  part.resize(std::min(part.size(), kSlot - 1));
-  std::vector<char> slot(kSlot, 0), all(kSlot * static_cast<size_t>(world.size()), 0);
-  std::copy(part.begin(), part.end(), slot.begin());
-  world.all_gather(slot.data(), all.data(), kSlot, DType::u8);
-  std::vector<std::string> parts;
-  for (int r = 0; r < world.size(); ++r) {
-    const char* name = all.data() + kSlot * static_cast<size_t>(r);
-    parts.emplace_back(name, strnlen(name, kSlot));
-  }
+  const std::string part = devices > 0 ? cuda_device_name(nodes.local_rank(world.rank()) % devices) : cpu_model();
+  // A part name: NVML's are under 96 bytes.
+  const std::vector<std::string> parts = all_gather_texts(world, part, 255);
   return choose_builtin_profile(common_part(parts));
 }
 
