@@ -4,8 +4,13 @@
 
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace dts {
+
+void wait_quietly(Work& work, std::chrono::microseconds nap) {
+  while (!work.test()) std::this_thread::sleep_for(nap);
+}
 
 void Communicator::unsupported(std::string_view op) const {
   throw Error(Error::Kind::unsupported,

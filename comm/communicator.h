@@ -27,6 +27,14 @@ class Work {
   virtual void wait(std::chrono::duration<double> timeout = std::chrono::duration<double>::zero()) = 0;
 };
 
+// Waits for `work` without keeping a core busy: test() and a nap between tries. For a rank with
+// nothing to do while others measure (a pair of the topology matrix, one rank of the hardware
+// suite's alone mode): a library's blocking wait polls, and on a machine with fewer cores than
+// ranks the poller takes a core the measured ranks need. A nap shorter than the kernel's
+// migration cost (0.5 ms by default) keeps its core from ever looking idle, so the scheduler
+// does not move a measured rank there: a wait that may last long naps longer.
+void wait_quietly(Work& work, std::chrono::microseconds nap = std::chrono::microseconds(200));
+
 // A Work that is already complete (operations run synchronously by a default body).
 class CompletedWork final : public Work {
  public:

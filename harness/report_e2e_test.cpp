@@ -125,7 +125,8 @@ TEST_F(Report, IsSelfContained) {
 
 // The acceptance section of a hardware and topology run with one rank made slow (--straggler
 // 2:8: rank 2 waits 7x each call's time), loaded in headless Chromium: no console message, a
-// figure per hardware case with a bar per rank and rank 2's in red, the pair matrix heat map;
+// figure per hardware case and per topology rank figure with a bar per rank and rank 2's in red,
+// the pair matrix heat map;
 // and the page as a screenshot (acceptance.png in the scratch folder) for whoever attaches it.
 TEST(AcceptancePage, LoadsInChromiumWithTheSlowRankRedAndThePairMatrix) {
   if (chromium_binary.empty()) GTEST_SKIP() << "no chromium on PATH";
@@ -142,9 +143,14 @@ TEST(AcceptancePage, LoadsInChromiumWithTheSlowRankRedAndThePairMatrix) {
   const size_t at = dom.out.find("<h2 id=\"acceptance\">");
   ASSERT_NE(at, std::string::npos);
   const std::string section = dom.out.substr(at, dom.out.find("<h2 id=\"summary\">") - at);
+  // A chart per per-rank figure: the hardware suite's cases, and the topology peers' rank rows
+  // per figure and link class.
   std::set<std::string> cases;
   for (const dts::Record& r : dts::read_results_csv(csv.string())) {
+    const std::string figure = dts::config_value(r.labels.config, "figure").value_or("") + " " +
+                               dts::config_value(r.labels.config, "link").value_or("");
     if (r.suite == "hardware") cases.insert(r.case_id + " " + r.metric);
+    if (r.suite == "topology" && dts::config_value(r.labels.config, "rank")) cases.insert(r.metric + " " + figure);
   }
   EXPECT_EQ(count(section, "<svg class=\"bars\""), cases.size());
   EXPECT_EQ(count(section, "<rect class=\"bar"), 4 * cases.size());  // a bar per rank

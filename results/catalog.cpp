@@ -25,6 +25,11 @@ std::vector<SuiteInfo> suite_catalog() {
   return entries;
 }
 
+std::vector<std::string> suite_label_keys(const std::string& name) {
+  const auto it = catalog().find(name);
+  return it == catalog().end() ? std::vector<std::string>{} : it->second.label_keys;
+}
+
 std::vector<std::string> catalog_metrics() {
   std::vector<std::string> names{"check"};
   for (const auto& [suite, info] : catalog()) {

@@ -66,6 +66,10 @@ struct SuiteInfo {
   // Its records are each one rank's figure (config rank and node), judged against the rank's
   // peers: the report's acceptance section draws them as a bar per rank.
   bool per_rank_figures = false;
+  // Config keys that become Prometheus labels on its rows, beyond the ones every suite's rows
+  // carry (prometheus_config_label_keys): what tells its rows of one case and metric apart (a
+  // rank, a node, a pair), of a cardinality bounded by the job.
+  std::vector<std::string> label_keys;
 };
 
 // Registers (or replaces) the entry of info.name; returns true so it can initialize a static.
@@ -74,6 +78,8 @@ bool register_suite_info(SuiteInfo info);
 std::vector<SuiteInfo> suite_catalog();
 // The metrics any record may carry: "check" (every suite's verdict rows) and each suite's.
 std::vector<std::string> catalog_metrics();
+// The label_keys of suite `name`'s entry; none for a suite not registered.
+std::vector<std::string> suite_label_keys(const std::string& name);
 // Every suite's deviation kinds (a kind once per dtype and redop that can carry it).
 std::vector<DeviationKind> catalog_deviation_kinds();
 // The value of `key` in `record`: a label (op, dtype, strategy, placement, backend, device) or,

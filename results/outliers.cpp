@@ -23,33 +23,52 @@ double robust_spread(const Stats& stats) {
   return std::isfinite(spread) && spread > 0 ? spread : 0;
 }
 
-std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subjects, bool higher_is_better) {
+OutlierVerdict judge_against(const PeerValue& subject, const std::vector<PeerValue>& peers, bool higher_is_better,
+                             double min_shortfall) {
+  OutlierVerdict v;
+  if (!std::isfinite(subject.value)) return v;
+  std::vector<double> values, spreads;
+  for (const PeerValue& p : peers) {
+    if (!std::isfinite(p.value)) continue;
+    values.push_back(p.value);
+    spreads.push_back(p.spread);
+  }
+  v.peers = static_cast<int>(values.size());
+  if (v.peers < OutlierRule::kMinPeers) return v;
+  v.judged = true;
+  v.peer_median = median(values);
+  std::vector<double> deviations;
+  for (double x : values) deviations.push_back(std::fabs(x - v.peer_median));
+  const double between = 1.4826 * median(deviations);
+  const double within = std::max(subject.spread, median(spreads));
+  v.noise = std::max(between, within);
+  const double worse_by = higher_is_better ? v.peer_median - subject.value : subject.value - v.peer_median;
+  v.shortfall = v.peer_median != 0 ? worse_by / std::fabs(v.peer_median) : 0;
+  const double margin = std::max(OutlierRule::kZ * v.noise, min_shortfall * std::fabs(v.peer_median));
+  v.bound = higher_is_better ? v.peer_median - margin : v.peer_median + margin;
+  v.named = worse_by > margin;
+  return v;
+}
+
+std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subjects, bool higher_is_better,
+                                           double min_shortfall) {
   std::vector<OutlierVerdict> out(subjects.size());
   for (size_t i = 0; i < subjects.size(); ++i) {
-    OutlierVerdict& v = out[i];
-    if (!std::isfinite(subjects[i].value)) continue;
-    std::vector<double> values, spreads;
+    std::vector<PeerValue> peers;
     for (size_t j = 0; j < subjects.size(); ++j) {
-      if (j == i || !std::isfinite(subjects[j].value)) continue;
-      values.push_back(subjects[j].value);
-      spreads.push_back(subjects[j].spread);
+      if (j != i) peers.push_back(subjects[j]);
     }
-    v.peers = static_cast<int>(values.size());
-    if (v.peers < OutlierRule::kMinPeers) continue;
-    v.judged = true;
-    v.peer_median = median(values);
-    std::vector<double> deviations;
-    for (double x : values) deviations.push_back(std::fabs(x - v.peer_median));
-    const double between = 1.4826 * median(deviations);
-    const double within = std::max(subjects[i].spread, median(spreads));
-    v.noise = std::max(between, within);
-    const double worse_by = higher_is_better ? v.peer_median - subjects[i].value : subjects[i].value - v.peer_median;
-    v.shortfall = v.peer_median != 0 ? worse_by / std::fabs(v.peer_median) : 0;
-    const double margin = std::max(OutlierRule::kZ * v.noise, OutlierRule::kMinShortfall * std::fabs(v.peer_median));
-    v.bound = higher_is_better ? v.peer_median - margin : v.peer_median + margin;
-    v.named = worse_by > margin;
+    out[i] = judge_against(subjects[i], peers, higher_is_better, min_shortfall);
   }
   return out;
+}
+
+double mad_spread(const std::vector<double>& samples) {
+  if (samples.size() < 2) return 0;
+  const double m = median(samples);
+  std::vector<double> deviations;
+  for (double x : samples) deviations.push_back(std::fabs(x - m));
+  return 1.4826 * median(deviations);
 }
 
 std::string describe_shortfall(const OutlierVerdict& v, bool higher_is_better, const std::string& peer_median_text) {

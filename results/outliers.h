@@ -54,7 +54,20 @@ struct OutlierRule {
 
 // One verdict per subject, in order. `higher_is_better`: throughputs and bandwidths (short of the
 // median is below it); else times (above it).
-std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subjects, bool higher_is_better);
+// `min_shortfall`: the floor, as a fraction of the median (a time 3.0 above it is 4x as long); a
+// caller that knows its figures are noisier than their spread shows raises it, and says so.
+std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subjects, bool higher_is_better,
+                                           double min_shortfall = OutlierRule::kMinShortfall);
+
+// One subject against peers given apart from it, by the same rule: a node's figure against the
+// cells of the other nodes, where the subjects and their peers are not one list.
+OutlierVerdict judge_against(const PeerValue& subject, const std::vector<PeerValue>& peers, bool higher_is_better,
+                             double min_shortfall = OutlierRule::kMinShortfall);
+
+// Samples' spread as a standard deviation: 1.4826 x their median absolute deviation (a few slow
+// calls of a machine busy with something else move it little, where a standard deviation or the
+// 5th..95th percentiles would follow them); 0 for fewer than two samples.
+double mad_spread(const std::vector<double>& samples);
 
 // A distribution's spread as a standard deviation, from its 5th and 95th percentiles (a normal
 // variable's lie 3.29 standard deviations apart); 0 without a distribution.

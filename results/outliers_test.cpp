@@ -77,5 +77,30 @@ TEST(Outliers, SpreadFromTheFifthToTheNinetyFifthPercentile) {
   EXPECT_EQ(robust_spread(Stats{}), 0);  // a single value has none
 }
 
+TEST(Outliers, ASubjectAgainstPeersGivenApart) {
+  // A node's median of 50 against the other node's four cells around 100 (MAD 1): named, and
+  // judge_against agrees with judge_outliers where the subjects are one list.
+  const auto v = judge_against({50, 0}, values({99, 100, 101, 100}), true);
+  EXPECT_TRUE(v.judged);
+  EXPECT_TRUE(v.named);
+  EXPECT_EQ(v.peers, 4);
+  EXPECT_DOUBLE_EQ(v.peer_median, 100);
+  EXPECT_DOUBLE_EQ(v.shortfall, 0.5);
+  const auto list = judge_outliers(values({50, 99, 100, 101, 100}), true)[0];
+  EXPECT_EQ(list.named, v.named);
+  EXPECT_DOUBLE_EQ(list.bound, v.bound);
+  // 81 against peers alike: inside the 20% floor; one peer: not judged; no value: not judged.
+  EXPECT_FALSE(judge_against({81, 0}, values({100, 100}), true).named);
+  EXPECT_FALSE(judge_against({50, 0}, values({100}), true).judged);
+  EXPECT_FALSE(judge_against({std::nan(""), 0}, values({100, 100, 100}), true).judged);
+}
+
+TEST(Outliers, MadSpreadIsAStandardDeviationThatIgnoresAFewSlowCalls) {
+  // {1, 2, 3, 4, 100}: median 3, absolute deviations {2, 1, 0, 1, 97}, their median 1.
+  EXPECT_DOUBLE_EQ(mad_spread({1, 2, 3, 4, 100}), 1.4826);
+  EXPECT_EQ(mad_spread({7}), 0);
+  EXPECT_EQ(mad_spread({}), 0);
+}
+
 }  // namespace
 }  // namespace dts

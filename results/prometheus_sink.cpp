@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "results/catalog.h"
 #include "results/output_paths.h"
 
 namespace dts {
@@ -257,11 +258,9 @@ LabelList prometheus_labels(const Record& r) {
   // without it, the thresholds of one metric would share a series and a failure could be
   // overwritten by a pass. A profile holds a handful of thresholds: low cardinality.
   if (r.suite == "profile") add("threshold", r.case_id);
-  // The hardware suite's rows are per rank, in two modes: the rank is the point of them (the
-  // outlier named), and a job has a handful.
-  if (r.suite == "hardware") {
-    for (const char* key : {"mode", "rank", "node"}) add(key, config_value(l.config, key).value_or(""));
-  }
+  // What the suite's catalog entry says tells its rows apart (the hardware suite's mode, rank and
+  // node: the rank is the point of them, the outlier named, and a job has a handful).
+  for (const std::string& key : suite_label_keys(r.suite)) add(key.c_str(), config_value(l.config, key).value_or(""));
   // The inventory's rows are the run's parts, as an info metric is (dtsuite_rank_info{rank, node,
   // gpu, ...} 1): every config key is a label. A job has a row per rank and NIC: the cardinality of
   // its ranks, constant from run to run on one cluster.

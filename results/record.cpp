@@ -141,6 +141,21 @@ std::string format_number(double value, const char* format) {
   return text;
 }
 
+std::string format_si(double value, const char* unit) {
+  static const char* const kLarge[] = {"", "K", "M", "G", "T", "P", "E"};
+  static const char* const kSmall[] = {"", "m", "u", "n", "p"};
+  const char* prefix = "";
+  if (std::isfinite(value) && value != 0) {
+    int i = 0;
+    while (std::fabs(value) >= 1000 && i < 6) value /= 1000, ++i;
+    prefix = kLarge[i];
+    int j = 0;
+    while (i == 0 && std::fabs(value) < 1 && j < 4) value *= 1000, ++j;
+    if (j > 0) prefix = kSmall[j];
+  }
+  return format_number(value, "%.3g") + " " + prefix + unit;
+}
+
 std::string signed_percent(double fraction) {
   return format_number(fraction * 100, std::fabs(fraction) < 10 ? "%+.3g%%" : "%+.0f%%");
 }

@@ -80,6 +80,10 @@ std::string printable(std::string_view text, bool keep_line_breaks = false);
 // missed a bound, no more ("1.5e+09"); "%g" for settings as a user wrote them ("0.02").
 std::string format_number(double value, const char* format = "%.4g");
 
+// A figure for people with an SI prefix and 3 significant digits: format_si(4.1e10, "FLOP/s") is
+// "41 GFLOP/s", format_si(1.23e-5, "s") "12.3 us". Zero, and values not finite, have no prefix.
+std::string format_si(double value, const char* unit);
+
 // A relative change, given as a fraction, in percent with its sign: 3 significant digits below
 // +-1000% ("+5.26%", "-0.1%"), whole percents above ("+2450%").
 std::string signed_percent(double fraction);

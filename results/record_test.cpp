@@ -108,5 +108,14 @@ TEST(Record, DefaultsMeanNotApplicable) {
   EXPECT_EQ(r.verdict, Verdict::info);
 }
 
+TEST(FormatSi, PrefixesForLargeAndSmallFigures) {
+  EXPECT_EQ(format_si(4.1e10, "FLOP/s"), "41 GFLOP/s");
+  EXPECT_EQ(format_si(1.23e-5, "s"), "12.3 us");
+  EXPECT_EQ(format_si(999, "B/s"), "999 B/s");
+  EXPECT_EQ(format_si(0.5, "s"), "500 ms");
+  EXPECT_EQ(format_si(0, "s"), "0 s");
+  EXPECT_EQ(format_si(-2.5e6, "B"), "-2.5 MB");
+}
+
 }  // namespace
 }  // namespace dts

@@ -914,9 +914,16 @@ void render_acceptance(const ReportData& data, const std::function<std::string(c
       h << "<p>... and " << data.failures.size() - kMaxFailuresListed << " more (see the CSV).</p>\n";
     }
   }
-  // Per-rank figures: one chart per stack, case and metric, a bar per rank.
+  // Per-rank figures: one chart per stack, case, metric and figure (config figure and link, where
+  // one metric holds several: topology's sent, received and latency per link class), a bar per rank.
   std::map<std::tuple<int, std::string, std::string, std::string>, std::vector<const Record*>> figures;
-  for (const auto& [stack, r] : data.per_rank) figures[{stack, r.suite, r.case_id, r.metric}].push_back(&r);
+  for (const auto& [stack, r] : data.per_rank) {
+    std::string metric = r.metric;
+    for (const char* key : {"figure", "link"}) {
+      if (auto value = config_value(r.labels.config, key)) metric += " " + *value;
+    }
+    figures[{stack, r.suite, r.case_id, metric}].push_back(&r);
+  }
   if (!figures.empty()) {
     h << "<h3 id=\"acceptance-ranks\">Per-rank figures</h3>\n<p>Each rank's figure; red: named (an outlier "
       << "below its peers by more than the run's noise allows, results/outliers.h, or a threshold missed); the "

@@ -133,6 +133,29 @@ if len(util) != 2 or not all(0 < u <= 1.05 for u in util):
 print(f"ok: topology across the nodes: wire {wire[0]:.3g} B per call, utilization {util}")
 PY
 
+# --- 1b''. node b's link at half node a's rate: node b named, node a not ----------------------
+# One rank a node: two ranks on this machine's CPUs are not crowded (topology suite, peers).
+rc=0
+"$fixture" --rate 1gbit --rate-b 500mbit --ranks-per-node 1 -- "$dtsuite" run topology -n 3 -w 1 --p2p-bytes 1M --link-bytes 1M \
+  --csv "$work/slow-node.csv" >"$work/slow-node.out" 2>"$work/slow-node.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "node b sending at half the rate: exit $rc, expected 1 (a node named)"
+python3 - "$work/slow-node.csv" <<'PY' || fail "the slow node is not the one named"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+cfg = lambda r: dict(kv.split("=", 1) for kv in r["config"].split(";") if "=" in kv)
+send = {cfg(r)["node"]: r for r in rows if r["metric"] == "node_bandwidth" and cfg(r)["figure"] == "send"}
+if send.get("dts-node-b", {}).get("verdict") != "fail" or send.get("dts-node-a", {}).get("verdict") != "pass":
+    sys.exit("node send verdicts: " + str({n: (r["verdict"], r["detail"]) for n, r in send.items()}))
+# Nothing else of a healthy part: a rank or pair named has node b's rank as its sender.
+for r in rows:
+    c = cfg(r)
+    if r["verdict"] == "fail" and r["metric"] != "node_bandwidth":
+        sender = c.get("src", c.get("rank", ""))
+        if sender != "1":
+            sys.exit(f"{r['metric']} {r['config']} named: {r['detail']}")
+print("ok: " + send["dts-node-b"]["detail"])
+PY
+
 # --- 1c. a hang on the other node: named with its node, the timeout row written, exit 3 -------
 rc=0
 "$fixture" --rate 1gbit -- "$dtsuite" run collectives --collective all_reduce -d f32 -o sum -b 8 -e 64K -n 3 -w 1 \

@@ -3,15 +3,17 @@
 # dts-node-a and dts-node-b) joined by a veth pair shaped with HTB, and an Open MPI job of
 # 2 x ranks-per-node ranks across them (TCP between the nodes, shared memory within each).
 # Everything it makes is removed when it ends, also on INT, TERM or HUP. Needs root, ip, tc.
-#   scripts/cluster/two-node.sh [--rate 1gbit|none] [--ranks-per-node 2] [--keep-going] -- COMMAND ARGS...
+#   scripts/cluster/two-node.sh [--rate 1gbit|none] [--rate-b RATE] [--ranks-per-node 2] [--keep-going] -- COMMAND ARGS...
 #   e.g. scripts/cluster/two-node.sh -- build/harness/dtsuite run collectives --quick
+# --rate-b: what node b sends at, where it differs from --rate (node a's): one node's link slower
+# than the other's, for the topology suite's node verdict (default: --rate).
 # Exit code: mpirun's; 2 for a usage or set-up error (one line on stderr); 128+N on signal N.
 # --keep-going: run over an unshaped link when HTB or the sysctl cannot be set (a warning),
 # instead of failing. MPIRUN selects the launcher (an Open MPI mpirun; default: mpirun).
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--rate RATE|none] [--ranks-per-node N] [--keep-going] -- COMMAND [ARGS...]" >&2
+  echo "usage: $0 [--rate RATE|none] [--rate-b RATE] [--ranks-per-node N] [--keep-going] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 die() {  # a set-up error: one line, exit 2
@@ -20,12 +22,15 @@ die() {  # a set-up error: one line, exit 2
 }
 
 rate=1gbit
+rate_b=""
 ranks_per_node=2
 keep_going=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) [ $# -ge 2 ] || usage; rate=$2; shift 2 ;;
     --rate=*) rate=${1#*=}; shift ;;
+    --rate-b) [ $# -ge 2 ] || usage; rate_b=$2; shift 2 ;;
+    --rate-b=*) rate_b=${1#*=}; shift ;;
     --ranks-per-node) [ $# -ge 2 ] || usage; ranks_per_node=$2; shift 2 ;;
     --ranks-per-node=*) ranks_per_node=${1#*=}; shift ;;
     --keep-going) keep_going=1; shift ;;
@@ -39,6 +44,13 @@ done
 # tc's own rate syntax (bit, kbit, mbit, gbit, or bytes per second: bps, kbps, ...).
 [[ $rate == none || $rate =~ ^[0-9]+(\.[0-9]+)?([kKmMgGtT]?(bit|bps))$ ]] \
   || die "--rate must be a tc rate such as 500mbit or 1gbit, or none, not '$rate'"
+rate_b=${rate_b:-$rate}
+if [ "$rate" = none ]; then
+  [ "$rate_b" = none ] || die "--rate-b needs a shaped link: give --rate a rate too, not none"
+else
+  [[ $rate_b =~ ^[0-9]+(\.[0-9]+)?([kKmMgGtT]?(bit|bps))$ ]] \
+    || die "--rate-b must be a tc rate such as 500mbit, not '$rate_b'"
+fi
 PATH=$PATH:/usr/sbin:/sbin   # ip and tc live there; a user's PATH may lack it
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces); run as root or under sudo"
 for tool in ip tc unshare hostname; do
@@ -120,8 +132,8 @@ done
 warn_or_die() {
   if [ "$keep_going" -eq 1 ]; then echo "two-node: warning: $* (--keep-going: running on)" >&2; else die "$*"; fi
 }
-shape() {  # shape NS DEV
-  local ns=$1 dev=$2
+shape() {  # shape NS DEV RATE
+  local ns=$1 dev=$2 rate=$3
   tc -n "$ns" qdisc add dev "$dev" root handle 1: htb default 20 &&
     tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" &&
     # quantum: one 64 KiB GSO packet per round (the default, rate/10, is clamped with a warning)
@@ -133,7 +145,7 @@ shape() {  # shape NS DEV
       match u8 0x10 0xff at 33 flowid 1:10
 }
 if [ "$rate" != none ]; then
-  shape "$ns_a" "$veth_a" 2>"$work/tc.err" && shape "$ns_b" "$veth_b" 2>>"$work/tc.err" \
+  shape "$ns_a" "$veth_a" "$rate" 2>"$work/tc.err" && shape "$ns_b" "$veth_b" "$rate_b" 2>>"$work/tc.err" \
     || warn_or_die "cannot shape the link with HTB: $(grep -v '^Warning' "$work/tc.err" | head -1)"
 fi
 for ns in "$ns_a" "$ns_b"; do
@@ -161,7 +173,7 @@ exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$name && \$*"
 EOF
 chmod +x "$agent"
 
-echo "two-node: $node_a ($ns_a, $addr_a) <-> $node_b ($ns_b, $addr_b), link ${rate}," \
+echo "two-node: $node_a ($ns_a, $addr_a) <-> $node_b ($ns_b, $addr_b), link ${rate}$([ "$rate_b" = "$rate" ] || echo " (node b sends at $rate_b)")," \
      "$ranks_per_node ranks per node" >&2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # DTS_NODE would name both nodes alike (node a's ranks inherit mpirun's environment).

@@ -4,7 +4,6 @@
 // dgemm through OpenBLAS (kernels/cpu), and a STREAM triad (McCalpin's a = b + s c over arrays far
 // larger than the caches). Each figure comes with its spread over the iterations.
 #include <CLI/CLI.hpp>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "comm/text.h"
+#include "core/cpus.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "results/outliers.h"
@@ -77,49 +77,6 @@ struct HardwareCase {
   std::string skip;    // why a rank's part cannot hold the test ("": it can)
 };
 
-// "0-3,8": the CPUs this process may run on.
-std::string allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
-  std::string text;
-  for (int c = 0; c < CPU_SETSIZE;) {
-    if (!CPU_ISSET(c, &set)) {
-      ++c;
-      continue;
-    }
-    int end = c;
-    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
-    text += (text.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
-    c = end + 1;
-  }
-  return text;
-}
-
-// "0-3,8" -> 0 1 2 3 8 (allowed_cpus' text; CPU numbers below CPU_SETSIZE).
-std::vector<int> cpu_list(const std::string& text) {
-  std::vector<int> cpus;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(',', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string part = text.substr(at, end - at);
-    const size_t dash = part.find('-');
-    const int lo = std::atoi(part.c_str());
-    const int hi = dash == std::string::npos ? lo : std::atoi(part.c_str() + dash + 1);
-    for (int c = std::max(lo, 0); c <= hi && c < CPU_SETSIZE; ++c) cpus.push_back(c);
-    at = end + 1;
-  }
-  return cpus;
-}
-
-std::string si(double value, const char* unit) {
-  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
-  int i = 0;
-  while (std::fabs(value) >= 1000 && i < 5) value /= 1000, ++i;
-  return format_number(value, "%.3g") + " " + prefixes[i] + unit;
-}
-
 class HardwareSuite final : public Suite {
  public:
   std::string_view name() const override { return "hardware"; }
@@ -160,7 +117,7 @@ class HardwareSuite final : public Suite {
     Pacer pacer;
     if (h.alone && world > 1) {
       pacer.before = [&] {
-        if (rank > 0 || done > 0) quiet_wait(control.irecv(&baton, 1, DType::i32, (rank + world - 1) % world));
+        if (rank > 0 || done > 0) wait_quietly(*control.irecv(&baton, 1, DType::i32, (rank + world - 1) % world));
       };
       pacer.after = [&] {
         ++done;
@@ -187,7 +144,7 @@ class HardwareSuite final : public Suite {
     // a machine busy with something else slows a few calls, which this leaves out and the
     // 5th..95th percentiles would not.
     double mine[7] = {stats.median, stats.p05, stats.p95, stats.min, stats.max, static_cast<double>(stats.n),
-                      spread_of(rates)};
+                      mad_spread(rates)};
     std::vector<double> all(static_cast<size_t>(world) * 7);
     control.all_gather(mine, all.data(), 7, DType::f64);
     const std::string cpus = allowed_cpus();
@@ -241,12 +198,12 @@ class HardwareSuite final : public Suite {
       row.stats = per_rank[static_cast<size_t>(r)];
       const std::string who = "rank " + std::to_string(r) + " (node " + names[static_cast<size_t>(r)] + ", " +
                               ctx.topology().device + ", CPUs " + cpus_of[static_cast<size_t>(r)] + ")";
-      row.detail = who + ": " + what + " " + si(row.value, unit);
+      row.detail = who + ": " + what + " " + format_si(row.value, unit);
       if (v.judged) {
         row.threshold = v.bound;
         row.verdict = v.named ? Verdict::fail : Verdict::pass;
-        row.detail += ", " + describe_shortfall(v, true, si(v.peer_median, unit)) + "; named below " +
-                      si(v.bound, unit) + " (rule: results/outliers.h, noise " + si(v.noise, unit) + ")";
+        row.detail += ", " + describe_shortfall(v, true, format_si(v.peer_median, unit)) + "; named below " +
+                      format_si(v.bound, unit) + " (rule: results/outliers.h, noise " + format_si(v.noise, unit) + ")";
       } else if (!crowded.empty() && !std::isfinite(subjects[static_cast<size_t>(r)].value)) {
         row.verdict = Verdict::info;
         row.detail += "; not judged: " + crowded + ", so at once the scheduler decides who runs (alone is judged)";
@@ -276,8 +233,8 @@ class HardwareSuite final : public Suite {
     // A rank's part too small for the test is a skip row, said before anything runs.
     HardwareCase planned = h;
     if (bytes > memory.bytes / 2) {
-      planned.skip = std::string(gemm ? "gemm" : "triad") + " needs " + si(bytes, "B") + " per rank, more than half " +
-                     "of the " + si(memory.bytes, "B") + " a rank may use (" + memory.source + "); give a smaller " +
+      planned.skip = std::string(gemm ? "gemm" : "triad") + " needs " + format_si(bytes, "B") + " per rank, more than half " +
+                     "of the " + format_si(memory.bytes, "B") + " a rank may use (" + memory.source + "); give a smaller " +
                      (gemm ? "--gemm-size" : "--triad-bytes");
     }
     (void)options;
@@ -317,18 +274,6 @@ class HardwareSuite final : public Suite {
     return seconds;
   }
 
-  static double spread_of(const std::vector<double>& values) {
-    if (values.size() < 2) return 0;
-    const double m = compute_stats(values).median;
-    std::vector<double> deviations;
-    for (double x : values) deviations.push_back(std::fabs(x - m));
-    return 1.4826 * compute_stats(deviations).median;
-  }
-
-  static void quiet_wait(std::unique_ptr<Work> work) {
-    while (!work->test()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-
   // Per iteration: the work, and on a --straggler rank a wait of (FACTOR - 1) times its time.
   template <class F>
   static std::vector<double> timed(F&& once, int warmup, int iters, double slow, const Pacer& pacer) {
@@ -350,6 +295,7 @@ SuiteInfo hardware_info() {
   SuiteInfo info;
   info.name = "hardware";
   info.per_rank_figures = true;
+  info.label_keys = {"mode", "rank", "node"};
   info.summary = "each rank's own part, every rank at once and one at a time: sgemm/dgemm (OpenBLAS), STREAM "
                  "triad; the rank short of its peers named";
   info.metrics = {

@@ -159,4 +159,61 @@ TEST(Topology, ASweepTimesOneWayMessagesOfEverySize) {
   }
 }
 
+// The peers case (results/outliers.h): a rank whose every call is delayed (faulty(delay(2)) at
+// rank 2 of 4 on one node) is named, with its node and the shortfall; no other rank is named,
+// and a named pair has rank 2 at one end. 4 ranks on this machine's 2 CPUs: the floor is then a
+// factor of 4 (10 in latency), which a delay of 2 ms a call passes by a factor of about 1000.
+TEST(TopologyPeers, ADelayedRankIsNamedAndNoHealthyRankIs) {
+  const fs::path csv = scratch_dir() / "delay.csv";
+  const RunResult r =
+      run_dtsuite(4, "run topology " + kSmall + " --backend 'faulty(delay(2),mpi)' --fault-rank 2 --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::set<std::string> named;  // "rank_bandwidth send 2" ...
+  int judged = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.case_id != "peers") continue;
+    if (row.verdict == dts::Verdict::pass || row.verdict == dts::Verdict::fail) ++judged;
+    if (row.verdict != dts::Verdict::fail) continue;
+    if (row.metric == "pair_bandwidth" || row.metric == "pair_latency") {
+      EXPECT_TRUE(config(row, "src") == "2" || config(row, "dst") == "2") << row.detail;
+      continue;
+    }
+    named.insert(row.metric + " " + config(row, "figure") + " " + config(row, "rank"));
+    EXPECT_NE(row.detail.find("the median of its 3 peers"), std::string::npos) << row.detail;
+    EXPECT_NE(row.detail.find("rank 2 (node "), std::string::npos) << row.detail;
+  }
+  // Rank 2, in one of its figures at least (measured: in 2 or 3 of its 3 in each of 10 runs; a busy
+  // machine widens the band, and the rule then says less), and nobody else.
+  EXPECT_FALSE(named.empty()) << r.out;
+  for (const std::string& n : named) EXPECT_EQ(n.back(), '2') << n;
+  // 12 one-way, 6 both-ways and 6 latency pairs, and 4 ranks x 3 figures, all judged.
+  EXPECT_EQ(judged, 12 + 6 + 6 + 12);
+}
+
+// Two nodes of two ranks (DTS_NODE): a rank has one peer on its node, so ranks are not judged;
+// each node's sending is, against the other's cells; received needs three nodes. Four ranks on
+// this machine's fewer CPUs: the detail says the floor is then a factor of 4.
+TEST(TopologyPeers, TwoNodesAreJudgedAndTheirRanksSayWhyNot) {
+  const fs::path csv = scratch_dir() / "peers-two-nodes.csv";
+  const RunResult r = run_on_two_nodes("run topology " + kSmall + " --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::set<std::string> node_figures;
+  int unjudged_ranks = 0;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric == "node_bandwidth") {
+      EXPECT_EQ(row.verdict, dts::Verdict::pass) << row.detail;
+      EXPECT_TRUE(std::isfinite(row.threshold)) << row.detail;
+      node_figures.insert(config(row, "node") + " " + config(row, "figure"));
+    }
+    if (row.metric == "rank_bandwidth" || row.metric == "rank_latency") {
+      EXPECT_EQ(row.verdict, dts::Verdict::info) << row.detail;
+      EXPECT_NE(row.detail.find("not judged against peers: 1 peer (the other ranks of node n"), std::string::npos)
+          << row.detail;
+      ++unjudged_ranks;
+    }
+  }
+  EXPECT_EQ(node_figures, (std::set<std::string>{"n0 send", "n1 send"}));
+  EXPECT_EQ(unjudged_ranks, 4 * 3 * 2);  // 4 ranks x (send, receive, latency) x (same-node, other-node)
+}
+
 }  // namespace

@@ -12,13 +12,17 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/text.h"
+#include "core/cpus.h"
 #include "core/buffer.h"
 #include "core/error.h"
 #include "results/noise.h"
+#include "results/outliers.h"
 #include "suites/flag_checks.h"
 #include "suites/memory_fit.h"
 #include "suites/suite.h"
@@ -119,6 +123,27 @@ struct PairCase {
   int a = 0, b = 0;  // a < b
 };
 struct LinkCase {};
+struct PeersCase {};
+
+// One cell of the matrix as rank 0 keeps it for the peers case: a pair's figure in one direction
+// (p2p_bandwidth one-way or both, p2p_latency), its median over the iterations and their spread.
+struct Cell {
+  std::string metric, direction;
+  int src = 0, dst = 0;
+  bool same_node = false;
+  double value = 0, spread = 0;
+  std::vector<double> samples;  // the iterations' figures
+};
+
+// Where ranks outnumber the CPUs of their machine, which two of them share a core is the
+// scheduler's doing, and it moves a pair's figures more than their spread shows: measured on 4
+// ranks of a 2-core machine, with the other ranks asleep, the pairs whose ranks shared a core came
+// out up to 2.4x slower in bandwidth and 3.6x longer in latency than the rest, run after run, each
+// within a few percent over its iterations. There a cell, rank or node is named only beyond a
+// factor of 4 from its peers' median in bandwidth, and of 10 in latency (a ping-pong whose two
+// ranks share a core waits for the scheduler at every message).
+constexpr double kCrowdedFactor = 4;
+constexpr double kCrowdedLatencyFactor = 10;
 
 class TopologySuite final : public Suite {
  public:
@@ -144,6 +169,16 @@ class TopologySuite final : public Suite {
         cases.push_back({"p2p/" + std::to_string(a) + "-" + std::to_string(b), l, PairCase{a, b}});
       }
     }
+    // Who falls short of their peers, judged from the cells above (results/outliers.h): pairs,
+    // ranks and nodes. Two ranks give a pair or a rank no peer, but two nodes of one rank each
+    // are judged by their iterations.
+    if (common.world_size >= 2) {
+      Labels l;
+      l.op = "send_recv";
+      l.dtype = "u8";
+      l.bytes = f.p2p_bytes;
+      cases.push_back({"peers", l, PeersCase{}});
+    }
     Labels l;
     l.op = "all_reduce";
     l.dtype = "f32";
@@ -153,14 +188,15 @@ class TopologySuite final : public Suite {
   }
 
   void run(const Case& c, RunContext& ctx) override {
-    if (const auto* pair = std::any_cast<PairCase>(&c.params)) run_pair(c, *pair, ctx);
+    if (const auto* pair = std::any_cast<PairCase>(&c.params)) run_pair(c, *pair, ctx, cells_);
+    else if (std::any_cast<PeersCase>(&c.params)) run_peers(c, ctx, cells_);
     else run_link(c, ctx);
   }
 
  private:
   // The pair's rows: one-way bandwidth each direction, both ways at once, and latency. Only the
   // two ranks touch the stack; every rank takes part in the control splits and barriers.
-  static void run_pair(const Case& c, const PairCase& p, RunContext& ctx) {
+  static void run_pair(const Case& c, const PairCase& p, RunContext& ctx, std::vector<Cell>& cells) {
     const RunOptions& common = ctx.options();
     const TopologyFlags& f = common.flags<TopologyFlags>();
     Communicator& comm = ctx.comm();
@@ -255,6 +291,19 @@ class TopologySuite final : public Suite {
     } catch (...) {
       failure = std::current_exception();
     }
+    // The ranks outside the pair wait for its end asleep, 5 ms at a time: polling in the
+    // agreement below, or waking every fraction of a millisecond, they would hold cores the pair
+    // is timed on where ranks outnumber cores, and whether the pair's two ranks got a core each
+    // would be the scheduler's doing (measured: the two pairs whose ranks shared a core came
+    // out 20-60% slower, with a spread of a few percent).
+    uint8_t token = 0;
+    if (rank == p.a) {
+      for (int q = 0; q < control.size(); ++q) {
+        if (q != p.a && q != p.b) control.send(&token, 1, DType::u8, q);
+      }
+    } else if (!member) {
+      wait_quietly(*control.irecv(&token, 1, DType::u8, p.a), std::chrono::milliseconds(5));
+    }
     leave_together(control, failure);
     if (rank != 0) {
       // Rank 0 writes; a pair without it hands its times over (the a-side holds them all).
@@ -287,6 +336,8 @@ class TopologySuite final : public Suite {
         r.labels.bytes = message;
         r.labels.config += ";sweep=1";  // not a cell of the matrix (the report's heat map leaves it out)
         r.detail = f.quick_note;
+      } else if (!values.empty()) {
+        cells.push_back({metric, direction, src, dst, same_node, r.value, mad_spread(values), values});
       }
       r.verdict = Verdict::info;
       ctx.emit(r);
@@ -472,6 +523,215 @@ class TopologySuite final : public Suite {
     return r;
   }
 
+  // The peers case (rank 0; the cells are its): every figure of the matrix judged against its
+  // peers by the rule of results/outliers.h, at three levels.
+  //   pair  each cell against the other cells of its metric, direction and link class (same-node
+  //         or other-node); both ways at once and latency once a pair (its two directions share
+  //         one time).
+  //   rank  the median of its cells of one class, sent (one-way, as source), received (one-way, as
+  //         destination) and latency (either end), against the other ranks of its node: what
+  //         every rank of a node shares is the node's, below.
+  //   node  the median of the one-way cells its ranks sent to other nodes' ranks, against the
+  //         cells the other nodes' ranks sent; received too from three nodes up (with two, the
+  //         cells one node receives are those the other sends: the matrix cannot tell a slow
+  //         sender from a slow receiver, and the sender is named). With fewer than two such
+  //         cells of other nodes (two nodes of one rank), their iterations stand in as peers.
+  // On a machine whose ranks outnumber its CPUs (by machine_id: a network namespace is no other
+  // machine) the floor is kCrowdedFactor.
+  static void run_peers(const Case& c, RunContext& ctx, const std::vector<Cell>& cells) {
+    const std::vector<std::string> places =
+        all_gather_texts(ctx.control(), machine_id() + " " + allowed_cpus(), 4096);
+    if (ctx.control().rank() != 0) return;
+    const NodeMap& nodes = ctx.topology().nodes;
+    const int world = ctx.control().size();
+    const auto node_of = [&](int r) { return nodes.node_of_rank[static_cast<size_t>(r)]; };
+    const auto node_name = [&](int r) { return nodes.names[static_cast<size_t>(r)]; };
+    const auto rank_text = [&](int r) { return "rank " + std::to_string(r) + " (node " + node_name(r) + ")"; };
+    // Machines whose ranks outnumber the CPUs they may use.
+    std::map<std::string, std::set<int>> cpus_of_machine;
+    std::map<std::string, int> ranks_of_machine;
+    for (const std::string& place : places) {
+      const size_t space = place.find(' ');
+      const std::string machine = place.substr(0, space);
+      ++ranks_of_machine[machine];
+      for (int cpu : cpu_list(space == std::string::npos ? "" : place.substr(space + 1))) {
+        cpus_of_machine[machine].insert(cpu);
+      }
+    }
+    std::vector<bool> crowded(static_cast<size_t>(world), false);
+    std::string crowding;
+    for (int r = 0; r < world; ++r) {
+      const std::string machine = places[static_cast<size_t>(r)].substr(0, places[static_cast<size_t>(r)].find(' '));
+      const int count = ranks_of_machine[machine];
+      const size_t cpus = cpus_of_machine[machine].size();
+      if (machine.empty() || cpus == 0 || count <= static_cast<int>(cpus)) continue;
+      crowded[static_cast<size_t>(r)] = true;
+      crowding = std::to_string(count) + " ranks share " + std::to_string(cpus) + " CPUs of one machine";
+    }
+    const auto floor_of = [&](bool crowd, bool higher_is_better) {
+      if (!crowd) return OutlierRule::kMinShortfall;
+      return higher_is_better ? 1 - 1 / kCrowdedFactor : kCrowdedLatencyFactor - 1;
+    };
+    const auto emit = [&](const std::string& metric, const std::string& config, const std::string& who,
+                          const std::string& figure, const PeerValue& subject, const OutlierVerdict& v,
+                          bool higher_is_better, const std::string& unjudged, bool crowd) {
+      Record r;
+      r.suite = "topology";
+      r.case_id = c.id;
+      r.labels = c.labels;
+      r.labels.config = config + ";job=" + std::to_string(ctx.options().world_size);
+      r.metric = metric;
+      r.unit = higher_is_better ? "bytes_per_second" : "seconds";
+      const char* unit = higher_is_better ? "B/s" : "s";
+      r.value = subject.value;
+      r.detail = who + ": " + figure + " " + format_si(subject.value, unit);
+      if (v.judged) {
+        r.threshold = v.bound;
+        r.verdict = v.named ? Verdict::fail : Verdict::pass;
+        r.detail += ", " + describe_shortfall(v, higher_is_better, format_si(v.peer_median, unit)) + "; named " +
+                    (higher_is_better ? "below " : "above ") + format_si(v.bound, unit) +
+                    " (rule: results/outliers.h, noise " + format_si(v.noise, unit) +
+                    (crowd ? "; " + crowding + ", so only a factor of " +
+                                 format_number(higher_is_better ? kCrowdedFactor : kCrowdedLatencyFactor, "%g") +
+                                 " from the peers' median is named"
+                           : "") +
+                    ")";
+      } else {
+        r.verdict = Verdict::info;
+        r.detail += "; not judged against peers: " + std::to_string(v.peers) + (v.peers == 1 ? " peer" : " peers") +
+                    " (" + unjudged + "), the rule needs " + std::to_string(OutlierRule::kMinPeers);
+      }
+      ctx.emit(r);
+    };
+    if (cells.empty()) {
+      Record r;
+      r.suite = "topology";
+      r.case_id = c.id;
+      r.labels = c.labels;
+      r.metric = "check";
+      r.verdict = Verdict::skip;
+      r.detail = "no cell of the pair matrix was measured in this run, so nothing to judge";
+      ctx.emit(r);
+      return;
+    }
+    const auto summary = [](const std::vector<const Cell*>& of) {
+      std::vector<double> values, spreads;
+      for (const Cell* m : of) values.push_back(m->value), spreads.push_back(m->spread);
+      return values.empty() ? PeerValue{} : PeerValue{median_of(values), median_of(spreads)};
+    };
+    const auto as_peers = [](const std::vector<const Cell*>& of) {
+      std::vector<PeerValue> peers;
+      for (const Cell* m : of) peers.push_back({m->value, m->spread});
+      return peers;
+    };
+    const auto link_of = [](bool same) { return std::string(same ? "same-node" : "other-node"); };
+
+    // Pairs.
+    std::map<std::tuple<std::string, std::string, bool>, std::vector<const Cell*>> groups;
+    for (const Cell& cell : cells) {
+      if (cell.direction != "one-way" && cell.src > cell.dst) continue;  // both ways, latency: once a pair
+      groups[{cell.metric, cell.direction, cell.same_node}].push_back(&cell);
+    }
+    for (const auto& [key, members] : groups) {
+      const auto& [metric, direction, same] = key;
+      const bool bandwidth = metric == "p2p_bandwidth";
+      const std::string figure_key = !bandwidth ? "latency" : direction == "both" ? "both" : "one-way";
+      const std::string figure = !bandwidth ? "latency (half a round trip)"
+                                 : direction == "both" ? "bandwidth both ways at once" : "one-way bandwidth";
+      bool crowd = false;
+      for (const Cell* m : members) crowd = crowd || crowded[static_cast<size_t>(m->src)] || crowded[static_cast<size_t>(m->dst)];
+      const auto verdicts = judge_outliers(as_peers(members), bandwidth, floor_of(crowd, bandwidth));
+      for (size_t i = 0; i < members.size(); ++i) {
+        const Cell& m = *members[i];
+        const std::string who = figure_key == "one-way" ? "the path from " + rank_text(m.src) + " to " + rank_text(m.dst)
+                                                        : "the pair of " + rank_text(m.src) + " and " + rank_text(m.dst);
+        emit(bandwidth ? "pair_bandwidth" : "pair_latency",
+             "figure=" + figure_key + ";link=" + link_of(same) + ";src=" + std::to_string(m.src) + ";dst=" +
+                 std::to_string(m.dst) + ";src_node=" + node_name(m.src) + ";dst_node=" + node_name(m.dst),
+             who, figure, {m.value, m.spread}, verdicts[i], bandwidth,
+             "the other " + link_of(same) + " pairs", crowd);
+      }
+    }
+
+    // Ranks, against the ranks of their node.
+    const std::string device = ctx.topology().device;
+    for (const bool same : {true, false}) {
+      for (const std::string figure : {"send", "receive", "latency"}) {
+        const bool bandwidth = figure != "latency";
+        std::vector<PeerValue> per_rank(static_cast<size_t>(world));
+        for (int r = 0; r < world; ++r) {
+          std::vector<const Cell*> of;
+          for (const Cell& cell : cells) {
+            if (cell.same_node != same) continue;
+            const bool mine = bandwidth ? cell.metric == "p2p_bandwidth" && cell.direction == "one-way" &&
+                                              (figure == "send" ? cell.src : cell.dst) == r
+                                        : cell.metric == "p2p_latency" && cell.src < cell.dst && (cell.src == r || cell.dst == r);
+            if (mine) of.push_back(&cell);
+          }
+          per_rank[static_cast<size_t>(r)] = summary(of);
+        }
+        for (int r = 0; r < world; ++r) {
+          const PeerValue& mine = per_rank[static_cast<size_t>(r)];
+          if (!std::isfinite(mine.value)) continue;
+          std::vector<PeerValue> peers;
+          bool crowd = crowded[static_cast<size_t>(r)];
+          for (int q = 0; q < world; ++q) {
+            if (q == r || node_of(q) != node_of(r)) continue;
+            peers.push_back(per_rank[static_cast<size_t>(q)]);
+            crowd = crowd || crowded[static_cast<size_t>(q)];
+          }
+          const std::string what = figure == "send" ? "one-way bandwidth sending to " + link_of(same) + " ranks"
+                                   : figure == "receive" ? "one-way bandwidth receiving from " + link_of(same) + " ranks"
+                                                         : "latency to " + link_of(same) + " ranks";
+          emit(bandwidth ? "rank_bandwidth" : "rank_latency",
+               "figure=" + figure + ";link=" + link_of(same) + ";rank=" + std::to_string(r) + ";node=" + node_name(r),
+               "rank " + std::to_string(r) + " (node " + node_name(r) + ", " + device + ")", what + ", the median of its cells",
+               mine, judge_against(mine, peers, bandwidth, floor_of(crowd, bandwidth)), bandwidth,
+               "the other ranks of node " + node_name(r), crowd);
+        }
+      }
+    }
+
+    // Nodes, against the other nodes' cells.
+    if (nodes.nodes < 2) return;
+    for (int n = 0; n < nodes.nodes; ++n) {
+      const std::vector<int> on = nodes.ranks_on(n);
+      std::string ranks;
+      for (int r : on) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      const std::string name = node_name(on.front());
+      const std::string who = "node " + name + " (rank" + (on.size() == 1 ? " " : "s ") + ranks + ")";
+      for (const std::string figure : {"send", "receive"}) {
+        if (figure == "receive" && nodes.nodes < 3) continue;
+        std::vector<const Cell*> of, others;
+        bool crowd = false;
+        for (const Cell& cell : cells) {
+          if (cell.metric != "p2p_bandwidth" || cell.direction != "one-way" || cell.same_node) continue;
+          const int end = node_of(figure == "receive" ? cell.dst : cell.src);
+          (end == n ? of : others).push_back(&cell);
+          crowd = crowd || crowded[static_cast<size_t>(cell.src)] || crowded[static_cast<size_t>(cell.dst)];
+        }
+        const PeerValue mine = summary(of);
+        if (!std::isfinite(mine.value)) continue;
+        std::vector<PeerValue> peers = as_peers(others);
+        std::string standing_in;
+        if (static_cast<int>(peers.size()) < OutlierRule::kMinPeers) {
+          peers.clear();
+          for (const Cell* m : others) {
+            for (double x : m->samples) peers.push_back({x, 0});
+          }
+          standing_in = " (" + std::to_string(peers.size()) + " iterations of the other node" +
+                        (others.size() == 1 ? "'s one cell" : "s' cells") + " as its peers)";
+        }
+        const std::string what = figure == "send" ? "one-way bandwidth its ranks sent to other nodes' ranks"
+                                                  : "one-way bandwidth its ranks received from other nodes' ranks";
+        emit("node_bandwidth", "figure=" + figure + ";link=other-node;node=" + name, who,
+             what + ", the median of its " + std::to_string(of.size()) + (of.size() == 1 ? " cell" : " cells") + standing_in,
+             mine, judge_against(mine, peers, true, floor_of(crowd, true)), true, "the cells of the other nodes", crowd);
+      }
+    }
+  }
+
+  std::vector<Cell> cells_;  // rank 0's cells of the matrix, for the peers case
 };
 
 SuiteInfo topology_info() {
@@ -486,7 +746,21 @@ SuiteInfo topology_info() {
       {"busbw_utilization", "ratio", "the collective's busbw / the rated speed"},
       {"wire_bytes", "bytes", "bytes per call that left the nodes through their interfaces"},
       {"busbw", "bytes_per_second", "busbw of the counted collective"},
+      {"pair_bandwidth", "bytes_per_second",
+       "a cell of the bandwidth matrix judged against the other cells of its link class (results/outliers.h; "
+       "config figure one-way or both, src, dst)"},
+      {"pair_latency", "seconds", "a pair's latency judged against the other pairs of its link class"},
+      {"rank_bandwidth", "bytes_per_second",
+       "the median of a rank's one-way cells of a link class, sent or received (config figure), judged against "
+       "the other ranks of its node"},
+      {"rank_latency", "seconds", "the median of a rank's latency cells of a link class, against its node's ranks"},
+      {"node_bandwidth", "bytes_per_second",
+       "the median of the one-way cells a node's ranks sent or received across nodes, or between themselves "
+       "(config figure send, receive, within), judged against the other nodes' cells"},
   };
+  info.per_rank_figures = true;
+  // A pair's and a rank's rows of one metric differ in these; a job has a handful of each.
+  info.label_keys = {"figure", "link", "direction", "src", "dst", "rank", "node"};
   PlotSpec bandwidth;
   bandwidth.metric = "p2p_bandwidth";
   bandwidth.x = PlotSpec::X::config;

@@ -1,0 +1,21 @@
+// The CPUs this process may run on, and where it runs: what tells a machine with more ranks than
+// cores apart (the hardware suite's concurrent mode, the topology suite's peers).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dts {
+
+// The CPUs this process may run on (its affinity), as ranges: "0-3,8"; "" when it cannot be read.
+std::string allowed_cpus();
+
+// "0-3,8" -> 0 1 2 3 8 (allowed_cpus' text; numbers below CPU_SETSIZE, pieces that are not
+// numbers left out).
+std::vector<int> cpu_list(const std::string& text);
+
+// What names the running kernel, alike for every process of one machine whatever its network or
+// UTS namespace (/proc/sys/kernel/random/boot_id): ranks that share it share the machine's CPUs.
+// "" when it cannot be read.
+std::string machine_id();
+
+}  // namespace dts
