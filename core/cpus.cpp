@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 
 namespace dts {
 
@@ -43,6 +45,21 @@ std::vector<int> cpu_list(const std::string& text) {
     at = end + 1;
   }
   return cpus;
+}
+
+std::vector<CpuSharing> cpu_sharing(const std::vector<std::string>& group_of_rank,
+                                    const std::vector<std::string>& cpus_of_rank) {
+  std::map<std::string, std::set<int>> cpus;
+  std::map<std::string, int> ranks;
+  for (size_t r = 0; r < group_of_rank.size(); ++r) {
+    ++ranks[group_of_rank[r]];
+    for (int cpu : cpu_list(r < cpus_of_rank.size() ? cpus_of_rank[r] : "")) cpus[group_of_rank[r]].insert(cpu);
+  }
+  std::vector<CpuSharing> out;
+  for (const std::string& group : group_of_rank) {
+    out.push_back({ranks[group], static_cast<int>(cpus[group].size())});
+  }
+  return out;
 }
 
 std::string machine_id() {

@@ -13,6 +13,15 @@ std::string allowed_cpus();
 // numbers left out).
 std::vector<int> cpu_list(const std::string& text);
 
+// Per rank: how many ranks share its group (a node, a machine: `group_of_rank`) and how many
+// distinct CPUs they may use between them (`cpus_of_rank`, each in allowed_cpus' spelling). Where
+// ranks outnumber CPUs, which of them gets a core is the scheduler's doing.
+struct CpuSharing {
+  int ranks = 0, cpus = 0;
+};
+std::vector<CpuSharing> cpu_sharing(const std::vector<std::string>& group_of_rank,
+                                    const std::vector<std::string>& cpus_of_rank);
+
 // What names the running kernel, alike for every process of one machine whatever its network or
 // UTS namespace (/proc/sys/kernel/random/boot_id): ranks that share it share the machine's CPUs.
 // "" when it cannot be read.

@@ -17,6 +17,17 @@ TEST(Cpus, RangesBothWays) {
   EXPECT_FALSE(cpu_list(mine).empty());
 }
 
+TEST(Cpus, SharingCountsRanksAndDistinctCpusPerGroup) {
+  // Node a: ranks 0 and 2 on CPUs 0-1 and 1 (2 distinct CPUs); node b: rank 1 on none it can say.
+  const auto s = cpu_sharing({"a", "b", "a"}, {"0-1", "", "1"});
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].ranks, 2);
+  EXPECT_EQ(s[0].cpus, 2);
+  EXPECT_EQ(s[2].cpus, 2);
+  EXPECT_EQ(s[1].ranks, 1);
+  EXPECT_EQ(s[1].cpus, 0);
+}
+
 TEST(Cpus, TheMachineIdIsTheKernelsAndStable) {
   const std::string id = machine_id();
   EXPECT_EQ(id.size(), 36u) << id;  // a UUID: 8-4-4-4-12 hex digits

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -164,18 +163,15 @@ class HardwareSuite final : public Suite {
     // At once, on a node with more ranks than the CPUs they may use, who gets a core when is the
     // scheduler's doing, not the part's: those rows are measured, not judged (alone they are).
     const auto& names = ctx.topology().nodes.names;
-    std::map<std::string, std::set<int>> cpus_on_node;
-    std::map<std::string, int> ranks_on_node;
-    for (int r = 0; r < world; ++r) {
-      const std::string& node = names[static_cast<size_t>(r)];
-      ++ranks_on_node[node];
-      for (int cpu : cpu_list(cpus_of[static_cast<size_t>(r)])) cpus_on_node[node].insert(cpu);
-    }
+    const std::vector<CpuSharing> sharing = cpu_sharing(names, cpus_of);
+    std::map<std::string, int> first_rank_of_node;
+    for (int r = 0; r < world; ++r) first_rank_of_node.emplace(names[static_cast<size_t>(r)], r);
     std::string crowded;
-    for (const auto& [node, count] : ranks_on_node) {
-      if (!h.alone && count > static_cast<int>(cpus_on_node[node].size())) {
-        crowded = "node " + node + "'s " + std::to_string(count) + " ranks share " +
-                  std::to_string(cpus_on_node[node].size()) + " CPUs";
+    for (const auto& [node, first] : first_rank_of_node) {
+      const CpuSharing& share = sharing[static_cast<size_t>(first)];
+      if (!h.alone && share.ranks > share.cpus) {
+        crowded = "node " + node + "'s " + std::to_string(share.ranks) + " ranks share " + std::to_string(share.cpus) +
+                  " CPUs";
         for (int r = 0; r < world; ++r) {
           if (names[static_cast<size_t>(r)] == node) subjects[static_cast<size_t>(r)].value = std::nan("");
         }

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <exception>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -160,25 +159,19 @@ class TopologySuite final : public Suite {
                "2 bytes a byte of the largest message: the buffer sent and the one received",
                common.memory_per_rank(), "lower --p2p-sweep's MAX, --p2p-bytes or --link-bytes");
     std::vector<Case> cases;
+    Labels pair_labels;  // the pairs' and the peers case's
+    pair_labels.op = "send_recv";
+    pair_labels.dtype = "u8";
+    pair_labels.bytes = f.p2p_bytes;
     for (int a = 0; a < common.world_size; ++a) {
       for (int b = a + 1; b < common.world_size; ++b) {
-        Labels l;
-        l.op = "send_recv";
-        l.dtype = "u8";
-        l.bytes = f.p2p_bytes;
-        cases.push_back({"p2p/" + std::to_string(a) + "-" + std::to_string(b), l, PairCase{a, b}});
+        cases.push_back({"p2p/" + std::to_string(a) + "-" + std::to_string(b), pair_labels, PairCase{a, b}});
       }
     }
     // Who falls short of their peers, judged from the cells above (results/outliers.h): pairs,
     // ranks and nodes. Two ranks give a pair or a rank no peer, but two nodes of one rank each
     // are judged by their iterations.
-    if (common.world_size >= 2) {
-      Labels l;
-      l.op = "send_recv";
-      l.dtype = "u8";
-      l.bytes = f.p2p_bytes;
-      cases.push_back({"peers", l, PeersCase{}});
-    }
+    if (common.world_size >= 2) cases.push_back({"peers", pair_labels, PeersCase{}});
     Labels l;
     l.op = "all_reduce";
     l.dtype = "f32";
@@ -548,25 +541,20 @@ class TopologySuite final : public Suite {
     const auto node_name = [&](int r) { return nodes.names[static_cast<size_t>(r)]; };
     const auto rank_text = [&](int r) { return "rank " + std::to_string(r) + " (node " + node_name(r) + ")"; };
     // Machines whose ranks outnumber the CPUs they may use.
-    std::map<std::string, std::set<int>> cpus_of_machine;
-    std::map<std::string, int> ranks_of_machine;
+    std::vector<std::string> machines, cpus;
     for (const std::string& place : places) {
       const size_t space = place.find(' ');
-      const std::string machine = place.substr(0, space);
-      ++ranks_of_machine[machine];
-      for (int cpu : cpu_list(space == std::string::npos ? "" : place.substr(space + 1))) {
-        cpus_of_machine[machine].insert(cpu);
-      }
+      machines.push_back(place.substr(0, space));
+      cpus.push_back(space == std::string::npos ? "" : place.substr(space + 1));
     }
+    const std::vector<CpuSharing> sharing = cpu_sharing(machines, cpus);
     std::vector<bool> crowded(static_cast<size_t>(world), false);
     std::string crowding;
     for (int r = 0; r < world; ++r) {
-      const std::string machine = places[static_cast<size_t>(r)].substr(0, places[static_cast<size_t>(r)].find(' '));
-      const int count = ranks_of_machine[machine];
-      const size_t cpus = cpus_of_machine[machine].size();
-      if (machine.empty() || cpus == 0 || count <= static_cast<int>(cpus)) continue;
+      const CpuSharing& share = sharing[static_cast<size_t>(r)];
+      if (machines[static_cast<size_t>(r)].empty() || share.cpus == 0 || share.ranks <= share.cpus) continue;
       crowded[static_cast<size_t>(r)] = true;
-      crowding = std::to_string(count) + " ranks share " + std::to_string(cpus) + " CPUs of one machine";
+      crowding = std::to_string(share.ranks) + " ranks share " + std::to_string(share.cpus) + " CPUs of one machine";
     }
     const auto floor_of = [&](bool crowd, bool higher_is_better) {
       if (!crowd) return OutlierRule::kMinShortfall;
@@ -755,11 +743,12 @@ SuiteInfo topology_info() {
        "the other ranks of its node"},
       {"rank_latency", "seconds", "the median of a rank's latency cells of a link class, against its node's ranks"},
       {"node_bandwidth", "bytes_per_second",
-       "the median of the one-way cells a node's ranks sent or received across nodes, or between themselves "
-       "(config figure send, receive, within), judged against the other nodes' cells"},
+       "the median of the one-way cells a node's ranks sent or received across nodes (config figure send, "
+       "receive), judged against the other nodes' cells"},
   };
   info.per_rank_figures = true;
-  // A pair's and a rank's rows of one metric differ in these; a job has a handful of each.
+  // A pair's, a rank's and a node's rows of one metric differ in these: N(N - 1) series a metric
+  // for N ranks, the matrix's own size.
   info.label_keys = {"figure", "link", "direction", "src", "dst", "rank", "node"};
   PlotSpec bandwidth;
   bandwidth.metric = "p2p_bandwidth";
