@@ -1,10 +1,10 @@
 // CPUs and machines (core/cpus.h).
 #include "core/cpus.h"
 
+#include "core/ranges.h"
+
 #include <sched.h>
 
-#include <algorithm>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -15,37 +15,14 @@ std::string allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
-  std::string text;
-  for (int c = 0; c < CPU_SETSIZE;) {
-    if (!CPU_ISSET(c, &set)) {
-      ++c;
-      continue;
-    }
-    int end = c;
-    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
-    text += (text.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
-    c = end + 1;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
   }
-  return text;
+  return format_ranges(cpus);
 }
 
-std::vector<int> cpu_list(const std::string& text) {
-  std::vector<int> cpus;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(',', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string part = text.substr(at, end - at);
-    const size_t dash = part.find('-');
-    if (!part.empty() && part[0] >= '0' && part[0] <= '9') {
-      const int lo = std::atoi(part.c_str());
-      const int hi = dash == std::string::npos ? lo : std::atoi(part.c_str() + dash + 1);
-      for (int c = std::max(lo, 0); c <= hi && c < CPU_SETSIZE; ++c) cpus.push_back(c);
-    }
-    at = end + 1;
-  }
-  return cpus;
-}
+std::vector<int> cpu_list(const std::string& text) { return parse_ranges(text, CPU_SETSIZE); }
 
 std::vector<CpuSharing> cpu_sharing(const std::vector<std::string>& group_of_rank,
                                     const std::vector<std::string>& cpus_of_rank) {

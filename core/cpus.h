@@ -9,8 +9,7 @@ namespace dts {
 // The CPUs this process may run on (its affinity), as ranges: "0-3,8"; "" when it cannot be read.
 std::string allowed_cpus();
 
-// "0-3,8" -> 0 1 2 3 8 (allowed_cpus' text; numbers below CPU_SETSIZE, pieces that are not
-// numbers left out).
+// "0-3,8" -> 0 1 2 3 8 (allowed_cpus' text; parse_ranges of core/ranges.h below CPU_SETSIZE).
 std::vector<int> cpu_list(const std::string& text);
 
 // Per rank: how many ranks share its group (a node, a machine: `group_of_rank`) and how many

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/ranges.h"
 #include "results/catalog.h"
 #include "suites/topology/link_counters.h"
 #include "suites/topology/nvml_abi.h"
@@ -273,8 +274,8 @@ void must_match(const std::vector<RankInventory>& all, const std::vector<RankInv
     }
     std::sort(ranks.begin(), ranks.end());
     if (named) *named = ranks;
-    if (per_node) return (group.size() == 1 ? "node " : "nodes ") + nodes + " (ranks " + rank_ranges(ranks) + ")";
-    return group.size() == 1 ? describe_rank(*group[0]) : "ranks " + rank_ranges(ranks);
+    if (per_node) return (group.size() == 1 ? "node " : "nodes ") + nodes + " (ranks " + format_ranges(ranks) + ")";
+    return group.size() == 1 ? describe_rank(*group[0]) : "ranks " + format_ranges(ranks);
   };
   auto has = [](size_t n) { return n == 1 ? " has " : " have "; };
   const std::string reference_text = who(reference->second, nullptr) + has(reference->second.size()) +
@@ -438,7 +439,7 @@ std::vector<std::string> describe_inventory(const std::vector<RankInventory>& ra
   for (const auto& n : ranks) {
     if (!seen.insert(n.node).second) continue;
     auto count = [](int k, const char* what) { return std::to_string(k) + " " + what + (k == 1 ? "" : "s"); };
-    std::string line = "node " + n.node + ", ranks " + rank_ranges(ranks_on(ranks, n.node)) + ": " +
+    std::string line = "node " + n.node + ", ranks " + format_ranges(ranks_on(ranks, n.node)) + ": " +
                        shown(n.cpu_model) + " (" + count(n.logical_cpus, "CPU") + ", " + count(n.cores, "core") + ", " +
                        count(n.sockets, "socket") + ", " + count(n.numa_nodes, "NUMA node") + ")";
     std::string nics;
@@ -555,7 +556,7 @@ std::vector<Record> inventory_records(const std::vector<RankInventory>& ranks,
       r.unit = "bytes_per_second";
       ConfigText c;
       c.add("node", n.node);
-      c.add("ranks", rank_ranges(ranks_on(ranks, n.node)));
+      c.add("ranks", format_ranges(ranks_on(ranks, n.node)));
       c.add("nic", nic.name);
       c.add("link_layer", nic.link_layer);
       r.labels.config = c.text();
@@ -568,7 +569,7 @@ std::vector<Record> inventory_records(const std::vector<RankInventory>& ranks,
     Record r = row("mismatch/" + std::to_string(i + 1), "check");
     ConfigText c;
     c.add("item", findings[i].item);
-    c.add("ranks", rank_ranges(findings[i].ranks));
+    c.add("ranks", format_ranges(findings[i].ranks));
     r.labels.config = c.text();
     r.value = 0;
     r.verdict = Verdict::fail;
@@ -587,19 +588,6 @@ std::vector<Record> inventory_records(const std::vector<RankInventory>& ranks,
   return out;
 }
 
-std::string rank_ranges(const std::vector<int>& ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!text.empty()) text += ",";
-    text += std::to_string(ranks[i]);
-    if (j > i) text += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return text;
-}
-
 std::string common_part(const std::vector<std::string>& part_of_rank) {
   std::map<std::string, std::vector<int>> ranks_of;
   for (size_t r = 0; r < part_of_rank.size(); ++r) ranks_of[part_of_rank[r]].push_back(static_cast<int>(r));
@@ -607,7 +595,7 @@ std::string common_part(const std::vector<std::string>& part_of_rank) {
   if (ranks_of.empty()) throw Error(Error::Kind::invalid_argument, "--profile auto: no ranks");
   std::string mixed;
   for (const auto& [name, ranks] : ranks_of) {
-    mixed += (mixed.empty() ? "" : ", ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") + rank_ranges(ranks) +
+    mixed += (mixed.empty() ? "" : ", ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") + format_ranges(ranks) +
              " on '" + name + "'";
   }
   throw Error(Error::Kind::invalid_argument, "--profile auto: the ranks run on different parts (" + mixed +
@@ -673,7 +661,7 @@ std::vector<InventoryFinding> inventory_findings(const std::vector<RankInventory
       if (bps >= fastest) continue;
       const std::vector<int> on_node = ranks_on(ranks, n->node);
       out.push_back({"nic_speed", on_node,
-                     "nic_speed: node " + n->node + " (ranks " + rank_ranges(on_node) + ") rates " + key.first + " (" +
+                     "nic_speed: node " + n->node + " (ranks " + format_ranges(on_node) + ") rates " + key.first + " (" +
                          key.second + ") at " + number(bps / 1e9) + " Gbit/s, the fastest of its " +
                          std::to_string(rated.size() - 1) + " peers at " + number(fastest / 1e9) + " Gbit/s"});
     }

@@ -101,9 +101,6 @@ std::vector<Record> inventory_records(const std::vector<RankInventory>& ranks,
 // The suite name of those rows, and its catalog entry's metrics (results/catalog.h).
 inline constexpr const char* kInventorySuite = "inventory";
 
-// "0-2,5": ascending ranks as ranges.
-std::string rank_ranges(const std::vector<int>& ranks);
-
 // The part every rank runs on (`part_of_rank`: each rank's GPU name, else CPU model), for
 // `--profile auto`; Error{invalid_argument} naming the ranks of each part when they differ
 // ("ranks 0-3 on 'NVIDIA H100 80GB HBM3', ranks 4-7 on 'NVIDIA H100 PCIe'"): one profile judges

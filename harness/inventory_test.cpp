@@ -225,12 +225,6 @@ TEST(InventoryText, ForPeopleALinePerNodeAndGpuThenTheFindings) {
   EXPECT_EQ(lines[6].rfind("inventory: driver_version: rank 3 ", 0), 0u);
 }
 
-TEST(RankRanges, RunsAndSingles) {
-  EXPECT_EQ(rank_ranges({}), "");
-  EXPECT_EQ(rank_ranges({0}), "0");
-  EXPECT_EQ(rank_ranges({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
-}
-
 TEST(InventoryFindings, MatchingRanksNameNothing) {
   for (int n = 0; n <= 4; ++n) {
     auto ranks = four_ranks_on_two_nodes();

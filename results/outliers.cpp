@@ -63,6 +63,68 @@ std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subject
   return out;
 }
 
+std::vector<std::vector<PartnerVerdict>> judge_with_partners(const std::vector<int>& group,
+                                                             const std::vector<PartnerFigure>& figures) {
+  const size_t n = group.size();
+  std::vector<bool> held(n, false);
+  std::vector<std::vector<PartnerVerdict>> held_verdicts(figures.size(), std::vector<PartnerVerdict>(n));
+  std::vector<int> named_order;
+  for (;;) {
+    std::vector<std::vector<PartnerVerdict>> round(figures.size(), std::vector<PartnerVerdict>(n));
+    for (size_t f = 0; f < figures.size(); ++f) {
+      for (size_t s = 0; s < n; ++s) {
+        if (held[s]) {
+          round[f][s] = held_verdicts[f][s];
+          continue;
+        }
+        std::vector<double> values, spreads;
+        std::vector<bool> partner_left_out(n, false);
+        for (const PartnerCell& cell : figures[f].cells) {
+          if (cell.subject != static_cast<int>(s) || cell.partner < 0 || static_cast<size_t>(cell.partner) >= n) continue;
+          if (held[static_cast<size_t>(cell.partner)]) {
+            partner_left_out[static_cast<size_t>(cell.partner)] = true;
+            continue;
+          }
+          if (!std::isfinite(cell.value.value)) continue;
+          values.push_back(cell.value.value);
+          spreads.push_back(cell.value.spread);
+        }
+        PartnerVerdict& out = round[f][s];
+        out.cells = static_cast<int>(values.size());
+        if (!values.empty()) out.value = {median(values), median(spreads)};
+        for (int q : named_order) {
+          if (partner_left_out[static_cast<size_t>(q)]) out.left_out.push_back(q);
+        }
+      }
+    }
+    int worst = -1;
+    double worst_factor = 1;
+    for (size_t f = 0; f < figures.size(); ++f) {
+      const PartnerFigure& figure = figures[f];
+      for (size_t s = 0; s < n; ++s) {
+        if (held[s]) continue;
+        std::vector<PeerValue> peers;
+        for (size_t q = 0; q < n; ++q) {
+          if (q != s && group[q] == group[s]) peers.push_back(round[f][q].value);
+        }
+        const double floor = s < figure.min_shortfall.size() ? figure.min_shortfall[s] : OutlierRule::kMinShortfall;
+        PartnerVerdict& out = round[f][s];
+        out.verdict = judge_against(out.value, peers, figure.higher_is_better, floor);
+        if (!out.verdict.named) continue;
+        // How many times worse: a bandwidth a quarter of the median and a time four times it alike.
+        const double factor = figure.higher_is_better
+                                  ? (out.value.value > 0 ? out.verdict.peer_median / out.value.value : HUGE_VAL)
+                                  : out.value.value / out.verdict.peer_median;
+        if (worst < 0 || factor > worst_factor) worst = static_cast<int>(s), worst_factor = factor;
+      }
+    }
+    if (worst < 0) return round;
+    held[static_cast<size_t>(worst)] = true;
+    named_order.push_back(worst);
+    for (size_t f = 0; f < figures.size(); ++f) held_verdicts[f][static_cast<size_t>(worst)] = round[f][static_cast<size_t>(worst)];
+  }
+}
+
 double mad_spread(const std::vector<double>& samples) {
   if (samples.size() < 2) return 0;
   const double m = median(samples);

@@ -64,6 +64,37 @@ std::vector<OutlierVerdict> judge_outliers(const std::vector<PeerValue>& subject
 OutlierVerdict judge_against(const PeerValue& subject, const std::vector<PeerValue>& peers, bool higher_is_better,
                              double min_shortfall = OutlierRule::kMinShortfall);
 
+// Subjects measured only in pairs, as a pair matrix's ranks are: a cell with a bad partner (rank 3
+// sending to a slow rank 2) is slow through no fault of the subject, and that one cell with one
+// noisy other makes a healthy rank's median slow. So partners are explained away: each subject is
+// judged by the median of its cells against the other subjects of its group (judge_against); the
+// worst of those named (the largest factor worse, over every figure) is held named with what it was
+// judged by, its cells are left out of everyone else's, and the rest are judged again, until no
+// new subject is named. A subject named only through partners named before it is not named; one
+// bad in its own right still is (its cells with good partners are slow too).
+struct PartnerCell {
+  int subject = 0, partner = 0;  // a cell counts for its subject; a latency cell is given once each way
+  PeerValue value;
+};
+
+struct PartnerFigure {
+  std::vector<PartnerCell> cells;
+  bool higher_is_better = true;
+  std::vector<double> min_shortfall;  // per subject; empty: OutlierRule::kMinShortfall for all
+};
+
+struct PartnerVerdict {
+  PeerValue value;              // the median of its counted cells' values and of their spreads; NaN: none
+  OutlierVerdict verdict;
+  int cells = 0;                // cells counted
+  std::vector<int> left_out;    // partners named before it whose cells with it were left out, in that order
+};
+
+// result[f][s] for figure f and subject s; group[s]: the subject's group (its node), the size of
+// group is the count of subjects. A subject without cells has a NaN value and is not judged.
+std::vector<std::vector<PartnerVerdict>> judge_with_partners(const std::vector<int>& group,
+                                                             const std::vector<PartnerFigure>& figures);
+
 // Samples' spread as a standard deviation: 1.4826 x their median absolute deviation (a few slow
 // calls of a machine busy with something else move it little, where a standard deviation or the
 // 5th..95th percentiles would follow them); 0 for fewer than two samples.

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
 
 namespace dts {
 namespace {
@@ -100,6 +103,95 @@ TEST(Outliers, MadSpreadIsAStandardDeviationThatIgnoresAFewSlowCalls) {
   EXPECT_DOUBLE_EQ(mad_spread({1, 2, 3, 4, 100}), 1.4826);
   EXPECT_EQ(mad_spread({7}), 0);
   EXPECT_EQ(mad_spread({}), 0);
+}
+
+
+// A one-way matrix of 4 ranks of one node: every cell 4000 but those with `slow` ranks at either
+// end (30: a rank delayed on every call) and the extra `cells` given.
+std::vector<PartnerFigure> matrix(const std::set<int>& slow, const std::map<std::pair<int, int>, double>& cells,
+                                  double floor) {
+  std::vector<PartnerFigure> figures(2);  // send (subject: source), receive (subject: destination)
+  for (int src = 0; src < 4; ++src) {
+    for (int dst = 0; dst < 4; ++dst) {
+      if (src == dst) continue;
+      double v = slow.count(src) || slow.count(dst) ? 30 : 4000;
+      if (const auto it = cells.find({src, dst}); it != cells.end()) v = it->second;
+      figures[0].cells.push_back({src, dst, {v, 0}});
+      figures[1].cells.push_back({dst, src, {v, 0}});
+    }
+  }
+  for (PartnerFigure& f : figures) f.min_shortfall.assign(4, floor);
+  return figures;
+}
+
+std::set<std::string> named(const std::vector<std::vector<PartnerVerdict>>& judged) {
+  std::set<std::string> out;
+  for (size_t f = 0; f < judged.size(); ++f) {
+    for (size_t s = 0; s < judged[f].size(); ++s) {
+      if (judged[f][s].verdict.named) out.insert(std::string(f == 0 ? "send " : "receive ") + std::to_string(s));
+    }
+  }
+  return out;
+}
+
+// What a CI machine saw: rank 2 delayed, and the cell 3 -> 1 slowed 5x by chance. Each of ranks
+// 3 (as sender) and 1 (as receiver) then has two slow cells of three: the plain rule names them
+// with rank 2 (the factor-of-4 floor of a crowded machine is 1000 under peers at 4000).
+TEST(Outliers, APartnerNamedFirstIsExplainedAway) {
+  const auto figures = matrix({2}, {{{3, 1}, 800}}, 0.75);
+  // The plain rule, by hand: rank 3's cells as sender {4000, 800, 30}, median 800, against ranks
+  // 0, 1 and 2 at 4000, 4000 and 30: named.
+  EXPECT_TRUE(judge_outliers(values({4000, 4000, 30, 800}), true, 0.75)[3].named);
+  const auto judged = judge_with_partners({0, 0, 0, 0}, figures);
+  EXPECT_EQ(named(judged), (std::set<std::string>{"send 2", "receive 2"}));
+  // Rank 3 as sender by its cells with 0 and 1, median (4000 + 800) / 2, rank 2's left out.
+  const PartnerVerdict& three = judged[0][3];
+  EXPECT_EQ(three.cells, 2);
+  EXPECT_DOUBLE_EQ(three.value.value, 2400);
+  EXPECT_EQ(three.left_out, std::vector<int>{2});
+  EXPECT_TRUE(three.verdict.judged);
+  EXPECT_EQ(three.verdict.peers, 3);  // rank 2 is still a peer, at what it was named by
+  // Rank 2 was judged by all its cells, before anyone was left out.
+  EXPECT_EQ(judged[0][2].cells, 3);
+  EXPECT_TRUE(judged[0][2].left_out.empty());
+  EXPECT_DOUBLE_EQ(judged[0][2].value.value, 30);
+}
+
+TEST(Outliers, TwoBadRanksAreBothNamedTheSecondWithoutTheFirstsCells) {
+  // Ranks 1 and 2 delayed, rank 2 the worse (its cells with healthy ranks at 20).
+  const auto judged = judge_with_partners({0, 0, 0, 0}, matrix({1, 2}, {{{2, 0}, 20}, {{2, 3}, 20}, {{0, 2}, 20}, {{3, 2}, 20}}, 0.2));
+  EXPECT_EQ(named(judged), (std::set<std::string>{"send 1", "receive 1", "send 2", "receive 2"}));
+  EXPECT_TRUE(judged[0][2].left_out.empty());
+  EXPECT_EQ(judged[0][1].left_out, std::vector<int>{2});
+  EXPECT_EQ(judged[0][0].left_out, (std::vector<int>{2, 1}));  // in the order they were named
+  EXPECT_EQ(judged[0][0].cells, 1);
+}
+
+TEST(Outliers, ASlowLinkNamesNeitherEndAndGroupsAreApart) {
+  // Only the path 0 <-> 3 slow: each end has one slow cell of three, its median healthy (the pair
+  // is the pair level's to name).
+  const std::map<std::pair<int, int>, double> link{{{0, 3}, 30}, {{3, 0}, 30}};
+  EXPECT_TRUE(named(judge_with_partners({0, 0, 0, 0}, matrix({}, link, 0.2))).empty());
+  // Two groups of two: one peer each, so none judged, though rank 2 is slow.
+  for (const auto& figure : judge_with_partners({0, 0, 1, 1}, matrix({2}, {}, 0.2))) {
+    for (const PartnerVerdict& v : figure) {
+      EXPECT_FALSE(v.verdict.judged);
+      EXPECT_EQ(v.verdict.peers, 1);
+    }
+  }
+  // A time: the longer is worse; no cells, no value.
+  PartnerFigure latency;
+  latency.higher_is_better = false;
+  for (const auto& [a, b] : std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 2}, {0, 3}, {1, 3}, {2, 3}}) {
+    const double t = a == 1 || b == 1 ? 1e-3 : 1e-5;
+    latency.cells.push_back({a, b, {t, 0}});
+    latency.cells.push_back({b, a, {t, 0}});
+  }
+  const auto judged = judge_with_partners({0, 0, 0, 0, 0}, {latency});
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(judged[0][static_cast<size_t>(s)].verdict.named, s == 1) << s;
+  EXPECT_EQ(judged[0][4].cells, 0);
+  EXPECT_FALSE(std::isfinite(judged[0][4].value.value));
+  EXPECT_FALSE(judged[0][4].verdict.judged);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "core/child_process.h"
 #include "core/error.h"
+#include "core/ranges.h"
 #include "results/catalog.h"
 #include "results/compare.h"
 #include "results/output_paths.h"
@@ -488,24 +489,9 @@ std::string escape_html(const std::string& text) {
 
 namespace {
 
-// "0-2,5" -> 0 1 2 5 (rank_ranges' text); what is not a range is left out, and so is a range of
-// more than a job's worth of ranks (a bad file must not allocate without bound).
-std::vector<int> parse_rank_ranges(const std::string& text) {
-  std::vector<int> ranks;
-  std::istringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    int lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream one(part);
-    if (!(one >> lo) || lo < 0) continue;
-    hi = lo;
-    if (one >> dash && (dash != '-' || !(one >> hi) || hi < lo)) continue;
-    if (hi - lo > 1 << 20) continue;
-    for (int r = lo; r <= hi; ++r) ranks.push_back(r);
-  }
-  return ranks;
-}
+// The most ranks a results file's `ranks=0-2,5` is read as: a bad file must not allocate without
+// bound (parse_ranges leaves a piece reaching past it out).
+constexpr int kMostRanks = 1 << 20;
 
 }  // namespace
 
@@ -569,7 +555,7 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
       if (r.suite == "inventory") {
         if (r.metric == "rank_info" || r.metric == "nic_speed") data.inventory.emplace_back(stack, r);
         if (r.metric == "check" && is_failure(r.verdict)) {
-          for (int rank : parse_rank_ranges(config_value(r.labels.config, "ranks").value_or(""))) {
+          for (int rank : parse_ranges(config_value(r.labels.config, "ranks").value_or(""), kMostRanks)) {
             data.inventory_flagged[stack].insert(rank);
           }
         }

@@ -523,7 +523,9 @@ class TopologySuite final : public Suite {
   //         one time).
   //   rank  the median of its cells of one class, sent (one-way, as source), received (one-way, as
   //         destination) and latency (either end), against the other ranks of its node: what
-  //         every rank of a node shares is the node's, below.
+  //         every rank of a node shares is the node's, below. The worst rank named is held named
+  //         and its cells are left out of the others', which are judged again
+  //         (judge_with_partners): a slow rank makes each partner's cell with it slow.
   //   node  the median of the one-way cells its ranks sent to other nodes' ranks, against the
   //         cells the other nodes' ranks sent; received too from three nodes up (with two, the
   //         cells one node receives are those the other sends: the matrix cannot tell a slow
@@ -562,7 +564,8 @@ class TopologySuite final : public Suite {
     };
     const auto emit = [&](const std::string& metric, const std::string& config, const std::string& who,
                           const std::string& figure, const PeerValue& subject, const OutlierVerdict& v,
-                          bool higher_is_better, const std::string& unjudged, bool crowd) {
+                          bool higher_is_better, const std::string& unjudged, bool crowd,
+                          const std::string& after = "") {
       Record r;
       r.suite = "topology";
       r.case_id = c.id;
@@ -589,6 +592,7 @@ class TopologySuite final : public Suite {
         r.detail += "; not judged against peers: " + std::to_string(v.peers) + (v.peers == 1 ? " peer" : " peers") +
                     " (" + unjudged + "), the rule needs " + std::to_string(OutlierRule::kMinPeers);
       }
+      r.detail += after;
       ctx.emit(r);
     };
     if (cells.empty()) {
@@ -641,41 +645,61 @@ class TopologySuite final : public Suite {
       }
     }
 
-    // Ranks, against the ranks of their node.
+    // Ranks, against the ranks of their node, a rank's cells with partners named before it left
+    // out (judge_with_partners: rank 3's one cell with a slow rank 2 and one noisy other would
+    // otherwise name it).
     const std::string device = ctx.topology().device;
+    const std::vector<std::string> rank_figures = {"send", "receive", "latency"};
+    std::vector<int> group(static_cast<size_t>(world));
+    std::vector<bool> node_crowded(static_cast<size_t>(nodes.nodes), false);
+    for (int r = 0; r < world; ++r) {
+      group[static_cast<size_t>(r)] = node_of(r);
+      if (crowded[static_cast<size_t>(r)]) node_crowded[static_cast<size_t>(node_of(r))] = true;
+    }
     for (const bool same : {true, false}) {
-      for (const std::string figure : {"send", "receive", "latency"}) {
-        const bool bandwidth = figure != "latency";
-        std::vector<PeerValue> per_rank(static_cast<size_t>(world));
+      std::vector<PartnerFigure> figures(rank_figures.size());
+      for (size_t f = 0; f < rank_figures.size(); ++f) {
+        const bool bandwidth = rank_figures[f] != "latency";
+        figures[f].higher_is_better = bandwidth;
         for (int r = 0; r < world; ++r) {
-          std::vector<const Cell*> of;
-          for (const Cell& cell : cells) {
-            if (cell.same_node != same) continue;
-            const bool mine = bandwidth ? cell.metric == "p2p_bandwidth" && cell.direction == "one-way" &&
-                                              (figure == "send" ? cell.src : cell.dst) == r
-                                        : cell.metric == "p2p_latency" && cell.src < cell.dst && (cell.src == r || cell.dst == r);
-            if (mine) of.push_back(&cell);
-          }
-          per_rank[static_cast<size_t>(r)] = summary(of);
+          figures[f].min_shortfall.push_back(floor_of(node_crowded[static_cast<size_t>(node_of(r))], bandwidth));
         }
+      }
+      for (const Cell& cell : cells) {
+        if (cell.same_node != same) continue;
+        const PeerValue value{cell.value, cell.spread};
+        if (cell.metric == "p2p_bandwidth" && cell.direction == "one-way") {
+          figures[0].cells.push_back({cell.src, cell.dst, value});
+          figures[1].cells.push_back({cell.dst, cell.src, value});
+        } else if (cell.metric == "p2p_latency" && cell.src < cell.dst) {
+          figures[2].cells.push_back({cell.src, cell.dst, value});
+          figures[2].cells.push_back({cell.dst, cell.src, value});
+        }
+      }
+      const std::vector<std::vector<PartnerVerdict>> judged = judge_with_partners(group, figures);
+      for (size_t f = 0; f < rank_figures.size(); ++f) {
+        const std::string& figure = rank_figures[f];
+        const bool bandwidth = figure != "latency";
         for (int r = 0; r < world; ++r) {
-          const PeerValue& mine = per_rank[static_cast<size_t>(r)];
-          if (!std::isfinite(mine.value)) continue;
-          std::vector<PeerValue> peers;
-          bool crowd = crowded[static_cast<size_t>(r)];
-          for (int q = 0; q < world; ++q) {
-            if (q == r || node_of(q) != node_of(r)) continue;
-            peers.push_back(per_rank[static_cast<size_t>(q)]);
-            crowd = crowd || crowded[static_cast<size_t>(q)];
+          const PartnerVerdict& v = judged[f][static_cast<size_t>(r)];
+          if (!std::isfinite(v.value.value)) continue;
+          std::string what = figure == "send" ? "one-way bandwidth sending to " + link_of(same) + " ranks"
+                             : figure == "receive" ? "one-way bandwidth receiving from " + link_of(same) + " ranks"
+                                                   : "latency to " + link_of(same) + " ranks";
+          what += ", the median of its " + std::to_string(v.cells) + (v.cells == 1 ? " cell" : " cells");
+          std::string after;
+          if (!v.left_out.empty()) {
+            std::string with;
+            for (size_t i = 0; i < v.left_out.size(); ++i) {
+              with += (i == 0 ? "" : i + 1 == v.left_out.size() ? " and " : ", ") + std::to_string(v.left_out[i]);
+            }
+            after = "; its cells with rank" + std::string(v.left_out.size() == 1 ? " " : "s ") + with +
+                    ", named before it, left out (a slow partner's cells say nothing of this rank)";
           }
-          const std::string what = figure == "send" ? "one-way bandwidth sending to " + link_of(same) + " ranks"
-                                   : figure == "receive" ? "one-way bandwidth receiving from " + link_of(same) + " ranks"
-                                                         : "latency to " + link_of(same) + " ranks";
           emit(bandwidth ? "rank_bandwidth" : "rank_latency",
                "figure=" + figure + ";link=" + link_of(same) + ";rank=" + std::to_string(r) + ";node=" + node_name(r),
-               "rank " + std::to_string(r) + " (node " + node_name(r) + ", " + device + ")", what + ", the median of its cells",
-               mine, judge_against(mine, peers, bandwidth, floor_of(crowd, bandwidth)), bandwidth,
-               "the other ranks of node " + node_name(r), crowd);
+               "rank " + std::to_string(r) + " (node " + node_name(r) + ", " + device + ")", what, v.value, v.verdict,
+               bandwidth, "the other ranks of node " + node_name(r), node_crowded[static_cast<size_t>(node_of(r))], after);
         }
       }
     }
