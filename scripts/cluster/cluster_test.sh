@@ -133,12 +133,18 @@ if len(util) != 2 or not all(0 < u <= 1.05 for u in util):
 print(f"ok: topology across the nodes: wire {wire[0]:.3g} B per call, utilization {util}")
 PY
 
-# --- 1b''. node b's link at half node a's rate: node b named, node a not ----------------------
+# --- 1b''. node b's link at a quarter of node a's rate: node b named, node a not --------------
 # One rank a node: two ranks on this machine's CPUs are not crowded (topology suite, peers).
+# Both ends shaped well below what the machine's veth carries: where node a's rate is the
+# machine's, not the shaper's (at 1gbit, node a's one-way figure came out at 119, 93 and 124 MB/s
+# in three runs), its iterations' spread, as the peers' noise, hid node b at half the rate in one
+# of the three, and in a CI machine's run node a reached only 60 MB/s, node b's shaped rate.
+# Shaped at 200mbit and 50mbit, the noise came out under 2% of node a's rate, loaded or not, so a
+# factor of 4 stands well clear.
 rc=0
-"$fixture" --rate 1gbit --rate-b 500mbit --ranks-per-node 1 -- "$dtsuite" run topology -n 3 -w 1 --p2p-bytes 1M --link-bytes 1M \
+"$fixture" --rate 200mbit --rate-b 50mbit --ranks-per-node 1 -- "$dtsuite" run topology -n 3 -w 1 --p2p-bytes 1M --link-bytes 1M \
   --csv "$work/slow-node.csv" >"$work/slow-node.out" 2>"$work/slow-node.err" || rc=$?
-[ "$rc" -eq 1 ] || fail "node b sending at half the rate: exit $rc, expected 1 (a node named)"
+[ "$rc" -eq 1 ] || fail "node b sending at a quarter of the rate: exit $rc, expected 1 (a node named)"
 python3 - "$work/slow-node.csv" <<'PY' || fail "the slow node is not the one named"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1], newline="")))
