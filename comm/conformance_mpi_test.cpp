@@ -46,8 +46,17 @@ constexpr std::array<std::string_view, 3> kDeviceBackends{"staged(mpi)", "staged
 constexpr std::array<std::string_view, 2> kDeviceBackends{"staged(mpi)", "staged(ring(mpi))"};
 #endif
 
+// Gloo, in builds with it (Debian's libgloo-dev): its own algorithms (all_reduce by its ring and
+// by bcube), and the ring over its point-to-point calls.
+#if DTS_HAVE_GLOO
+constexpr std::array<std::string_view, 3> kGlooBackends{"gloo", "gloo(bcube)", "ring(gloo)"};
+#else
+constexpr std::array<std::string_view, 0> kGlooBackends{};
+#endif
+
 std::vector<std::string_view> conforming_backends() {
   std::vector<std::string_view> specs(kConformingBackends.begin(), kConformingBackends.end());
+  specs.insert(specs.end(), kGlooBackends.begin(), kGlooBackends.end());
   specs.insert(specs.end(), kDeviceBackends.begin(), kDeviceBackends.end());
   return specs;
 }

@@ -27,7 +27,7 @@ case "$mode" in
   fuzz)
     build_dir=${BUILD_DIR:-build-fuzz}
     mode_flags=(-DCMAKE_CXX_COMPILER=clang++-16 -DDTS_FUZZ=ON -DDTS_FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
-                -DDTS_WITH_CUDA=OFF -DDTS_WITH_NCCL=OFF)
+                -DDTS_WITH_CUDA=OFF -DDTS_WITH_NCCL=OFF -DDTS_WITH_GLOO=OFF)  # no fuzz target runs a backend
     build_target=fuzz_targets
     ;;
   vendors)
@@ -46,6 +46,7 @@ packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-d
           prometheus prometheus-pushgateway curl python3
           iproute2 slurm-wlm   # the two-node fixture (scripts/cluster), a single-node Slurm (scripts/slurm)
           mpich libmpich-dev   # a second MPI beside Open MPI (which stays the default mpicxx/mpirun)
+          libgloo-dev          # Gloo, PyTorch's CPU collectives: the gloo backend
           clang-16 libclang-rt-16-dev)  # fuzz/: clang 16 (14 lacks std::source_location), libFuzzer, sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
@@ -104,11 +105,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 case "$mode" in
   run)
     # The stacks' known deviations, cited (results/expectations/): each entry applies to its own
-    # library only, so both files go to every run; a deviation they do not name still fails it.
+    # library only, so every file goes to every run; a deviation they do not name still fails it.
     echo "== dtsuite run on $np local ranks (known deviations: results/expectations/)"
     exec mpirun -np "$np" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
       "$build_dir/harness/dtsuite" run --expect results/expectations/openmpi-4.1.toml \
-      --expect results/expectations/mpich-4.0.toml "$@"
+      --expect results/expectations/mpich-4.0.toml --expect results/expectations/gloo-0.5.toml "$@"
     ;;
   test)
     echo "== ctest"

@@ -39,7 +39,7 @@ TEST(ExpectationKinds, TheCatalogHoldsTheChecksVocabulary) {
 }
 
 TEST(ExpectationKinds, ShippedFilesParse) {
-  for (const char* name : {"openmpi-4.1.toml", "mpich-4.0.toml"}) {
+  for (const char* name : {"openmpi-4.1.toml", "mpich-4.0.toml", "gloo-0.5.toml"}) {
     const ExpectationFile file = load_expectations(std::string(DTS_EXPECTATIONS_DIR) + "/" + name);
     EXPECT_FALSE(file.entries.empty()) << name;
     for (const Expectation& e : file.entries) EXPECT_FALSE(e.citation.empty()) << name << " #" << e.index;
