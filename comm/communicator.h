@@ -108,6 +108,18 @@ class ObservedCall {
   ObservedOp op_;
 };
 
+// A leaf backend's traffic counters (no-ops without an observer): bytes a point-to-point call
+// sent or received, and collectives whose traffic the library keeps to itself.
+inline void count_sent(OpObserver* observer, int64_t bytes) {
+  if (observer) observer->bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+}
+inline void count_received(OpObserver* observer, int64_t bytes) {
+  if (observer) observer->bytes_received.fetch_add(bytes, std::memory_order_relaxed);
+}
+inline void count_opaque(OpObserver* observer) {
+  if (observer) observer->opaque_collectives.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct CommOptions {
   // Upper bound for any single wait inside a backend (Work::wait, reference algorithms); 0: none.
   double timeout_seconds = 0;

@@ -295,6 +295,50 @@ TEST_P(RankLost, AKilledRankFailsTheCaseNamingItAndItsNode) {
   EXPECT_NE(read_file(o.out).find("# Failed cases : 1\n"), std::string::npos);
 }
 
+// A library that dies of a signal inside a call (Gloo's SIGFPE on an all_gather of 0 elements):
+// faulty(crash) raises SIGFPE on rank 3 inside its 31st collective. Before it dies, rank 3 says
+// so: its rank, node, the signal and the case (harness/fatal_signal.h). The launcher ends the
+// others, and rank 0's row for that same case is a FAIL naming rank 3 and its node; the rows
+// before it are kept. The job cannot go on to the next case: Open MPI ends a job that lost a rank.
+TEST_P(RankLost, ASignalInsideTheLibraryNamesTheCaseAndTheRank) {
+  const Outputs o(name("crashed_rank"));
+  const RunResult r = run_shell(two_node_command("--mca odls_base_sigkill_timeout 5 " + transport_flags()) +
+                                " run collectives -d f32 -o sum -e 64K -n 2 -w 1 -T 600 --backend 'faulty(crash,mpi)' "
+                                "--fault-rank 3 --fault-after 30" + o.flags());
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  const std::string err = r.err + read_file(o.err);
+  const std::string said = line_starting(err, "dtsuite: rank 3 (node n1) died of SIGFPE");
+  ASSERT_NE(said, "") << err;
+  EXPECT_NE(said.find("over the faulty(crash,mpi) backend during case "), std::string::npos) << said;
+  const auto rows = dts::read_results_csv(o.csv.string());
+  ASSERT_GE(rows.size(), 2u);  // the cases before the crash kept their rows
+  const dts::Record& last = rows.back();
+  EXPECT_EQ(last.verdict, dts::Verdict::fail) << last.detail;
+  EXPECT_NE(last.detail.find("3 (node n1) stopped answering"), std::string::npos) << last.detail;
+  EXPECT_NE(said.find("during case " + last.case_id + ";"), std::string::npos) << said << " / row: " << last.case_id;
+  size_t passed = 0;
+  for (const auto& row : rows) passed += row.verdict == dts::Verdict::pass ? 1 : 0;
+  EXPECT_GT(passed, 0u);
+}
+
+// The same crash on rank 0, which writes the rows: its line names it and the case, and every row
+// written before is kept and readable. No row names the crash: rank 0 is gone, and a signal handler
+// cannot write one (the sinks lock and allocate).
+TEST_P(RankLost, ASignalOnRankZeroKeepsTheRowsAndSaysWhere) {
+  const Outputs o(name("crashed_rank0"));
+  const RunResult r = run_shell(two_node_command("--mca odls_base_sigkill_timeout 5 " + transport_flags()) +
+                                " run collectives -d f32 -o sum -e 64K -n 2 -w 1 -T 600 --backend 'faulty(crash,mpi)' "
+                                "--fault-rank 0 --fault-after 30" + o.flags());
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  const std::string err = r.err + read_file(o.err);
+  const std::string said = line_starting(err, "dtsuite: rank 0 (node n0) died of SIGFPE");
+  ASSERT_NE(said, "") << err;
+  EXPECT_NE(said.find("during case "), std::string::npos) << said;
+  const auto rows = dts::read_results_csv(o.csv.string());
+  ASSERT_GE(rows.size(), 2u);  // read back whole: each row was complete on disk when the process died
+  EXPECT_NE(rows.back().verdict, dts::Verdict::fail) << rows.back().detail;  // nothing claims to know more
+}
+
 // A signal to another rank alone: that rank says so, ends the job itself 3 s later, and is gone
 // when the launcher's SIGTERM reaches rank 0 (over TCP with the ranks that talked to it held up):
 // an interruption, not a lost rank.

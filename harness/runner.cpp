@@ -43,6 +43,7 @@
 #include "dts/config.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "harness/fatal_signal.h"
 #include "harness/inventory.h"
 #include "harness/progress.h"
 #include "harness/stack_info.h"
@@ -675,6 +676,9 @@ int run_with_mpi(Command& cmd) {
   auto say = [&](const std::string& line) {
     if (leader) std::fprintf(stderr, "dtsuite: %s\n", line.c_str());
   };
+  // A rank that dies of a signal (a library crashing inside a call) says which, where and in what
+  // case before it goes; the node is the topology's name once that is known.
+  install_fatal_signal_report(rank, o.node, o.backend);
 
   // The harness's own communicators: untampered MPI, observed separately from the stack under test.
   auto control_observer = std::make_shared<OpObserver>();
@@ -892,6 +896,9 @@ int run_with_mpi(Command& cmd) {
     watchdog.report_error(status, message);
   });
   watchdog.set_nodes(stack.topology.nodes.names);
+  if (static_cast<size_t>(rank) < stack.topology.nodes.names.size()) {
+    install_fatal_signal_report(rank, stack.topology.nodes.names[static_cast<size_t>(rank)], o.backend);
+  }
   context.set_watchdog(&watchdog);
   // A communicator that an error or timeout left aborted (nccl's, after its first failure)
   // refuses every later call, which once failed every case after the one that broke it. After
@@ -924,6 +931,7 @@ int run_with_mpi(Command& cmd) {
       current_suite = std::string(suite->name());
     }
     watchdog.begin_case(static_cast<int64_t>(step), the_case.id, the_case.time_budget_seconds);
+    set_fatal_signal_case(the_case.id);
     progress.begin(step, suite->name(), the_case.id);
     std::exception_ptr failure;
     try {
@@ -955,6 +963,7 @@ int run_with_mpi(Command& cmd) {
       previous_case = the_case.id;
       current_case = nullptr;  // its rows are written: an ending before the next one writes a row of the run
     }
+    set_fatal_signal_case("");
     if (renewal) {
       say("error: case " + the_case.id + " left the " + o.backend + " communicator aborted, and a new one could " +
           "not be made: " + renewal->text + "; the cases after it did not run");

@@ -419,6 +419,45 @@ int severity(Verdict verdict) {
   return -1;
 }
 
+// The conformance matrix: the collectives suite's records by collective, dtype and reduction op
+// (the record's labels, and `redop` of its config: `none` for the data movement collectives),
+// each cell the worst verdict over the rest (sizes, placements, roots) per stack.
+void find_conformance(const std::vector<ResultsFile>& files, const StackIndex& stack_of, ReportData& data) {
+  if (data.stacks.size() < 2) return;
+  std::vector<std::pair<std::string, std::string>> rows;  // (collective, dtype) as first seen
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> ops_of;  // in plan order
+  std::map<std::tuple<std::string, std::string, std::string, int>, Verdict> worst;
+  std::set<int> stacks;
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const Record& r : files[f].records) {
+      if (r.suite != "collectives" || severity(r.verdict) < 0 || r.labels.op.empty() || r.labels.dtype.empty()) continue;
+      const std::pair<std::string, std::string> row{r.labels.op, r.labels.dtype};
+      const std::string op = config_value(r.labels.config, "redop").value_or("none");
+      auto [ops, added] = ops_of.try_emplace(row);
+      if (added) rows.push_back(row);
+      if (std::find(ops->second.begin(), ops->second.end(), op) == ops->second.end()) ops->second.push_back(op);
+      const int stack = stack_of.at({f, stack_identity(r)});
+      stacks.insert(stack);
+      auto [at, first] = worst.try_emplace({row.first, row.second, op, stack}, r.verdict);
+      if (!first && severity(r.verdict) > severity(at->second)) at->second = r.verdict;
+    }
+  }
+  if (stacks.size() < 2) return;
+  data.conformance_stacks.assign(stacks.begin(), stacks.end());
+  for (const auto& row : rows) {
+    ConformanceRow out{row.first, row.second, {}};
+    for (int stack : data.conformance_stacks) {
+      std::vector<std::pair<std::string, std::string>> cell;
+      for (const std::string& op : ops_of[row]) {
+        const auto it = worst.find({row.first, row.second, op, stack});
+        if (it != worst.end()) cell.emplace_back(op, std::string(name(it->second)));
+      }
+      out.cells.push_back(std::move(cell));
+    }
+    data.conformance.push_back(std::move(out));
+  }
+}
+
 // The cross-stack table: each case's outcome per stack, and the cases whose outcomes differ.
 void find_cross_stack_differences(const std::vector<ResultsFile>& files, const StackIndex& stack_of, ReportData& data) {
   if (data.stacks.size() < 2) return;
@@ -564,6 +603,7 @@ ReportData group_results(const std::vector<ResultsFile>& files) {
   }
   for (auto& [key, c] : counts) data.verdicts.push_back(std::move(c));
   find_cross_stack_differences(files, stack_of, data);
+  find_conformance(files, stack_of, data);
 
   // Each suite's sections, as it declares them (results/catalog.h), in page order.
   std::vector<std::pair<SectionSpec, std::string>> specs;  // (section, suite)
@@ -759,6 +799,32 @@ void render_inventory(const ReportData& data, std::ostringstream& h) {
       << "</td><td>" << cell(r, "ranks") << "</td><td>" << cell(r, "nic") << "</td><td>" << cell(r, "link_layer")
       << "</td><td class=\"n\">" << (std::isfinite(r.value) ? escape_html(format_number(r.value * 8 / 1e9)) : "unknown")
       << "</td></tr>\n";
+  }
+  h << "</table>\n";
+}
+
+void render_conformance(const ReportData& data, std::ostringstream& h) {
+  if (data.conformance.empty()) return;
+  h << "<h2 id=\"conformance\">Conformance by stack</h2>\n"
+    << "<p>The collectives suite by collective and dtype: each reduction op's worst verdict on each stack, over "
+    << "the sizes, placements and roots it ran (a pass means every one of them passed; <code>none</code>: a "
+    << "collective that moves data without reducing); an op missing from a cell: the stack did not run it. The cases that differ are listed under <a href=\"#cross-stack\">Differences "
+    << "between stacks</a> with their details.</p>\n<table class=\"matrix\"><tr><th>collective</th><th>dtype</th>";
+  for (int stack : data.conformance_stacks) {
+    h << "<th>" << escape_html(data.stacks[static_cast<size_t>(stack)].label) << "</th>";
+  }
+  h << "</tr>\n";
+  for (const ConformanceRow& row : data.conformance) {
+    h << "<tr><td>" << escape_html(row.collective) << "</td><td>" << escape_html(row.dtype) << "</td>";
+    for (const auto& cell : row.cells) {
+      h << "<td>";
+      for (const auto& [op, verdict] : cell) {
+        h << "<span class=\"v " << escape_html(verdict) << "\" title=\"" << escape_html(verdict) << "\">"
+          << escape_html(op) << "</span> ";
+      }
+      h << "</td>";
+    }
+    h << "</tr>\n";
   }
   h << "</table>\n";
 }
@@ -1019,6 +1085,9 @@ std::string render_html(const ReportData& data, const std::function<std::string(
     << "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\n"
     << "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
     << "td.fail,td.timeout,td.xpass{background:#fde2e2;font-weight:600}td.xfail{background:#fdf3d6}td.pass{background:#e3f5e1}\n"
+    << "span.v{padding:0 3px;margin-right:2px;border-radius:2px}span.v.pass{background:#e3f5e1}"
+    << "span.v.xfail{background:#fdf3d6}span.v.fail,span.v.timeout,span.v.xpass{background:#fde2e2;font-weight:600}"
+    << "span.v.skip{color:#777;text-decoration:line-through}\n"
     << "tr.named td{background:#fde2e2}\n"
     << "p.verdict{font-size:1.2em;font-weight:600;padding:6px 10px;display:inline-block}p.verdict.pass{background:#e3f5e1}"
     << "p.verdict.fail{background:#fde2e2}ul.failed li{font-family:ui-monospace,monospace;font-size:.85em}\n"
@@ -1083,7 +1152,10 @@ std::string render_html(const ReportData& data, const std::function<std::string(
     }
   }
 
-  if (data.stacks.size() >= 2) render_cross_stack(data, h);
+  if (data.stacks.size() >= 2) {
+    render_conformance(data, h);
+    render_cross_stack(data, h);
+  }
   if (data.ab) render_ab(data, h);
   if (data.gate) render_gate(*data.gate, h);
 

@@ -90,6 +90,15 @@ struct CrossStackRow {
   std::vector<CaseOutcome> outcomes;  // one per ReportData::cross_stacks entry, in its order
 };
 
+// One row of the conformance matrix (collectives suite, two stacks or more): a collective and
+// dtype, and per stack (ReportData::conformance_stacks, in order) each reduction op's worst
+// verdict over the sizes and placements that stack ran, in plan order; an empty cell where the
+// stack ran none of it.
+struct ConformanceRow {
+  std::string collective, dtype;
+  std::vector<std::vector<std::pair<std::string, std::string>>> cells;  // per stack: (op, verdict)
+};
+
 struct ReportData {
   std::vector<std::string> inputs;
   std::vector<ReportStack> stacks;
@@ -100,6 +109,8 @@ struct ReportData {
   // into `stacks`) that appear in any row, and its rows in the order the cases first appear.
   std::vector<int> cross_stacks;
   std::vector<CrossStackRow> cross_stack;
+  std::vector<int> conformance_stacks;  // the stacks that ran collectives cases, in stack order
+  std::vector<ConformanceRow> conformance;
   // What every rank ran on (suite `inventory`): (stack, record) of its rank_info and nic_speed
   // rows, in file order, and the ranks its failed checks name, by stack.
   std::vector<std::pair<int, Record>> inventory;

@@ -552,6 +552,51 @@ TEST(CrossStack, OneStackHasNoTableAndAlikeStacksSaySo) {
   EXPECT_NE(render_html(alike, stub).find("No case differs between the stacks."), std::string::npos);
 }
 
+// The conformance matrix: per collective and dtype, each reduction op's worst verdict per stack
+// over sizes and placements; a passing size does not hide a failing one, an info record (a
+// timing) is no verdict, an op one stack did not run is missing from its cell only.
+TEST(Conformance, EachOpsWorstVerdictPerStackAndDtype) {
+  ResultsFile mpi{"mpi.csv", {}}, gloo{"gloo.csv", {}};
+  auto judged_at = [](const std::string& backend, const std::string& op, const std::string& dtype, int64_t count,
+                      const std::string& redop, Verdict verdict) {
+    Record r = collective(backend, "wrong", op, dtype, count, verdict == Verdict::pass ? 0 : 1, redop);
+    r.verdict = verdict;
+    return r;
+  };
+  mpi.records.push_back(judged_at("mpi", "all_reduce", "f32", 8, "sum", Verdict::pass));
+  mpi.records.push_back(judged_at("mpi", "all_reduce", "f32", 8, "max", Verdict::pass));
+  mpi.records.push_back(judged_at("mpi", "all_reduce", "f32", 64, "max", Verdict::xfail));  // the worst of max
+  mpi.records.push_back(judged_at("mpi", "all_reduce", "bf16", 8, "avg", Verdict::pass));
+  gloo.records.push_back(judged_at("gloo", "all_reduce", "f32", 8, "sum", Verdict::pass));
+  gloo.records.push_back(judged_at("gloo", "all_reduce", "f32", 8, "max", Verdict::fail));
+  gloo.records.push_back(judged_at("gloo", "all_reduce", "f32", 64, "max", Verdict::pass));
+  gloo.records.push_back(judged_at("gloo", "all_reduce", "bf16", 8, "sum", Verdict::skip));
+  gloo.records.push_back(collective("gloo", "busbw", "all_reduce", "f32", 8, 1, "prod"));  // info: no verdict
+  mpi.records.push_back(judged_at("mpi", "broadcast", "f32", 8, "none", Verdict::pass));  // data movement
+  const ReportData data = group_results({mpi, gloo});
+  ASSERT_EQ(data.conformance_stacks, (std::vector<int>{0, 1}));
+  ASSERT_EQ(data.conformance.size(), 3u);
+  const ConformanceRow& f32 = data.conformance[0];
+  EXPECT_EQ(f32.collective, "all_reduce");
+  EXPECT_EQ(f32.dtype, "f32");
+  using Cell = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(f32.cells[0], (Cell{{"sum", "pass"}, {"max", "xfail"}}));
+  EXPECT_EQ(f32.cells[1], (Cell{{"sum", "pass"}, {"max", "fail"}}));
+  const ConformanceRow& bf16 = data.conformance[1];
+  EXPECT_EQ(bf16.cells[0], (Cell{{"avg", "pass"}}));
+  EXPECT_EQ(bf16.cells[1], (Cell{{"sum", "skip"}}));
+  EXPECT_EQ(data.conformance[2].collective, "broadcast");
+  EXPECT_EQ(data.conformance[2].cells[0], (Cell{{"none", "pass"}}));
+  EXPECT_TRUE(data.conformance[2].cells[1].empty());  // gloo ran no broadcast
+  const std::string html = render_html(data, [](const Plot&) { return std::string("<svg></svg>"); });
+  const size_t table = html.find("<h2 id=\"conformance\">");
+  ASSERT_NE(table, std::string::npos);
+  EXPECT_NE(html.find("<span class=\"v fail\" title=\"fail\">max</span>", table), std::string::npos);
+  EXPECT_NE(html.find("<th>gloo | cpu:Test CPU | 2 ranks</th>", table), std::string::npos);
+  // One stack: no matrix (nothing to set beside it).
+  EXPECT_TRUE(group_results({gloo}).conformance.empty());
+}
+
 TEST(Html, EveryTextFromTheCsvIsEscaped) {
   EXPECT_EQ(escape_html("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
   // Control bytes (an escape sequence, a NUL) and bytes that are not UTF-8 become U+FFFD; valid

@@ -5,7 +5,7 @@
 # builds: `sanitize` (ASan + UBSan build in build-asan, its unit and MPI tests) and `fuzz` (clang
 # build in build-fuzz, each libFuzzer target of fuzz/ for FUZZ_SECONDS); and `vendors`: a build
 # against MPICH in build-mpich beside the Open MPI one in build/ (after `test` or `run`), the
-# collectives suite on both at 2 ranks (scripts/vendors/side_by_side.sh).
+# collectives suite on both and over Gloo at 2 ranks (scripts/vendors/side_by_side.sh).
 #   bash scripts/bootstrap.sh [run|test|sanitize|fuzz|vendors] [extra dtsuite run flags...]
 # Environment: BUILD_DIR (default build, build-asan, build-fuzz, build-mpich by mode), NP (ranks for `run`,
 # default 4), CI=true (warnings become errors), DTS_CMAKE_FLAGS (extra configure flags),
@@ -127,7 +127,7 @@ case "$mode" in
     ;;
   vendors)
     [ -x build/harness/dtsuite ] || { echo "bootstrap.sh vendors: needs the Open MPI build in build/ (run the test stage first)" >&2; exit 2; }
-    echo "== Open MPI (build/) and MPICH ($build_dir) side by side, 2 ranks: ctest vendors_side_by_side_test"
+    echo "== Open MPI (build/), MPICH ($build_dir) and Gloo side by side, 2 ranks: ctest vendors_side_by_side_test"
     DTS_MPICH_DTSUITE="$(realpath "$build_dir/harness/dtsuite")" \
       exec ctest --test-dir build --output-on-failure --verbose -R '^vendors_side_by_side_test$' --no-tests=error
     ;;

@@ -49,6 +49,14 @@
 //            Once per process: the communicator made to replace it runs clean, as a stack does
 //            after a transient error. Point-to-point calls are not armed by it (the victim alone
 //            would leave its peer waiting), only refused once aborted.
+//   crash    a library that dies of a signal inside a call (Gloo's SIGFPE on an all_gather of 0
+//            elements, a segfault in a vendor's kernel launch): the victim raises SIGFPE inside
+//            each armed collective and point-to-point call, before it enters INNER. The process
+//            ends as the signal's default action ends it (the harness first writes one line naming
+//            the rank, node, signal and case); the launcher ends its peers, and rank 0 must write
+//            the case's FAIL row naming the rank that stopped answering, keeping every row before.
+//            A crash on rank 0 itself leaves that line and the rows so far: no handler can write
+//            a row (the sinks lock and allocate).
 // send_recv is a collective here (the suite's op, called by every rank): faulted and counted as one.
 // barrier passes through (refused only once abort struck): it carries no data, and a hang in it
 // would not say which op hung.
@@ -73,6 +81,7 @@
 // the same seed), so the ranks agree on it as the arithmetic and abort kinds need.
 #include "comm/faulty/faulty_communicator.h"
 
+#include <csignal>
 #include <atomic>
 #include <bit>
 #include <charconv>
@@ -93,7 +102,7 @@ namespace dts {
 namespace {
 
 constexpr std::string_view kKindList =
-    "bitflip, drop, stale, hang, delay, delay(MS), error, error(all), saturate, dropnan, abort";
+    "bitflip, drop, stale, hang, delay, delay(MS), error, error(all), saturate, dropnan, abort, crash";
 // A straggler long enough to stand out of MPI's microsecond latencies, short enough for tests.
 constexpr std::chrono::milliseconds kDefaultDelay{50};
 // An hour: past any watchdog; a longer "delay" is a typo for something else.
@@ -236,6 +245,7 @@ FaultSpec parse_fault_spec(std::string_view text) {
   if (text == "saturate") return {FaultKind::saturate, kDefaultDelay};
   if (text == "dropnan") return {FaultKind::dropnan, kDefaultDelay};
   if (text == "abort") return {FaultKind::abort, kDefaultDelay};
+  if (text == "crash") return {FaultKind::crash, kDefaultDelay};
   constexpr std::string_view kDelayOpen = "delay(";
   if (text.starts_with(kDelayOpen) && text.ends_with(')')) {
     const std::string_view digits = text.substr(kDelayOpen.size(), text.size() - kDelayOpen.size() - 1);
@@ -264,6 +274,7 @@ std::string to_string(const FaultSpec& fault) {
     case FaultKind::saturate: return "saturate";
     case FaultKind::dropnan: return "dropnan";
     case FaultKind::abort: return "abort";
+    case FaultKind::crash: return "crash";
   }
   return "?";
 }
@@ -402,6 +413,8 @@ void FaultyCommunicator::stall() const {
     state.hanging.fetch_add(1);
     while (state.release_generation.load() == entered) std::this_thread::sleep_for(kHangPoll);
     state.hanging.fetch_sub(1);
+  } else if (fault_.kind == FaultKind::crash) {
+    ::raise(SIGFPE);  // the fault this kind models: the process dies here, as a crashing library's would
   } else if (fault_.kind == FaultKind::error) {
     throw Error(Error::Kind::backend, "faulty(" + to_string(fault_) + "): the stack reported an error on rank " +
                                           std::to_string(rank()));

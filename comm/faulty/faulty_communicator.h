@@ -21,7 +21,7 @@
 
 namespace dts {
 
-enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay, error, saturate, dropnan, abort };
+enum class FaultKind : uint8_t { bitflip, drop, stale, hang, delay, error, saturate, dropnan, abort, crash };
 
 struct FaultSpec {
   FaultKind kind = FaultKind::bitflip;
@@ -32,7 +32,7 @@ struct FaultSpec {
 };
 
 // "bitflip", "drop", "stale", "hang", "delay", "delay(20)", "error", "error(all)", "saturate",
-// "dropnan", "abort"; anything else: Error{invalid_argument} listing the kinds.
+// "dropnan", "abort", "crash"; anything else: Error{invalid_argument} listing the kinds.
 FaultSpec parse_fault_spec(std::string_view text);
 // The spelling parse_fault_spec accepts ("delay(20)" for a 20 ms delay).
 std::string to_string(const FaultSpec& fault);

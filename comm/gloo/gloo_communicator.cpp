@@ -50,19 +50,13 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi_support.h"
 #include "dts/config.h"
 
 namespace dts {
 namespace {
 
-void check_mpi(int result, const char* call) {
-  if (result == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(result, text, &length);
-  throw Error(Error::Kind::backend, std::string("gloo: bootstrap: ") + call + " failed: " + std::string(text, length));
-}
-#define DTS_GLOO_MPI_CHECK(call) check_mpi((call), #call)
+#define DTS_GLOO_MPI_CHECK(call) check_mpi((call), "gloo: bootstrap: " #call)
 
 // A library failure as dtsuite's error, naming the operation: Gloo throws gloo::IoException for a
 // lost or timed-out peer and gloo::EnforceNotMet for a refused argument (both std::exception).
@@ -302,7 +296,7 @@ class GlooCommunicator final : public Communicator {
   void all_reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override {
     refuse_avg(op, "all_reduce");
     const ObservedCall observed(observer(), ObservedOp::all_reduce);
-    count_opaque();
+    count_opaque(observer());
     with_gloo_type(dtype, "all_reduce", [&]<typename T>() {
       run("allreduce", [&] {
         gloo::AllreduceOptions opts(context_);
@@ -321,7 +315,7 @@ class GlooCommunicator final : public Communicator {
   void reduce_scatter(const void* in, void* out, size_t out_count, DType dtype, ReduceOp op) override {
     refuse_avg(op, "reduce_scatter");
     const ObservedCall observed(observer(), ObservedOp::reduce_scatter);
-    count_opaque();
+    count_opaque(observer());
     if (out_count > static_cast<size_t>(std::numeric_limits<int>::max() / size_)) {
       throw Error(Error::Kind::unsupported, "gloo: reduce_scatter of " + std::to_string(out_count) +
                                                 " elements per rank: Gloo counts a reduce-scatter's elements in an int");
@@ -351,7 +345,7 @@ class GlooCommunicator final : public Communicator {
 
   void all_gather(const void* in, void* out, size_t in_count, DType dtype) override {
     const ObservedCall observed(observer(), ObservedOp::all_gather);
-    count_opaque();
+    count_opaque(observer());
     const size_t element = size_of(dtype);
     if (in_count == 0 && size_ > 1) {
       // Not called: the process would die. Its ring takes each step's offset modulo the output's
@@ -375,7 +369,7 @@ class GlooCommunicator final : public Communicator {
 
   void broadcast(const void* in, void* out, size_t count, DType dtype, int root) override {
     const ObservedCall observed(observer(), ObservedOp::broadcast);
-    count_opaque();
+    count_opaque(observer());
     const size_t bytes = count * size_of(dtype);
     run("broadcast", [&] {
       gloo::BroadcastOptions opts(context_);
@@ -390,7 +384,7 @@ class GlooCommunicator final : public Communicator {
   void reduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, int root) override {
     refuse_avg(op, "reduce");
     const ObservedCall observed(observer(), ObservedOp::reduce);
-    count_opaque();
+    count_opaque(observer());
     with_gloo_type(dtype, "reduce", [&]<typename T>() {
       // Gloo reduces into every rank's output (its scratch off the root): a rank without one gets
       // its own, and a non-root's output is left undefined, as in MPI.
@@ -414,7 +408,7 @@ class GlooCommunicator final : public Communicator {
 
   void all_to_all(const void* in, void* out, size_t count_per_peer, DType dtype) override {
     const ObservedCall observed(observer(), ObservedOp::all_to_all);
-    count_opaque();
+    count_opaque(observer());
     const size_t bytes = count_per_peer * size_of(dtype) * static_cast<size_t>(size_);
     // In place: Gloo sends from its input while it receives into its output, so a copy goes out.
     std::vector<char> copy;
@@ -436,7 +430,7 @@ class GlooCommunicator final : public Communicator {
     check_peer(peer, "send");
     const ObservedCall observed(observer(), ObservedOp::send);
     const size_t bytes = count * size_of(dtype);
-    count_sent(bytes);
+    count_sent(observer(), static_cast<int64_t>(bytes));
     run("send", [&] {
       auto buffer = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
       buffer->send(peer, p2p_slot());
@@ -453,7 +447,7 @@ class GlooCommunicator final : public Communicator {
       buffer->recv(peer, p2p_slot());
       buffer->waitRecv(context_->getTimeout());
     });
-    count_received(bytes);
+    count_received(observer(), static_cast<int64_t>(bytes));
   }
 
   void send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) override {
@@ -467,7 +461,7 @@ class GlooCommunicator final : public Communicator {
       copy.assign(source, source + bytes);
       source = copy.data();
     }
-    count_sent(bytes);
+    count_sent(observer(), static_cast<int64_t>(bytes));
     run("send_recv", [&] {
       auto outgoing = context_->createUnboundBuffer(const_cast<char*>(source), bytes);
       auto incoming = context_->createUnboundBuffer(out, bytes);
@@ -476,7 +470,7 @@ class GlooCommunicator final : public Communicator {
       outgoing->waitSend(context_->getTimeout());
       incoming->waitRecv(context_->getTimeout());
     });
-    count_received(bytes);
+    count_received(observer(), static_cast<int64_t>(bytes));
   }
 
   // Gloo's unbound buffers have a wait and no test, and a wait that times out fails the whole
@@ -485,7 +479,7 @@ class GlooCommunicator final : public Communicator {
     check_peer(peer, "isend");
     const ObservedCall observed(observer(), ObservedOp::isend);
     const size_t bytes = count * size_of(dtype);
-    count_sent(bytes);
+    count_sent(observer(), static_cast<int64_t>(bytes));
     std::shared_ptr<gloo::transport::UnboundBuffer> buffer;
     run("isend", [&] {
       buffer = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
@@ -546,15 +540,6 @@ class GlooCommunicator final : public Communicator {
       throw Error(Error::Kind::unsupported, std::string("gloo: ") + op + " with this rank itself (" +
                                                 std::to_string(peer) + "): Gloo has no pair from a rank to itself");
     }
-  }
-  void count_opaque() const {
-    if (observer()) observer()->opaque_collectives.fetch_add(1, std::memory_order_relaxed);
-  }
-  void count_sent(size_t bytes) const {
-    if (observer()) observer()->bytes_sent.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
-  }
-  void count_received(size_t bytes) const {
-    if (observer()) observer()->bytes_received.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   }
   // One tag per collective, alike on every rank (they call in one order): Gloo tells a call's
   // messages from the next one's by it, as PyTorch's process group does with its own counter.

@@ -16,37 +16,24 @@
 #include <type_traits>
 #include <utility>
 
+#include "comm/mpi_support.h"
 #include "core/reduce.h"
 
 namespace dts {
 
 namespace {
 
-void count_sent(OpObserver* observer, size_t count, DType dtype) {
-  if (observer) observer->bytes_sent.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
-}
+int64_t bytes_of(size_t count, DType dtype) { return static_cast<int64_t>(count * size_of(dtype)); }
 // The bytes a completed receive's status says arrived, in `dtype`'s elements.
-void count_received(OpObserver* observer, const MPI_Status& status, MPI_Datatype type, DType dtype) {
+void count_status_received(OpObserver* observer, const MPI_Status& status, MPI_Datatype type, DType dtype) {
   if (!observer) return;
   int elements = 0;
   if (MPI_Get_count(&status, type, &elements) != MPI_SUCCESS || elements == MPI_UNDEFINED) return;
-  observer->bytes_received.fetch_add(static_cast<int64_t>(elements) * static_cast<int64_t>(size_of(dtype)),
-                                     std::memory_order_relaxed);
-}
-void count_opaque(OpObserver* observer) {
-  if (observer) observer->opaque_collectives.fetch_add(1, std::memory_order_relaxed);
+  count_received(observer, static_cast<int64_t>(elements) * static_cast<int64_t>(size_of(dtype)));
 }
 
 constexpr int kFixedMajor = 4, kFixedMinor = 1, kFixedPatch = 2;
 
-void check_mpi(int rc, const char* call, std::source_location where = std::source_location::current()) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw Error(Error::Kind::backend, std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)),
-              where);
-}
 #define DTS_MPI_CHECK(call) check_mpi((call), #call)
 
 // Types and user ops for f16 and bf16, created once per process after MPI_Init.
@@ -213,7 +200,7 @@ class MpiWork final : public Work {
  private:
   void complete(const MPI_Status& status) {
     request_ = MPI_REQUEST_NULL;
-    if (received_) count_received(observer_, status, received_->first, received_->second);
+    if (received_) count_status_received(observer_, status, received_->first, received_->second);
     if (finish_) std::exchange(finish_, nullptr)();
   }
   MPI_Request request_;
@@ -347,7 +334,7 @@ void MpiCommunicator::all_to_all(const void* in, void* out, size_t count_per_pee
 
 void MpiCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::send);
-  count_sent(observer_.get(), count, dtype);
+  count_sent(observer_.get(), bytes_of(count, dtype));
   DTS_MPI_CHECK(MPI_Send(in, checked_count(count, "send"), type_of(dtype), peer, 0, comm_));
 }
 
@@ -355,12 +342,12 @@ void MpiCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::recv);
   MPI_Status status;
   DTS_MPI_CHECK(MPI_Recv(out, checked_count(count, "recv"), type_of(dtype), peer, 0, comm_, &status));
-  count_received(observer_.get(), status, type_of(dtype), dtype);
+  count_status_received(observer_.get(), status, type_of(dtype), dtype);
 }
 
 void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int recv_peer, size_t count, DType dtype) {
   const ObservedCall observed(observer_.get(), ObservedOp::send_recv);
-  count_sent(observer_.get(), count, dtype);
+  count_sent(observer_.get(), bytes_of(count, dtype));
   const int n = checked_count(count, "send_recv");
   MPI_Status status;
   if (in == out) {
@@ -369,12 +356,12 @@ void MpiCommunicator::send_recv(const void* in, int send_peer, void* out, int re
     DTS_MPI_CHECK(MPI_Sendrecv(in, n, type_of(dtype), send_peer, 1, out, n, type_of(dtype), recv_peer, 1, comm_,
                                &status));
   }
-  count_received(observer_.get(), status, type_of(dtype), dtype);
+  count_status_received(observer_.get(), status, type_of(dtype), dtype);
 }
 
 std::unique_ptr<Work> MpiCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
   const ObservedCall observed(observer_.get(), ObservedOp::isend);
-  count_sent(observer_.get(), count, dtype);
+  count_sent(observer_.get(), bytes_of(count, dtype));
   MPI_Request request;
   DTS_MPI_CHECK(MPI_Isend(in, checked_count(count, "isend"), type_of(dtype), peer, 0, comm_, &request));
   return std::make_unique<MpiWork>(request, observer_.get());

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/mpi_support.h"
 #include "comm/nccl/nccl_features.h"
 
 // In-place all_to_all and send_recv stage their input with the stream-ordered allocator.
@@ -24,15 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void count_received(OpObserver* observer, size_t count, DType dtype) {
-  if (observer) observer->bytes_received.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
-}
-void count_sent(OpObserver* observer, size_t count, DType dtype) {
-  if (observer) observer->bytes_sent.fetch_add(static_cast<int64_t>(count * size_of(dtype)), std::memory_order_relaxed);
-}
-void count_opaque(OpObserver* observer) {
-  if (observer) observer->opaque_collectives.fetch_add(1, std::memory_order_relaxed);
-}
+int64_t bytes_of(size_t count, DType dtype) { return static_cast<int64_t>(count * size_of(dtype)); }
 
 // "ncclAllReduce" from the text of the call "ncclAllReduce(in, out, ...)".
 std::string name_of(std::string_view call) { return std::string(call.substr(0, call.find('('))); }
@@ -58,15 +51,7 @@ void check_cuda(cudaError_t result, std::string_view call,
 }
 #define DTS_CUDA_CHECK(call) check_cuda((call), #call)
 
-void check_mpi(int result, std::string_view call, std::source_location where = std::source_location::current()) {
-  if (result == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(result, text, &length);
-  throw Error(Error::Kind::backend,
-              "nccl: " + name_of(call) + " failed: " + std::string(text, static_cast<size_t>(length)), where);
-}
-#define DTS_MPI_CHECK(call) check_mpi((call), #call)
+#define DTS_MPI_CHECK(call) check_mpi((call), "nccl: " + name_of(#call))
 
 // True once an event or stream query reports its work done, false while it is not ready: that
 // answer is no error, and is cleared so that cudaGetLastError stays clean for the caller.
@@ -604,7 +589,7 @@ void NcclCommunicator::all_to_all(const void* in, void* out, size_t count_per_pe
 void NcclCommunicator::send(const void* in, size_t count, DType dtype, int peer) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::send);
-  count_sent(observer(), count, dtype);
+  count_sent(observer(), bytes_of(count, dtype));
   if (count == 0) return;
   post(true, in, count, type, peer);
   ordered_stream();  // with the isend/irecv posted before it, as one group
@@ -613,7 +598,7 @@ void NcclCommunicator::send(const void* in, size_t count, DType dtype, int peer)
 void NcclCommunicator::recv(void* out, size_t count, DType dtype, int peer) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::recv);
-  count_received(observer(), count, dtype);
+  count_received(observer(), bytes_of(count, dtype));
   if (count == 0) return;
   post(false, out, count, type, peer);
   ordered_stream();
@@ -623,8 +608,8 @@ void NcclCommunicator::send_recv(const void* in, int send_peer, void* out, int r
                                  DType dtype) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::send_recv);
-  count_sent(observer(), count, dtype);
-  count_received(observer(), count, dtype);
+  count_sent(observer(), bytes_of(count, dtype));
+  count_received(observer(), bytes_of(count, dtype));
   if (count == 0) return;
   const ncclComm_t comm = live();
   cudaStream_t stream = ordered_stream();
@@ -641,7 +626,7 @@ void NcclCommunicator::send_recv(const void* in, int send_peer, void* out, int r
 std::unique_ptr<Work> NcclCommunicator::isend(const void* in, size_t count, DType dtype, int peer) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::isend);
-  count_sent(observer(), count, dtype);
+  count_sent(observer(), bytes_of(count, dtype));
   if (count == 0) return std::make_unique<CompletedWork>();
   return std::make_unique<EventWork>(*this, post(true, in, count, type, peer));
 }
@@ -649,7 +634,7 @@ std::unique_ptr<Work> NcclCommunicator::isend(const void* in, size_t count, DTyp
 std::unique_ptr<Work> NcclCommunicator::irecv(void* out, size_t count, DType dtype, int peer) {
   const ncclDataType_t type = nccl_type(dtype);
   const ObservedCall observed(observer(), ObservedOp::irecv);
-  count_received(observer(), count, dtype);
+  count_received(observer(), bytes_of(count, dtype));
   if (count == 0) return std::make_unique<CompletedWork>();
   return std::make_unique<EventWork>(*this, post(false, out, count, type, peer));
 }
