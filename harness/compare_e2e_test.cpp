@@ -162,6 +162,32 @@ std::pair<int, std::string> refused(const std::string& args) {
   return {r.exit_code, ours.empty() ? "" : ours.front()};
 }
 
+// Open MPI's transport choices are part of the stack: a run under `--mca btl tcp,self --mca op
+// ^avx` records them (mpi_config, on every row), and compare refuses it against a run with the
+// defaults, naming the setting, exit 2. Without the column both ran as `mpi` on one machine and
+// compare judged the TCP run's times against shared memory's.
+TEST(Compare, OpenMpiTransportSettingsAreTheStacks) {
+  const std::string launcher = run_shell(std::string(DTS_MPIEXEC) + " --version").out;
+  if (launcher.find("Open MPI") == std::string::npos && launcher.find("OpenRTE") == std::string::npos) {
+    GTEST_SKIP() << "needs Open MPI's launcher (--mca)";
+  }
+  const std::string plan = " run collectives --collective all_reduce -d f32 -o sum -b 1K -e 1K -n 3 -w 1 --csv ";
+  const fs::path plain = scratch_dir() / "mca_default.csv", tcp = scratch_dir() / "mca_tcp.csv";
+  const std::string launch = std::string(DTS_MPIEXEC) + " -np 2 " + DTS_MPIEXEC_FLAGS;
+  ASSERT_EQ(run_shell(launch + " " + DTS_BINARY + plan + plain.string()).exit_code, 0);
+  const RunResult r = run_shell(launch + " --mca btl tcp,self --mca op ^avx " + DTS_BINARY + plan + tcp.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const dts::Record& row : dts::read_results_csv(plain.string())) EXPECT_EQ(row.labels.mpi_config, "");
+  const auto rows = dts::read_results_csv(tcp.string());
+  ASSERT_FALSE(rows.empty());
+  for (const dts::Record& row : rows) EXPECT_EQ(row.labels.mpi_config, "btl=tcp,self;op=^avx") << row.case_id;
+  const auto [code, line] = refused(plain.string() + " " + tcp.string());
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(line.find("different stacks: mpi_config '' (baseline) vs 'btl=tcp,self;op=^avx' (current)"),
+            std::string::npos)
+      << line;
+}
+
 // `compare a.csv a.csv` judged a run against itself and said "no regression": it says now that
 // the two are one run, with exit 2.
 TEST(Compare, ARunAgainstItselfIsRefusedSayingSo) {

@@ -88,14 +88,18 @@ TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
   // Header exactly as SCHEMA.md.
   std::string header;
   for (const auto& c : kColumns) header += (header.empty() ? "" : ",") + c;
-  EXPECT_EQ(first_line(csv), header + ",samples,seed,repetition");  // schema 2 appended samples, 3 the seed, 4 repetition
-  // Every row says the seed its inputs came from (--seed, default 1) and its repetition (1: no --repeat).
+  // Schema 2 appended samples, 3 the seed, 4 repetition, 5 mpi_config.
+  EXPECT_EQ(first_line(csv), header + ",samples,seed,repetition,mpi_config");
+  // Every row says the seed its inputs came from (--seed, default 1), its repetition (1: no
+  // --repeat) and the MPI library's settings (none set here: the launcher's flags choose no
+  // component, so the field is empty and the row ends with its comma).
   {
     std::ifstream in(csv);
     std::string line;
     std::getline(in, line);
     for (int i = 0; i < 3 && std::getline(in, line); ++i) {
-      EXPECT_EQ(line.substr(line.rfind(',', line.rfind(',') - 1)), ",1,1") << line;
+      const size_t last = line.rfind(',');
+      EXPECT_EQ(line.substr(line.rfind(',', line.rfind(',', last - 1) - 1)), ",1,1,") << line;
     }
   }
 
@@ -112,7 +116,7 @@ TEST_P(CollectivesPass, EveryCaseChecksAndTimesAndTheCsvSaysSo) {
     EXPECT_FALSE(row.at("host").empty());
     EXPECT_FALSE(row.at("device").empty());
     EXPECT_EQ(row.at("world_size"), std::to_string(np));
-    EXPECT_EQ(row.at("schema_version"), "4");
+    EXPECT_EQ(row.at("schema_version"), "5");
     EXPECT_NE(row.at("verdict"), "fail") << row.at("case") << " " << row.at("detail");
     if (row.at("metric") == "wrong") {
       EXPECT_EQ(row.at("value"), "0") << row.at("detail");

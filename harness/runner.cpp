@@ -415,6 +415,7 @@ class HarnessContext final : public RunContext {
     l.backend = stack_.backend;
     l.backend_version = stack_.backend_version;
     l.mpi_version = stack_.mpi_version;
+    l.mpi_config = stack_.mpi_config;
     l.device = stack_.device;
     l.host = stack_.host;
     if (l.world_size == 0) l.world_size = stack_.world_size;
@@ -636,6 +637,7 @@ void print_preamble(const Command& cmd, const StackInfo& stack, const std::strin
   for (const auto& s : o.suites) suites += (suites.empty() ? "" : ",") + s;
   std::printf("# dtsuite %s  run %s  suites %s\n", DTS_VERSION, run_id.c_str(), suites.c_str());
   std::printf("# backend %s (%s)  device %s\n", stack.backend.c_str(), stack.backend_version.c_str(), stack.device.c_str());
+  if (!stack.mpi_config.empty()) std::printf("# MPI settings: %s\n", stack.mpi_config.c_str());
   std::printf("# %d ranks on %d node(s), %d per node, host %s\n", stack.world_size, stack.nodes, stack.ranks_per_node,
               stack.host.c_str());
   // With the hardware suite the findings follow as the inventory's check rows (inventory_records).

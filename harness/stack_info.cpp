@@ -31,6 +31,7 @@ StackInfo discover_stack(Communicator& tested, Communicator& control, const std:
   info.backend = std::string(tested.backend());
   info.backend_version = tested.version();
   info.mpi_version = mpi_library_version();
+  info.mpi_config = mpi_settings();
   info.world_size = control.size();
   info.host = host_name();
   if (device_kind == "cuda") {

@@ -12,6 +12,7 @@ namespace dts {
 
 struct StackInfo {
   std::string backend, backend_version, mpi_version, device, host;
+  std::string mpi_config;  // the MPI library's settings that choose what runs (mpi_settings())
   int world_size = 1, nodes = 1, ranks_per_node = 1;
   // Where every rank of `control` is (comm/topology.h), and this rank's place and device: known on
   // every rank, so who took part in a sub-world case takes one gather of member flags, not a new

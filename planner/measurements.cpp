@@ -76,13 +76,17 @@ std::string StackIdentity::text() const {
   std::string t = backend;
   const std::string version = short_mpi(backend_version), mpi = short_mpi(mpi_version);
   if (!version.empty()) t += " " + version;
-  if (!mpi.empty() && mpi != version) t += " (" + mpi + ")";
+  if (!mpi.empty() && mpi != version) {
+    t += " (" + mpi + (mpi_config.empty() ? "" : ", " + mpi_config) + ")";
+  } else if (!mpi_config.empty()) {
+    t += " (" + mpi_config + ")";
+  }
   if (!device.empty()) t += " on " + device;
   return t;
 }
 
 StackIdentity stack_of(const Labels& labels) {
-  return {labels.backend, labels.backend_version, labels.mpi_version, labels.device};
+  return {labels.backend, labels.backend_version, labels.mpi_version, labels.device, labels.mpi_config};
 }
 
 void Measurements::add(const std::vector<Record>& records, const std::string& source) {

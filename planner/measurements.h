@@ -30,7 +30,9 @@ struct GroupShape {
 // The stack a row was measured on: what must be alike for measurements to be one stack's.
 struct StackIdentity {
   std::string backend, backend_version, mpi_version, device;
-  // "mpi (Open MPI v4.1.4) on cpu", "nccl 2.28.9 (Open MPI v4.1.4) on NVIDIA H100 80GB HBM3".
+  std::string mpi_config;  // the MPI library's settings (Labels::mpi_config); empty: its defaults
+  // "mpi (Open MPI v4.1.4) on cpu", "nccl 2.28.9 (Open MPI v4.1.4) on NVIDIA H100 80GB HBM3",
+  // "mpi (Open MPI v4.1.4, btl=tcp,self) on cpu".
   std::string text() const;
   bool operator==(const StackIdentity&) const = default;
 };

@@ -58,6 +58,7 @@ std::vector<Record> plan_records(const std::vector<LayoutPrediction>& plan, cons
     base.labels.backend = context.stack.backend;
     base.labels.backend_version = context.stack.backend_version;
     base.labels.mpi_version = context.stack.mpi_version;
+    base.labels.mpi_config = context.stack.mpi_config;
     base.labels.device = context.stack.device;
     base.labels.world_size = cluster.ranks;
     base.labels.ranks_per_node = cluster.ranks_per_node;

@@ -416,6 +416,20 @@ TEST(Compare, MismatchedStacksAreAnError) {
   expect_mismatch("world_size 4 (baseline) vs 2 (current)", [](Labels& l) { l.world_size = 2; });
   expect_mismatch("nodes", [](Labels& l) { l.nodes = 2; });
   expect_mismatch("ranks_per_node", [](Labels& l) { l.ranks_per_node = 2; });
+  // Open MPI's transport choices are the stack's too: `--mca btl tcp,self` against the default,
+  // and `--mca op ^avx` against its AVX op (which the 8-bit saturation depends on).
+  expect_mismatch("mpi_config '' (baseline) vs 'btl=tcp,self' (current)", [](Labels& l) { l.mpi_config = "btl=tcp,self"; });
+  {
+    std::vector<Record> baseline = run(), current = run();
+    for (Record& r : baseline) r.labels.mpi_config = "op=^avx";
+    try {
+      compare_runs(baseline, rerun(current), {});
+      ADD_FAILURE() << "no error for op=^avx";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("mpi_config 'op=^avx' (baseline) vs '' (current)"), std::string::npos)
+          << e.what();
+    }
+  }
   // Host, run id and versions are not the stack's identity: a rerun on another node of the
   // same kind compares.
   std::vector<Record> current = run();
@@ -495,7 +509,7 @@ TEST(JobStacks, ARunOfWholeJobAndSubWorldRowsIsOneStack) {
   // 4 span both; the collectives rows and the 4-rank sub-world say the job's own layout.
   const std::vector<JobStack> stacks = job_stacks(mixed_run(4, 2, "a"));
   ASSERT_EQ(stacks.size(), 1u);
-  EXPECT_EQ(stacks[0], (JobStack{"mpi", "cpu", 4, 2, 2}));
+  EXPECT_EQ(stacks[0], (JobStack{"mpi", "cpu", "", 4, 2, 2}));
   // The equivalence rows alone: the widest sub-world is the whole job.
   EXPECT_EQ(job_stacks(equivalence_rows(4, 2)), stacks);
   // Two runs of one stack in one file are one stack; a run of another job size is another.
@@ -503,7 +517,7 @@ TEST(JobStacks, ARunOfWholeJobAndSubWorldRowsIsOneStack) {
   for (Record& r : mixed_run(4, 2, "b")) two_runs.push_back(std::move(r));
   EXPECT_EQ(job_stacks(two_runs), stacks);
   for (Record& r : mixed_run(2, 1, "c")) two_runs.push_back(std::move(r));
-  EXPECT_EQ(job_stacks(two_runs), (std::vector<JobStack>{stacks[0], {"mpi", "cpu", 2, 1, 2}}));
+  EXPECT_EQ(job_stacks(two_runs), (std::vector<JobStack>{stacks[0], {"mpi", "cpu", "", 2, 1, 2}}));
 }
 
 TEST(Compare, RunsWithSubWorldRowsOfOneJobCompare) {

@@ -31,9 +31,9 @@ namespace dts {
 namespace {
 
 // Columns of schema version 1 (the first 31 of csv_columns()); version 2 added `samples`, 3 `seed`,
-// 4 `repetition`.
+// 4 `repetition`, 5 `mpi_config`.
 constexpr size_t kVersion1Columns = 31;
-constexpr size_t kColumns = 34;  // csv_columns().size() of this build; the parser's template arity
+constexpr size_t kColumns = 35;  // csv_columns().size() of this build; the parser's template arity
 
 class RowError : public std::exception {
  public:
@@ -219,6 +219,7 @@ Record to_record(const std::vector<std::string>& f) {
   l.backend = f[5];
   l.backend_version = f[6];
   l.mpi_version = f[7];
+  l.mpi_config = f[34];
   l.device = f[8];
   l.host = f[9];
   const auto small = [&](size_t i) {
@@ -282,7 +283,7 @@ Record to_record(const std::vector<std::string>& f) {
 std::vector<Record> read_rows(const HeaderKeepingSource::Pull& pull, const std::function<bool()>& torn,
                               const std::string& path, const CsvReadOptions& options) {
   const std::vector<std::string>& columns = csv_columns();
-  static_assert(kColumns == 34, "the parser's arity below lists 34 columns");
+  static_assert(kColumns == 35, "the parser's arity below lists 35 columns");
   if (columns.size() != kColumns) throw Error(Error::Kind::invalid_argument, "csv_reader: column list out of date");
 
   std::string header_line;
@@ -308,7 +309,7 @@ std::vector<Record> read_rows(const HeaderKeepingSource::Pull& pull, const std::
                    columns[11], columns[12], columns[13], columns[14], columns[15], columns[16], columns[17],
                    columns[18], columns[19], columns[20], columns[21], columns[22], columns[23], columns[24],
                    columns[25], columns[26], columns[27], columns[28], columns[29], columns[30], columns[31],
-                   columns[32], columns[33]);
+                   columns[32], columns[33], columns[34]);
     std::vector<std::string> f(kColumns);
     // A row that fails to parse and is the input's last line, without its '\n': a write cut short
     // (a full disk, a writer killed mid-row). It is the end of the file, said in a warning, not a
@@ -326,11 +327,12 @@ std::vector<Record> read_rows(const HeaderKeepingSource::Pull& pull, const std::
       f[31].clear();  // absent in version 1 files: the parser leaves a missing column untouched
       f[32].clear();  // absent before version 3
       f[33].clear();  // absent before version 4 (every row then is repetition 1)
+      f[34].clear();  // absent before version 5 (the library's defaults, as far as the file says)
       line = in.get_file_line() + 1;
       try {
         if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13],
                          f[14], f[15], f[16], f[17], f[18], f[19], f[20], f[21], f[22], f[23], f[24], f[25], f[26],
-                         f[27], f[28], f[29], f[30], f[31], f[32], f[33])) {
+                         f[27], f[28], f[29], f[30], f[31], f[32], f[33], f[34])) {
           break;
         }
         line = in.get_file_line();

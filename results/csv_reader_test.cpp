@@ -206,7 +206,7 @@ TEST_F(CsvReaderTest, ColumnsAreFoundByNameInAnyOrder) {
   std::string header;
   for (const auto& c : columns) header += (header.empty() ? "" : ",") + c;
   const std::string row =
-      "4,r,t,THE_CASE,THE_SUITE,mpi,,,cpu,h,1,1,1,,,,,,,check,1,,,,,,,,pass,,,,,3\n";
+      "5,r,t,THE_CASE,THE_SUITE,mpi,,,cpu,h,1,1,1,,,,,,,check,1,,,,,,,,pass,,,,,3,\n";
   const fs::path path = write_text("reordered.csv", header + "\n" + row);
   const std::vector<Record> read = read_results_csv(path.string());
   ASSERT_EQ(read.size(), 1u);
@@ -215,15 +215,32 @@ TEST_F(CsvReaderTest, ColumnsAreFoundByNameInAnyOrder) {
   EXPECT_EQ(read[0].repetition, 3);
 }
 
-// A valid version 4 header and row; each malformed case changes one thing.
+// A valid version 5 header and row; each malformed case changes one thing.
 std::string header_line() {
   std::string header;
   for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
   return header + "\n";
 }
 const std::string kGoodRow =
-    "4,r,t,collectives,all_reduce/f32/sum/8,mpi,,,cpu,h,2,1,2,all_reduce,f32,8,in_place,,,time,2e-06,seconds,"
-    "3,1e-06,1e-06,2e-06,3e-06,3e-06,info,,,1e-06;2e-06;3e-06,7,2\n";
+    "5,r,t,collectives,all_reduce/f32/sum/8,mpi,,,cpu,h,2,1,2,all_reduce,f32,8,in_place,,,time,2e-06,seconds,"
+    "3,1e-06,1e-06,2e-06,3e-06,3e-06,info,,,1e-06;2e-06;3e-06,7,2,btl=tcp\n";
+
+// A version 4 file (34 columns, no `mpi_config`) reads with the library's defaults; a version 5
+// row keeps its settings.
+TEST_F(CsvReaderTest, ReadsSchemaVersion4WithoutMpiConfig) {
+  std::vector<std::string> columns = csv_columns();
+  ASSERT_EQ(columns.back(), "mpi_config");
+  columns.pop_back();
+  std::string header;
+  for (const auto& c : columns) header += (header.empty() ? "" : ",") + c;
+  const fs::path path = write_text("v4.csv", header + "\n4,r,t,collectives,x,mpi,,,cpu,h,1,1,1,,,,,,,check,1,,,,,,,,pass,,,,,2\n");
+  const std::vector<Record> read = read_results_csv(path.string());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].labels.mpi_config, "");
+  EXPECT_EQ(read[0].repetition, 2);
+  const fs::path v5 = write_text("v5.csv", header_line() + kGoodRow);
+  EXPECT_EQ(read_results_csv(v5.string()).at(0).labels.mpi_config, "btl=tcp");
+}
 
 std::string replace_field(std::string row, size_t index, const std::string& value) {
   // Fields of kGoodRow hold no quotes, so commas split it.
@@ -261,7 +278,7 @@ TEST_P(CsvReaderMalformed, NamesFileAndLine) {
 std::vector<Malformed> malformed_cases() {
   const std::string h = header_line();
   const std::string ok = kGoodRow;
-  const std::string newer = replace_field(ok, 0, "5");
+  const std::string newer = replace_field(ok, 0, "6");
   const std::string newer_with_extra = newer.substr(0, newer.size() - 1) + ",x\n";
   std::string zero_time = ok;  // every number of the time 0, as a hand edit would make it
   for (size_t column : {20, 23, 24, 25, 26, 27}) zero_time = replace_field(zero_time, column, "0");
@@ -282,10 +299,10 @@ std::vector<Malformed> malformed_cases() {
       {"bad_bytes", h + ok + replace_field(ok, 15, "8K"), 3, "column 'bytes': bad integer '8K'"},
       {"bad_stat", h + ok + replace_field(ok, 26, "1e-6x"), 3, "column 'p95': bad number"},
       {"unknown_verdict", h + ok + replace_field(ok, 28, "maybe"), 3, "unknown verdict 'maybe'"},
-      {"newer_schema", h + ok + replace_field(ok, 0, "5"), 3, "schema_version 5 is newer"},
+      {"newer_schema", h + ok + replace_field(ok, 0, "6"), 3, "schema_version 6 is newer"},
       {"bad_repetition", h + ok + replace_field(ok, 33, "0"), 3, "column 'repetition': not a repetition (1, 2, ...) '0'"},
       {"newer_schema_with_new_column", h.substr(0, h.size() - 1) + ",flavour\n" + newer_with_extra,
-       2, "schema_version 5 is newer"},
+       2, "schema_version 6 is newer"},
       {"bad_seed", h + ok + replace_field(ok, 32, "-1"), 3, "column 'seed': not a seed '-1'"},
       {"zero_schema", h + replace_field(ok, 0, "0"), 2, "not a version"},
       {"too_few_fields", h + ok + "2,r,t\n", 3, "too few fields"},

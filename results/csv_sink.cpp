@@ -158,6 +158,7 @@ std::string format_row(const Record& r) {
   row.samples(format_samples(r.samples));  // schema 2
   row.text(r.seed);                      // schema 3
   row.integer(r.repetition);             // schema 4
+  row.text(l.mpi_config);                // schema 5
   return std::move(row).finish();
 }
 
@@ -168,7 +169,7 @@ const std::vector<std::string>& csv_columns() {
       "schema_version", "run_id", "timestamp", "suite", "case", "backend", "backend_version",
       "mpi_version", "device", "host", "world_size", "nodes", "ranks_per_node", "op", "dtype",
       "bytes", "placement", "strategy", "config", "metric", "value", "unit", "n", "min", "p05",
-      "median", "p95", "max", "verdict", "threshold", "detail", "samples", "seed", "repetition"};
+      "median", "p95", "max", "verdict", "threshold", "detail", "samples", "seed", "repetition", "mpi_config"};
   return columns;
 }
 

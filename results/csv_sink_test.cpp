@@ -37,8 +37,8 @@ namespace fs = std::filesystem;
 constexpr const char* kExpectedHeader =
     "schema_version,run_id,timestamp,suite,case,backend,backend_version,mpi_version,device,host,"
     "world_size,nodes,ranks_per_node,op,dtype,bytes,placement,strategy,config,metric,value,unit,"
-    "n,min,p05,median,p95,max,verdict,threshold,detail,samples,seed,repetition";
-constexpr size_t kColumnCount = 34;  // the names in kExpectedHeader (schema 2 added samples, 3 seed, 4 repetition)
+    "n,min,p05,median,p95,max,verdict,threshold,detail,samples,seed,repetition,mpi_config";
+constexpr size_t kColumnCount = 35;  // the names in kExpectedHeader (schema 2 added samples, 3 seed, 4 repetition, 5 mpi_config)
 
 using Row = std::vector<std::string>;
 

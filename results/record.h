@@ -11,9 +11,9 @@
 
 namespace dts {
 
-// 2 added the `samples` column, 3 the `seed` column, 4 `repetition` (results/SCHEMA.md); readers
-// accept 1 to 4.
-inline constexpr int kSchemaVersion = 4;
+// 2 added the `samples` column, 3 the `seed` column, 4 `repetition`, 5 `mpi_config`
+// (results/SCHEMA.md); readers accept 1 to 5.
+inline constexpr int kSchemaVersion = 5;
 
 // xfail: a failure an expectation file names (a known deviation, cited; results/expectations.h);
 // xpass: an expectation whose deviation no longer shows (a stale waiver), which fails the run.
@@ -30,6 +30,9 @@ struct Labels {
   std::string op, dtype;
   int64_t bytes = -1;  // -1: not applicable (empty in CSV)
   std::string placement, strategy, config;
+  // The MPI library's settings that choose what runs (Open MPI's MCA component selections, MPICH's
+  // control variables), `key=value;...` sorted; empty: the library's defaults. Part of the stack.
+  std::string mpi_config;
 };
 
 // Distribution of a timed quantity. n == 0: no distribution (a single value).

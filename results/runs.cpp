@@ -26,6 +26,7 @@ std::string stack_difference(const JobStack& b, const JobStack& c) {
   add("world_size", std::to_string(b.world_size), std::to_string(c.world_size), false);
   add("nodes", std::to_string(b.nodes), std::to_string(c.nodes), false);
   add("ranks_per_node", std::to_string(b.ranks_per_node), std::to_string(c.ranks_per_node), false);
+  add("mpi_config", b.mpi_config, c.mpi_config, true);
   return text;
 }
 
@@ -35,8 +36,8 @@ class StackCollector {
   void add(const Record& r) {
     const Labels& l = r.labels;
     const int size = job_size(r);
-    const auto [it, added] = job_of_.try_emplace({r.run_id, l.backend, l.device, size}, jobs_.size());
-    if (added) jobs_.push_back({l.backend, l.device, size, 0, 0});
+    const auto [it, added] = job_of_.try_emplace({r.run_id, l.backend, l.device, l.mpi_config, size}, jobs_.size());
+    if (added) jobs_.push_back({l.backend, l.device, l.mpi_config, size, 0, 0});
     JobStack& job = jobs_[it->second];
     job.nodes = std::max(job.nodes, l.nodes);
     job.ranks_per_node = std::max(job.ranks_per_node, l.ranks_per_node);
@@ -51,7 +52,7 @@ class StackCollector {
 
  private:
   std::vector<JobStack> jobs_;
-  std::map<std::tuple<std::string, std::string, std::string, int>, size_t> job_of_;
+  std::map<std::tuple<std::string, std::string, std::string, std::string, int>, size_t> job_of_;
 };
 
 std::vector<JobStack> stacks_of(const std::vector<RecordedRun>& runs) {

@@ -47,6 +47,7 @@ void check_distinct_runs(const std::vector<RecordedRun>& baselines, const std::v
 // A stack as compare tells stacks apart: backend, device, and the job's ranks and nodes.
 struct JobStack {
   std::string backend, device;
+  std::string mpi_config;  // the MPI library's settings (Labels::mpi_config): another transport, another stack
   int world_size = 0, nodes = 0, ranks_per_node = 0;  // the job's, not a sub-world's
   bool operator==(const JobStack&) const = default;
 };

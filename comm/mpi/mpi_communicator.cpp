@@ -14,6 +14,9 @@
 #include <thread>
 #include <optional>
 #include <type_traits>
+#include <set>
+#include <string_view>
+#include <unistd.h>
 #include <utility>
 
 #include "comm/mpi_support.h"
@@ -230,6 +233,34 @@ std::string mpi_library_version() {
   if (newline != std::string::npos) version.resize(newline);
   while (!version.empty() && (version.back() == ' ' || version.back() == '\0')) version.pop_back();
   return version;
+}
+
+std::string mpi_settings(const std::vector<std::string>& environment) {
+  static const std::set<std::string, std::less<>> kFrameworks = {"pml", "mtl", "btl", "coll", "op", "osc"};
+  std::vector<std::string> settings;
+  for (const std::string& entry : environment) {
+    const size_t equals = entry.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string_view key(entry.data(), equals);
+    const std::string value = entry.substr(equals + 1);
+    constexpr std::string_view kOmpi = "OMPI_MCA_", kMpich = "MPIR_CVAR_";
+    if (key.starts_with(kOmpi)) {
+      const std::string_view name = key.substr(kOmpi.size());
+      if (kFrameworks.count(name) || name.starts_with("coll_tuned_")) settings.push_back(std::string(name) + "=" + value);
+    } else if (key.starts_with(kMpich) && key.size() > kMpich.size()) {
+      settings.push_back(std::string(key.substr(kMpich.size())) + "=" + value);
+    }
+  }
+  std::sort(settings.begin(), settings.end());
+  std::string text;
+  for (const std::string& s : settings) text += (text.empty() ? "" : ";") + s;
+  return text;
+}
+
+std::string mpi_settings() {
+  std::vector<std::string> environment;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
+  return mpi_settings(environment);
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string spec, std::shared_ptr<OpObserver> observer)

@@ -6,6 +6,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -65,6 +66,17 @@ std::vector<std::string> mpi_datatype_names(DType dtype, bool reducing);
 
 // The MPI library's own version string, first line ("Open MPI v4.1.4, ...", "MPICH Version: 4.0.2").
 std::string mpi_library_version();
+
+// The MPI library's settings that choose what runs, from `environment` ("KEY=VALUE" entries, as
+// environ holds them), sorted, `key=value;...`, empty when none is set:
+// - Open MPI's component selections, as `mpirun --mca KEY VALUE` or OMPI_MCA_KEY set them: the
+//   frameworks pml, mtl, btl, coll, op and osc (`--mca op ^avx`: op=^avx), and the tuned
+//   collectives' forced algorithms (coll_tuned_*);
+// - MPICH's control variables, MPIR_CVAR_* (the MPIR_CVAR_ prefix dropped).
+// Open MPI reads MCA parameter files too ($HOME/.openmpi/mca-params.conf); those are not seen.
+std::string mpi_settings(const std::vector<std::string>& environment);
+// mpi_settings of this process's environment.
+std::string mpi_settings();
 
 // True for MPICH releases that crash in MPI_Reduce(MPI_IN_PLACE) at a non-zero root
 // (pmodels/mpich#6540, fixed in 4.1.2), judged from the library version string.

@@ -47,6 +47,24 @@ TEST_F(MpiBackendTest, Identity) {
   comm_->barrier();
 }
 
+// The library's settings that make another stack: Open MPI's component selections and forced
+// tuned algorithms, MPICH's control variables; sorted, whatever the environment's order. Tuning
+// that selects no component (mpi_yield_when_idle), the launcher's own variables and other
+// programs' are left out, so an unchanged stack keeps an empty identity.
+TEST(MpiSettings, ComponentSelectionsAndControlVariablesOnly) {
+  EXPECT_EQ(mpi_settings({}), "");
+  EXPECT_EQ(mpi_settings({"OMPI_MCA_mpi_yield_when_idle=1", "OMPI_MCA_orte_ess_num_procs=4", "PATH=/bin",
+                          "OMPI_COMM_WORLD_SIZE=4", "MPIR_CVAR_=x", "NOEQUALS"}),
+            "");
+  EXPECT_EQ(mpi_settings({"OMPI_MCA_op=^avx", "OMPI_MCA_btl=tcp,self", "OMPI_MCA_pml=ob1",
+                          "OMPI_MCA_coll_tuned_allreduce_algorithm=4", "OMPI_MCA_mtl=ofi", "OMPI_MCA_coll=^hcoll",
+                          "OMPI_MCA_osc=pt2pt"}),
+            "btl=tcp,self;coll=^hcoll;coll_tuned_allreduce_algorithm=4;mtl=ofi;op=^avx;osc=pt2pt;pml=ob1");
+  EXPECT_EQ(mpi_settings({"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring", "MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0"}),
+            "ALLREDUCE_INTRA_ALGORITHM=ring;CH4_OFI_ENABLE_TAGGED=0");
+  EXPECT_EQ(mpi_settings({"OMPI_MCA_btl=a=b"}), "btl=a=b");  // a value may hold '='
+}
+
 // Every integer dtype has its fixed-width name first, then C names of its width and signedness;
 // each is that many bytes in the library; reductions never get MPI_CHAR; floats have one name.
 TEST_F(MpiBackendTest, DatatypeNamesOfEachDtype) {

@@ -175,12 +175,12 @@ PY
   echo "$rc $flagged"
 }
 
-# The files without `repetition` (schema 3), for a binary that predates it.
+# The files without `repetition` and `mpi_config` (schema 3), for a binary that predates them.
 schema3() {
   python3 - "$1" "$2" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-fields = [f for f in rows[0].keys() if f != "repetition"]
+fields = [f for f in rows[0].keys() if f not in ("repetition", "mpi_config")]
 with open(sys.argv[2], "w", newline="") as out:
     w = csv.DictWriter(out, fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
