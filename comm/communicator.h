@@ -81,6 +81,9 @@ struct OpObserver {
   std::atomic<int64_t> opaque_collectives{0};
   std::atomic<int> current{0};         // ObservedOp of the call in progress (none: outside any)
   std::atomic<int> last_completed{0};  // ObservedOp of the last call that returned
+  // Where the case is in a sequence of its own, set by the suite (the replay: the index of the
+  // trace operation it issued last), so that a hang names it; -1: none. Reset at each case.
+  std::atomic<int64_t> position{-1};
 };
 
 // RAII scope a leaf backend opens around each library call; no-op without an observer.

@@ -187,6 +187,9 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
   run->add_option("--chunk-bytes", chunk,
                   "chunk size of the pipelined reference algorithms (ring); auto: chosen from the size and ranks")
       ->capture_default_str();
+  run->add_option("--record-trace", cmd.record_trace_dir,
+                  "write every call this run makes of the stack under test to DIR/rank-R.jsonl (a trace: "
+                  "`dtsuite trace stats DIR`, `dtsuite run replay --trace DIR` on another stack)");
   run->add_option("--fault-rank", cmd.fault_rank, "rank that faulty(...) backends target; -1: the last")
       ->check(CLI::Range(-1, 1 << 20))->capture_default_str();
 
@@ -261,6 +264,32 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                      "seconds to wait for the bytes of an input that is a FIFO or pipe, and for each plot's gnuplot; "
                      "0: never give up")
       ->check(FiniteRange(0.0, 1e9))->capture_default_str();
+
+  TraceOptions& to = cmd.trace;
+  CLI::App* trace = app.add_subcommand("trace", "check, describe and import communication traces (docs/trace.md)");
+  trace->require_subcommand(1);
+  CLI::App* trace_check = trace->add_subcommand(
+      "check", "check a trace as a replay would before launching: every group's ranks issue the same collectives in "
+               "the same order, sends and receives pair up, every wait names an op in flight (exit 2 if not)");
+  trace_check->add_option("trace", to.inputs, "the trace folder (rank-R.jsonl files)")->required()->expected(1);
+  CLI::App* trace_stats = trace->add_subcommand("stats", "the operations of a trace by op, dtype, size and group");
+  trace_stats->add_option("trace", to.inputs, "the trace folder (rank-R.jsonl files)")->required()->expected(1);
+  CLI::App* trace_import = trace->add_subcommand(
+      "import", "convert PyTorch execution traces, Kineto (Chrome) traces or Chakra traces, one file per rank, into "
+                "a dtsuite trace folder");
+  trace_import->add_option("files", to.inputs, "the source files, one per rank")->required()->expected(1, 1 << 20);
+  trace_import->add_option("--to", to.to_dir, "the trace folder to write")->required();
+  trace_import->add_option("--format", to.format, "the sources' format; auto: from each file's first bytes")
+      ->check(CLI::IsMember({"auto", "pytorch-et", "kineto", "chakra"}))->capture_default_str();
+  trace_import->add_option("--world", to.world,
+                           "the job's world size, for sources that do not say it (Chakra); the files then are ranks "
+                           "0.. in the order given")
+      ->check(CLI::Range(1, 1 << 20));
+  for (CLI::App* sub : {trace_check, trace_stats, trace_import}) {
+    sub->add_option("-T,--timeout", to.timeout_seconds,
+                    "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
+        ->check(FiniteRange(0.0, 1e9))->capture_default_str();
+  }
 
   PlanOptions& po = cmd.plan;
   CLI::App* plan = app.add_subcommand(
@@ -346,6 +375,11 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
     cmd.kind = Command::Kind::report;
     return cmd;
   }
+  if (app.got_subcommand("trace")) {
+    to.action = trace->get_subcommands().front()->get_name();
+    cmd.kind = Command::Kind::trace;
+    return cmd;
+  }
   if (app.got_subcommand("plan")) {
     if (po.ranks_per_node == 0) po.ranks_per_node = po.ranks;
     if (po.ranks % po.ranks_per_node != 0) {
@@ -355,7 +389,7 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
     cmd.kind = Command::Kind::plan;
     return cmd;
   }
-  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare, ab, report or plan)");
+  if (!app.got_subcommand("run")) throw UsageError("no command given (expected run, list, compare, ab, report, plan or trace)");
   cmd.kind = Command::Kind::run;
 
   try {

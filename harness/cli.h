@@ -73,8 +73,19 @@ struct PlanOptions {
   double timeout_seconds = 300;           // -T, as compare's
 };
 
+// `dtsuite trace check|stats DIR`, `dtsuite trace import FILE... --to DIR` (harness/trace_command.cpp,
+// trace/). No MPI.
+struct TraceOptions {
+  std::string action;               // check, stats, import
+  std::vector<std::string> inputs;  // check, stats: one trace folder; import: the source files, one per rank
+  std::string to_dir;               // import: the trace folder to write (new, or without rank files)
+  std::string format = "auto";      // import: auto, pytorch-et, kineto, chakra
+  int world = -1;                   // import: the world size where the sources do not say it
+  double timeout_seconds = 300;     // -T, as compare's
+};
+
 struct Command {
-  enum class Kind { run, list, compare, ab, report, plan, help, version } kind = Kind::help;
+  enum class Kind { run, list, compare, ab, report, plan, trace, help, version } kind = Kind::help;
   std::string help_text;  // for Kind::help
   RunOptions run;
   std::string csv_path;      // empty: out/dtsuite-<run id>.csv
@@ -90,6 +101,8 @@ struct Command {
   AbOptions ab;
   ReportOptions report;
   PlanOptions plan;
+  TraceOptions trace;
+  std::string record_trace_dir;  // run --record-trace: every call of the stack, per rank (trace/recorder.h)
   size_t chunk_bytes = 0;  // --chunk-bytes; 0 (auto): the ring's own rule
   int fault_rank = -1;
   int64_t fault_after = 0;

@@ -13,6 +13,7 @@ int run_compare(const CompareOptions& options);  // harness/compare_command.cpp
 int run_report(const ReportOptions& options);    // harness/report_command.cpp
 int run_ab(const AbOptions& options);            // harness/ab_command.cpp
 int run_plan(const PlanOptions& options);        // harness/plan_command.cpp
+int run_trace(const TraceOptions& options);      // harness/trace_command.cpp
 
 // How compare and report read results files: FIFOs and pipes waited on at most `timeout_seconds`,
 // a torn last row said on stderr as a warning (harness/report_command.cpp).

@@ -59,6 +59,7 @@
 #include "results/expectations.h"
 #include "suites/profiles/profile.h"
 #include "suites/suite.h"
+#include "trace/recorder.h"
 
 namespace dts {
 
@@ -337,7 +338,7 @@ class Results {
 class HarnessContext final : public RunContext {
  public:
   HarnessContext(Communicator& tested, Communicator& control, const RunOptions& options, Memory memory,
-                 const StackInfo& stack, std::string run_id, Results* results, const OpObserver* observer)
+                 const StackInfo& stack, std::string run_id, Results* results, OpObserver* observer)
       : tested_(&tested), control_(control), options_(options), memory_(memory), stack_(stack),
         run_id_(std::move(run_id)), results_(results), observer_(observer) {}
 
@@ -357,6 +358,7 @@ class HarnessContext final : public RunContext {
   Traffic traffic() const override {
     return {observer_->bytes_sent.load(), observer_->opaque_collectives.load(), observer_->bytes_received.load()};
   }
+  void at_position(int64_t index) override { observer_->position.store(index, std::memory_order_relaxed); }
   // The watchdog whose clock off_the_clock() stops; none: the clock runs (before the case loop).
   void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
   double off_the_clock(const std::function<void()>& host_work) override {
@@ -432,7 +434,7 @@ class HarnessContext final : public RunContext {
   int repetition_ = 1;
   std::string run_id_;
   Results* results_;
-  const OpObserver* observer_;
+  OpObserver* observer_;
   std::mutex case_mutex_;  // participants() on the main thread; label_unfinished() on the watchdog's too
   std::optional<Participants> case_participants_;
   std::string note_;  // main thread only
@@ -701,6 +703,15 @@ int run_with_mpi(Command& cmd) {
   comm_options.observer = observer;
   comm_options.node_name = o.node;
   std::unique_ptr<Communicator> tested;
+  // --record-trace: the stack under test behind the recorder (trace/recorder.h), one file per rank;
+  // a communicator made anew after an abort writes into the same file.
+  std::shared_ptr<trace::Recording> recording;
+  auto make_tested = [&] {
+    std::unique_ptr<Communicator> made = make_communicator(o.backend, comm_options);
+    if (cmd.record_trace_dir.empty()) return made;
+    if (!recording) recording = trace::start_recording(cmd.record_trace_dir, rank, size, o.backend);
+    return trace::record_calls(std::move(made), recording);
+  };
   std::vector<std::unique_ptr<Suite>> suites;
   std::vector<std::pair<Suite*, Case>> cases;
   // The suites' plans read their inputs (--data) once for the job, through `control`.
@@ -713,7 +724,7 @@ int run_with_mpi(Command& cmd) {
   o.memory_available = least_memory_available(*control, o.ranks_on_node);
   auto planned = agreed_failure(*agreement, [&] {
     for (const auto& name : o.suites) suites.push_back(make_suite(name));
-    tested = make_communicator(o.backend, comm_options);
+    tested = make_tested();
     std::set<std::pair<std::string, std::string>> planned_ids;
     for (auto& suite : suites) {
       for (auto& c : suite->plan(o)) {
@@ -914,7 +925,7 @@ int run_with_mpi(Command& cmd) {
     if (aborted == 0) return std::nullopt;
     tested->abort();
     tested.reset();
-    if (auto failure = agreed_failure(*agreement, [&] { tested = make_communicator(o.backend, comm_options); })) {
+    if (auto failure = agreed_failure(*agreement, [&] { tested = make_tested(); })) {
       return failure;
     }
     context.use_tested(*tested, "ran on a new " + o.backend + " communicator (case " + case_id +
@@ -985,6 +996,21 @@ int run_with_mpi(Command& cmd) {
     if (renewal_failed != 0) exit_code = renewal_failed;
   }
   agreement->broadcast(&exit_code, &exit_code, 1, DType::i32, 0);
+  if (recording) {
+    // A trace that could not be written whole is said by the rank that wrote it, and the run's
+    // rows stay as they are: exit 2, as any output that failed.
+    int32_t unwritten = 0;
+    try {
+      trace::finish_recording(*recording);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtsuite: error: rank %d: %s\n", rank, e.what());
+      unwritten = 1;
+    }
+    agreement->all_reduce(&unwritten, &unwritten, 1, DType::i32, ReduceOp::max);
+    if (unwritten != 0 && exit_code == kExitPass) exit_code = kExitUsage;
+    say("trace of every call of the stack: " + cmd.record_trace_dir + "/rank-R.jsonl (dtsuite trace stats " +
+        cmd.record_trace_dir + ")");
+  }
   signals.stop();
   watchdog.stop();
   return exit_code;
@@ -1085,6 +1111,8 @@ int harness_main(int argc, char** argv) {
       return run_report(cmd.report);
     case Command::Kind::plan:
       return run_plan(cmd.plan);
+    case Command::Kind::trace:
+      return run_trace(cmd.trace);
     case Command::Kind::run: break;
   }
 

@@ -77,6 +77,7 @@ void Watchdog::begin_case(int64_t index, const std::string& id, double budget_se
     paused_since_.reset();
   }
   entered_at_case_start_.store(tested_ ? tested_->entered.load() : 0);
+  if (tested_) tested_->position.store(-1);
   body_done_.store(false);
   case_index_.store(index);
   case_active_.store(true);
@@ -205,7 +206,7 @@ std::string Watchdog::describe_waiting(const Answers& answers) const {
 // [case index, calls in progress (stack under test or harness), calls into the stack this case,
 //  calls into the stack or the harness's communicators since the start, the call in progress
 //  (an ObservedOp of the stack, or kHarnessOp + one of the harness's), the stack's last completed,
-//  1 once the case body is over (body_done)]
+//  1 once the case body is over (body_done), the suite's position in the case (-1: none)]
 Watchdog::State Watchdog::local_state() const {
   const int64_t inside = (tested_ ? tested_->inside.load() : 0) + (control_ ? control_->inside.load() : 0);
   const int64_t entered = tested_ ? tested_->entered.load() - entered_at_case_start_.load() : 0;
@@ -213,7 +214,8 @@ Watchdog::State Watchdog::local_state() const {
   int64_t op = tested_ ? tested_->current.load() : 0;
   if (op == 0 && control_ && control_->current.load() != 0) op = kHarnessOp + control_->current.load();
   const int64_t last = tested_ ? tested_->last_completed.load() : 0;
-  return {case_index_.load(), inside, entered, calls, op, last, body_done_.load() ? 1 : 0, 0};
+  const int64_t position = tested_ ? tested_->position.load() : -1;
+  return {case_index_.load(), inside, entered, calls, op, last, body_done_.load() ? 1 : 0, position, 0};
 }
 
 void Watchdog::set_nodes(std::vector<std::string> node_of_rank) {
@@ -590,6 +592,7 @@ std::string Watchdog::diagnose(const std::string& why, const Answers& answers) {
     else if (st[4] > 0) out << " in " << name(observed_op_of(st[4]));
     else out << " outside any call";
     out << " (last completed " << name(observed_op_of(st[5])) << ")";
+    if (st[7] >= 0) out << " at operation #" << st[7] << " of its trace";
     if (r + 1 < size_) out << ',';
   }
   return out.str();

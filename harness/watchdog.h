@@ -97,7 +97,7 @@ class Watchdog {
  private:
   void run_leader();
   void run_follower();
-  static constexpr int kStateSize = 8;  // local_state() and, last, the query it answers
+  static constexpr int kStateSize = 9;  // local_state() and, last, the query it answers
   static constexpr int64_t kHarnessOp = 1000;  // a call of the harness's communicators, not the stack's
   using State = std::array<int64_t, kStateSize>;
   struct Answers {

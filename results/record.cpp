@@ -24,6 +24,28 @@ std::string_view name(Verdict verdict) {
   return "?";
 }
 
+Stats invert_stats(const Stats& time, double bytes) {
+  // bytes / t is decreasing in t: the slowest iteration gives the lowest bandwidth.
+  const auto inv = [&](double t) { return t > 0 ? bytes / t : 0.0; };
+  Stats s;
+  s.n = time.n;
+  s.min = inv(time.max);
+  s.p05 = inv(time.p95);
+  s.median = inv(time.median);
+  s.p95 = inv(time.p05);
+  s.max = inv(time.min);
+  return s;
+}
+
+Stats scale_stats(Stats s, double factor) {
+  s.min *= factor;
+  s.p05 *= factor;
+  s.median *= factor;
+  s.p95 *= factor;
+  s.max *= factor;
+  return s;
+}
+
 Stats compute_stats(std::vector<double> samples) {
   Stats s;
   if (samples.empty()) return s;

@@ -42,6 +42,11 @@ struct Stats {
 };
 // Order statistics of `samples` (p05/p95 by linear interpolation between closest ranks).
 Stats compute_stats(std::vector<double> samples);
+// The distribution of bytes / t for a distribution of times t (algbw from time): the slowest
+// iteration gives the lowest bandwidth, so min and max, p05 and p95 trade places.
+Stats invert_stats(const Stats& time, double bytes);
+// Every figure times `factor` (busbw from algbw).
+Stats scale_stats(Stats s, double factor);
 
 struct Record {
   std::string run_id, timestamp;  // filled by the harness when the record is emitted

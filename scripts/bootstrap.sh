@@ -5,7 +5,8 @@
 # builds: `sanitize` (ASan + UBSan build in build-asan, its unit and MPI tests) and `fuzz` (clang
 # build in build-fuzz, each libFuzzer target of fuzz/ for FUZZ_SECONDS); and `vendors`: a build
 # against MPICH in build-mpich beside the Open MPI one in build/ (after `test` or `run`), the
-# collectives suite on both and over Gloo at 2 ranks (scripts/vendors/side_by_side.sh).
+# collectives suite on both and over Gloo at 2 ranks (scripts/vendors/side_by_side.sh), and a
+# strategy's trace recorded on Open MPI and replayed on MPICH (scripts/vendors/replay_across.sh).
 #   bash scripts/bootstrap.sh [run|test|sanitize|fuzz|vendors] [extra dtsuite run flags...]
 # Environment: BUILD_DIR (default build, build-asan, build-fuzz, build-mpich by mode), NP (ranks for `run`,
 # default 4), CI=true (warnings become errors), DTS_CMAKE_FLAGS (extra configure flags),
@@ -47,6 +48,7 @@ packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcli11-d
           iproute2 slurm-wlm   # the two-node fixture (scripts/cluster), a single-node Slurm (scripts/slurm)
           mpich libmpich-dev   # a second MPI beside Open MPI (which stays the default mpicxx/mpirun)
           libgloo-dev          # Gloo, PyTorch's CPU collectives: the gloo backend
+          nlohmann-json3-dev   # JSON: traces (trace/) and the importers of PyTorch and Kineto traces
           clang-16 libclang-rt-16-dev)  # fuzz/: clang 16 (14 lacks std::source_location), libFuzzer, sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
@@ -127,9 +129,10 @@ case "$mode" in
     ;;
   vendors)
     [ -x build/harness/dtsuite ] || { echo "bootstrap.sh vendors: needs the Open MPI build in build/ (run the test stage first)" >&2; exit 2; }
-    echo "== Open MPI (build/), MPICH ($build_dir) and Gloo side by side, 2 ranks: ctest vendors_side_by_side_test"
+    echo "== Open MPI (build/), MPICH ($build_dir) and Gloo side by side, 2 ranks; a strategy's trace recorded on"
+    echo "   Open MPI and replayed on MPICH, 4 ranks: ctest vendors_side_by_side_test vendors_replay_test"
     DTS_MPICH_DTSUITE="$(realpath "$build_dir/harness/dtsuite")" \
-      exec ctest --test-dir build --output-on-failure --verbose -R '^vendors_side_by_side_test$' --no-tests=error
+      exec ctest --test-dir build --output-on-failure --verbose -R '^vendors_(side_by_side|replay)_test$' --no-tests=error
     ;;
   fuzz)
     echo "== fuzzing each target for ${FUZZ_SECONDS:-60} s (crash reproducers: $build_dir/fuzz/*.work/artifacts)"

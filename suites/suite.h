@@ -136,6 +136,9 @@ class RunContext {
     int64_t bytes_sent = 0, opaque_collectives = 0, bytes_received = 0;
   };
   virtual Traffic traffic() const = 0;
+  // Where this rank is in a sequence of the case's own (the replay: the trace operation it
+  // issues), for the watchdog's report of a hang ("rank 2 ... at operation #417"). Default: none.
+  virtual void at_position(int64_t index) { (void)index; }
   // Who took part in a case that ran on a sub-world (a communicator split from comm()): the
   // members' count, the nodes they span and the most members on one node. Collective over
   // control(): every rank of the job calls it, `member` true on the ranks that took part. A

@@ -428,28 +428,6 @@ Labels case_labels(const CollectiveCase& c, int world_size) {
   return l;
 }
 
-Stats invert_stats(const Stats& time, double bytes) {
-  // bytes / t is decreasing in t: the slowest iteration gives the lowest bandwidth.
-  const auto inv = [&](double t) { return t > 0 ? bytes / t : 0.0; };
-  Stats s;
-  s.n = time.n;
-  s.min = inv(time.max);
-  s.p05 = inv(time.p95);
-  s.median = inv(time.median);
-  s.p95 = inv(time.p05);
-  s.max = inv(time.min);
-  return s;
-}
-
-Stats scale_stats(Stats s, double factor) {
-  s.min *= factor;
-  s.p05 *= factor;
-  s.median *= factor;
-  s.p95 *= factor;
-  s.max *= factor;
-  return s;
-}
-
 // The names besides the default that the plan runs `dtype` through: the mpi backend's other MPI
 // names of an integer dtype (mpi_datatype_names), for reductions, unless --mpi-names fixed or
 // --quick; none for any other backend, which has one name per dtype.

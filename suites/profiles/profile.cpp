@@ -73,6 +73,8 @@ const std::vector<RunKey> kRunKeys{
     {"link-bytes", RunKind::any}, {"link-speed", RunKind::any},
     // Hardware.
     {"gemm-size", RunKind::any}, {"triad-bytes", RunKind::any},
+    // Replay (a profile may name a trace to replay, checked, as a workload of its own).
+    {"trace", RunKind::any}, {"check-every", RunKind::any},
     // The planner verified.
     {"measurements", RunKind::list}, {"verify", RunKind::any}, {"memory-per-rank", RunKind::any}};
 
@@ -85,6 +87,7 @@ const std::vector<std::pair<std::string_view, std::string_view>> kCommandLineOnl
     {"push", kOutputsAndListeners},
     {"metrics-port", kOutputsAndListeners},
     {"metrics-address", kOutputsAndListeners},
+    {"record-trace", kOutputsAndListeners},
     {"profile", "a profile cannot name another profile"},
     {"expect", "expectation files (--expect) are the command line's: a profile says what a stack must show, not "
                "which of its deviations are known"},
