@@ -285,7 +285,15 @@ Command parse_command_line(int argc, char** argv, const ProfileText& profile_tex
                            "the job's world size, for sources that do not say it (Chakra); the files then are ranks "
                            "0.. in the order given")
       ->check(CLI::Range(1, 1 << 20));
-  for (CLI::App* sub : {trace_check, trace_stats, trace_import}) {
+  CLI::App* trace_predict = trace->add_subcommand(
+      "predict", "price each operation class of a replay (run replay --csv) by the planner's alpha-beta fits of the "
+                 "stack's measurements, and say the error per class and its median per op");
+  trace_predict->add_option("replay", to.inputs, "the replay's results CSV")->required()->expected(1);
+  trace_predict->add_option("--measurements", to.measurements,
+                            "results CSVs of the same stack: collectives (each collective, dtype and group size the "
+                            "replay has), topology (point-to-point)")
+      ->required();
+  for (CLI::App* sub : {trace_check, trace_stats, trace_import, trace_predict}) {
     sub->add_option("-T,--timeout", to.timeout_seconds,
                     "seconds to wait for the bytes of an input that is a FIFO or pipe; 0: never give up")
         ->check(FiniteRange(0.0, 1e9))->capture_default_str();

@@ -73,14 +73,16 @@ struct PlanOptions {
   double timeout_seconds = 300;           // -T, as compare's
 };
 
-// `dtsuite trace check|stats DIR`, `dtsuite trace import FILE... --to DIR` (harness/trace_command.cpp,
-// trace/). No MPI.
+// `dtsuite trace check|stats DIR`, `dtsuite trace import FILE... --to DIR`, `dtsuite trace predict
+// REPLAY.csv --measurements M.csv...` (harness/trace_command.cpp, trace/, planner/). No MPI.
 struct TraceOptions {
-  std::string action;               // check, stats, import
-  std::vector<std::string> inputs;  // check, stats: one trace folder; import: the source files, one per rank
+  std::string action;               // check, stats, import, predict
+  // check, stats: one trace folder; import: the source files, one per rank; predict: a replay's CSV
+  std::vector<std::string> inputs;
   std::string to_dir;               // import: the trace folder to write (new, or without rank files)
   std::string format = "auto";      // import: auto, pytorch-et, kineto, chakra
   int world = -1;                   // import: the world size where the sources do not say it
+  std::vector<std::string> measurements;  // predict: the stack's results CSVs the planner fits
   double timeout_seconds = 300;     // -T, as compare's
 };
 

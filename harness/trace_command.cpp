@@ -1,5 +1,5 @@
-// `dtsuite trace check|stats|import`: the trace commands that run in one process, before any job
-// (trace/). check and import end 2 on a trace that would hang or corrupt a job, naming the rank
+// `dtsuite trace check|stats|import|predict`: the trace commands that run in one process, before
+// or after a job (trace/; predict: planner/replay_prediction.h). check and import end 2 on a trace that would hang or corrupt a job, naming the rank
 // and operation; 3 when an input never came (a FIFO with no writer).
 #include <cstdio>
 #include <exception>
@@ -10,6 +10,9 @@
 #include "core/error.h"
 #include "harness/commands.h"
 #include "harness/runner.h"
+#include "planner/measurements.h"
+#include "planner/replay_prediction.h"
+#include "results/csv_reader.h"
 #include "trace/check.h"
 #include "trace/import.h"
 #include "trace/import_chakra.h"
@@ -105,6 +108,34 @@ int import_sources(const TraceOptions& options) {
   return kExitPass;
 }
 
+int predict(const TraceOptions& options) {
+  planner::refuse_repeated_files(options.measurements, "--measurements");
+  planner::Measurements measurements;
+  for (const std::string& path : options.measurements) {
+    measurements.add(read_results_csv(path, csv_read_options(options.timeout_seconds)), path);
+  }
+  const std::string& replay_path = options.inputs.front();
+  const planner::ReplayPredictions p =
+      planner::predict_replay(read_results_csv(replay_path, csv_read_options(options.timeout_seconds)), measurements);
+  if (p.priced.empty() && p.unpriced.empty()) {
+    throw Error(Error::Kind::invalid_argument, replay_path + " holds no replay time rows (run replay --trace DIR --csv FILE)");
+  }
+  std::printf("# replay %s priced by the alpha-beta fits of %s (%s)\n", replay_path.c_str(),
+              measurements.sources().c_str(), measurements.stack().text().c_str());
+  std::printf("%-44s %12s %12s %9s  %s\n", "class", "replayed us", "predicted us", "error", "fit");
+  for (const planner::ReplayClassPrediction& c : p.priced) {
+    std::printf("%-44s %12.3f %12.3f %+8.1f%%  %s\n", c.case_id.c_str(), c.measured * 1e6, c.predicted * 1e6,
+                c.error() * 100, c.basis.c_str());
+  }
+  for (const auto& [op, median] : p.median_abs_error()) {
+    size_t n = 0;
+    for (const planner::ReplayClassPrediction& c : p.priced) n += c.op == op;
+    std::printf("# median |error| of %s: %.1f%% over %zu classes\n", op.c_str(), median * 100, n);
+  }
+  for (const std::string& why : p.unpriced) std::printf("# not priced: %s\n", why.c_str());
+  return kExitPass;
+}
+
 }  // namespace
 
 int run_trace(const TraceOptions& options) {
@@ -117,6 +148,7 @@ int run_trace(const TraceOptions& options) {
       std::printf("%s", trace::format_stats(trace::trace_stats(options.inputs.front(), options.timeout_seconds)).c_str());
       return kExitPass;
     }
+    if (options.action == "predict") return predict(options);
     return import_sources(options);
   } catch (const std::exception& e) {
     std::fflush(stdout);

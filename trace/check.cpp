@@ -11,14 +11,20 @@
 namespace dts::trace {
 namespace {
 
+// What must agree of a collective across its group, in 32 bytes: the checker holds one per
+// collective of the trace. all_to_allv's split lists, kept whole, are in a table of their own.
 struct Signature {
   int64_t seq = 0;
-  OpKind kind = OpKind::all_reduce;
-  int dtype = -1, redop = -1;  // -1: not said
   int64_t count = 0;
-  int root = -1;
-  bool truncated = false;
-  std::vector<int64_t> in_splits, out_splits;
+  int32_t root = -1;
+  int32_t splits = -1;  // all_to_allv: its entry in the split table; -1: none, or not known
+  OpKind kind = OpKind::all_reduce;
+  int8_t dtype = -1, redop = -1;  // -1: not said
+};
+static_assert(sizeof(Signature) <= 32, "the checker's memory per collective is stated in check.h");
+
+struct Splits {
+  std::vector<int64_t> in, out;
 };
 
 struct GroupState {
@@ -49,7 +55,7 @@ std::string describe(const Signature& s) {
   if (s.dtype >= 0) out += " " + std::string(name(static_cast<DType>(s.dtype)));
   if (s.redop >= 0) out += " " + std::string(name(static_cast<ReduceOp>(s.redop)));
   if (s.kind == OpKind::all_to_allv) {
-    out += s.truncated ? " (splits not known)" : " (splits)";
+    out += s.splits < 0 ? " (splits not known)" : " (splits)";
   } else if (s.kind != OpKind::barrier) {
     out += " of " + std::to_string(s.count) + (s.dtype >= 0 ? " elements" : " bytes");
   }
@@ -76,6 +82,7 @@ CheckSummary check_trace(const std::string& dir, double timeout_seconds) {
   std::map<std::pair<std::vector<int>, int>, size_t> group_index;
   std::vector<GroupState> groups;
   std::map<std::tuple<size_t, int, int, int64_t>, Channel> channels;  // group, from, to, tag
+  std::vector<Splits> splits;
 
   for (int r = 0; r < folder.world; ++r) {
     TraceReader reader(rank_file(dir, r), timeout_seconds);
@@ -126,14 +133,15 @@ CheckSummary check_trace(const std::string& dir, double timeout_seconds) {
         Signature s;
         s.seq = op.seq;
         s.kind = op.kind;
-        s.dtype = op.dtype ? static_cast<int>(*op.dtype) : -1;
-        s.redop = op.redop ? static_cast<int>(*op.redop) : -1;
+        s.dtype = static_cast<int8_t>(op.dtype ? static_cast<int>(*op.dtype) : -1);
+        s.redop = static_cast<int8_t>(op.redop ? static_cast<int>(*op.redop) : -1);
         s.count = op.count;
         s.root = op.root;
-        s.truncated = op.splits_truncated;
-        s.in_splits = std::move(op.in_splits);
-        s.out_splits = std::move(op.out_splits);
-        state.ops[me].push_back(std::move(s));
+        if (op.kind == OpKind::all_to_allv && !op.splits_truncated) {
+          s.splits = static_cast<int32_t>(splits.size());
+          splits.push_back({std::move(op.in_splits), std::move(op.out_splits)});
+        }
+        state.ops[me].push_back(s);
         continue;
       }
       const int64_t bytes = bytes_of(op);
@@ -197,15 +205,18 @@ CheckSummary check_trace(const std::string& dir, double timeout_seconds) {
       if (expected[k].kind != OpKind::all_to_allv) continue;
       for (size_t i = 0; i < state.ranks.size(); ++i) {
         const Signature& a = state.ops[i][k];
-        if (a.truncated) continue;
+        if (a.splits < 0) continue;
         for (size_t j = 0; j < state.ranks.size(); ++j) {
           const Signature& b = state.ops[j][k];
-          if (b.truncated || a.in_splits[j] == b.out_splits[i]) continue;
+          if (b.splits < 0) continue;
+          const int64_t sent = splits[static_cast<size_t>(a.splits)].in[j];
+          const int64_t expected_here = splits[static_cast<size_t>(b.splits)].out[i];
+          if (sent == expected_here) continue;
           throw Error(Error::Kind::invalid_argument,
                       prefix + "rank " + std::to_string(state.ranks[i]) + "'s operation #" + std::to_string(a.seq) +
-                          " (all_to_allv on " + group + ") sends " + std::to_string(a.in_splits[j]) +
-                          " elements to rank " + std::to_string(state.ranks[j]) + ", whose #" + std::to_string(b.seq) +
-                          " receives " + std::to_string(b.out_splits[i]) + " from it");
+                          " (all_to_allv on " + group + ") sends " + std::to_string(sent) + " elements to rank " +
+                          std::to_string(state.ranks[j]) + ", whose #" + std::to_string(b.seq) + " receives " +
+                          std::to_string(expected_here) + " from it");
         }
       }
     }

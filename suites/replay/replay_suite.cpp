@@ -519,6 +519,19 @@ class ReplaySuite final : public Suite {
     }
     out.emitted.insert(cls);
     const OpClass& k = plan_->classes[cls];
+    // Who took part: the group's members, the nodes they span and the most on one node (the
+    // planner prices a class by this shape: `trace predict`).
+    {
+      const NodeMap& nodes = ctx.topology().nodes;
+      std::map<int, int> on_node;
+      for (const int r : k.group) {
+        if (static_cast<size_t>(r) < nodes.node_of_rank.size()) ++on_node[nodes.node_of_rank[static_cast<size_t>(r)]];
+      }
+      base.labels.nodes = std::max<int>(1, static_cast<int>(on_node.size()));
+      base.labels.ranks_per_node = 0;
+      for (const auto& [node, count] : on_node) base.labels.ranks_per_node = std::max(base.labels.ranks_per_node, count);
+      if (base.labels.ranks_per_node == 0) base.labels.ranks_per_node = static_cast<int>(k.group.size());
+    }
     const trace::ClassTotals& totals = plan_->stats.classes.at(k);
     const int n = static_cast<int>(k.group.size());
     std::string notes;
@@ -595,6 +608,48 @@ SuiteInfo replay_info() {
       {"recorded_comm_time", "seconds", "a rank's recorded communication time, where the trace has one"},
   };
   info.label_keys = {"rank"};
+  PlotSpec time;
+  time.metric = "time";
+  time.x = PlotSpec::X::bytes;
+  time.split = "op";
+  time.series = {"dtype", "group"};
+  time.id = "replay-time-{split}";
+  time.title = "{split}: time per call of each replayed class";
+  time.x_label = "bytes per call (nccl-tests' size)";
+  time.y_label = "time (us)";
+  time.y_scale = 1e-6;
+  PlotSpec against = time;
+  against.x = PlotSpec::X::metric;
+  against.x_metric = "recorded_time";
+  against.x_scale = 1e-6;
+  against.diagonal = true;
+  against.split = "";
+  against.series = {"op"};
+  against.id = "replay-against-recorded";
+  against.title = "Replayed against recorded time per call";
+  against.x_label = "recorded (us)";
+  against.y_label = "replayed (us)";
+  PlotSpec ranks;
+  ranks.metric = "comm_time";
+  ranks.x = PlotSpec::X::config;
+  ranks.x_key = "rank";
+  ranks.id = "replay-ranks";
+  ranks.title = "Communication time of one pass, per rank";
+  ranks.x_label = "rank";
+  ranks.y_label = "time (ms)";
+  ranks.y_scale = 1e-3;
+  PlotSpec recorded = ranks;
+  recorded.metric = "recorded_comm_time";
+  recorded.id = "replay-ranks-recorded";
+  recorded.title = "Recorded communication time, per rank (the trace's own)";
+  info.sections = {
+      {80, "replay", "Replay",
+       "A trace's operations replayed on the stack (run replay --trace; docs/trace.md): the time per call of each "
+       "operation class (op, dtype, bytes, group; the slowest member rank's mean), against the time the trace "
+       "recorded where it has one (on the line, the two agree), and each rank's communication time of one pass "
+       "beside its recorded total.",
+       "No replay rows in these results.", {time, against, ranks, recorded}},
+  };
   return info;
 }
 
