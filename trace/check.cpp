@@ -43,13 +43,6 @@ struct Channel {
   std::vector<Message> sends, receives;
 };
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string out = "[";
-  for (size_t i = 0; i < ranks.size() && i < 8; ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
-  if (ranks.size() > 8) out += ",... (" + std::to_string(ranks.size()) + " ranks)";
-  return out + "]";
-}
-
 std::string describe(const Signature& s) {
   std::string out(name(s.kind));
   if (s.dtype >= 0) out += " " + std::string(name(static_cast<DType>(s.dtype)));
@@ -73,8 +66,9 @@ int64_t bytes_of(const Op& op) {
 
 }  // namespace
 
-CheckSummary check_trace(const std::string& dir, double timeout_seconds) {
+CheckSummary check_trace(const std::string& dir, double timeout_seconds, TraceStats* stats) {
   const TraceFolder folder = open_trace_folder(dir, timeout_seconds);
+  if (stats) begin_stats(*stats, folder);
   CheckSummary summary;
   summary.world = folder.world;
   // A communicator is known by its members and, among communicators of the same members, by the
@@ -113,6 +107,7 @@ CheckSummary check_trace(const std::string& dir, double timeout_seconds) {
         continue;
       }
       ++summary.ops;
+      if (stats) add_to_stats(*stats, r, op, reader.group_of(op.group));  // before the splits move below
       const size_t gi = local.at(op.group);
       GroupState& state = groups[gi];
       size_t me = 0;
@@ -159,7 +154,7 @@ CheckSummary check_trace(const std::string& dir, double timeout_seconds) {
 
   const std::string prefix = "trace " + quoted_input(dir) + ": ";
   for (const GroupState& state : groups) {
-    const std::string group = "group " + ranks_text(state.ranks);
+    const std::string group = "group " + brief_ranks(state.ranks);
     // The reference: the first member that issued anything (a group none uses is harmless).
     size_t ref = state.ranks.size();
     for (size_t m = 0; m < state.ranks.size(); ++m) {

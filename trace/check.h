@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "trace/stats.h"
 #include "trace/trace.h"
 
 namespace dts::trace {
@@ -36,7 +37,8 @@ struct CheckSummary {
 };
 
 // Throws Error{invalid_argument}, one line naming the rank, the operation's index (its seq) and
-// what does not match; Error{io} or Error{timeout} for a file that cannot be read.
-CheckSummary check_trace(const std::string& dir, double timeout_seconds = 0);
+// what does not match; Error{io} or Error{timeout} for a file that cannot be read. With `stats`,
+// the same pass also counts the trace as trace_stats does (a replay needs both: one reading).
+CheckSummary check_trace(const std::string& dir, double timeout_seconds = 0, TraceStats* stats = nullptr);
 
 }  // namespace dts::trace

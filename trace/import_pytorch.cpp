@@ -49,13 +49,8 @@ constexpr int64_t kSniffBytes = int64_t{4} << 20;
 
 std::string number(int64_t value) { return std::to_string(value); }
 
-// "[0, 1, 2]", or its first 8 entries and the count: a message stays one short line.
-std::string brief(const std::vector<int>& ranks) {
-  std::string out = "[";
-  for (size_t i = 0; i < ranks.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  if (ranks.size() > 8) out += ", ... (" + std::to_string(ranks.size()) + " ranks)";
-  return out + "]";
-}
+// "[0, 1, 2]", as process groups are written in PyTorch's traces.
+std::string brief(const std::vector<int>& ranks) { return brief_ranks(ranks, ", "); }
 
 // The characters the parser reads, a buffer at a time. Between two SAX events the parser holds the
 // characters of one token (a string or number): counting them here bounds that buffer, which the

@@ -48,35 +48,42 @@ OpClass class_of(const Op& op, const Group& group) {
   return c;
 }
 
+void begin_stats(TraceStats& stats, const TraceFolder& folder) {
+  stats = TraceStats{};
+  stats.folder = folder;
+  stats.rank_recorded_seconds.assign(static_cast<size_t>(folder.world), 0.0);
+}
+
+void add_to_stats(TraceStats& stats, int rank, const Op& op, const Group& group) {
+  ++stats.lines;
+  if (op.seconds >= 0) stats.rank_recorded_seconds[static_cast<size_t>(rank)] += op.seconds;
+  if (op.kind == OpKind::wait) {
+    ++stats.waits;
+    return;
+  }
+  // Once per call: a collective on its group's first rank, a send on its sender, a receive on
+  // its receiver.
+  const bool counts = !is_collective(op.kind) || group.ranks.front() == rank;
+  if (!counts) return;
+  ClassTotals& totals = stats.classes[class_of(op, group)];
+  ++totals.calls;
+  if (op.seconds >= 0) {
+    ++totals.timed;
+    totals.recorded_seconds += op.seconds;
+  }
+  if (is_reduction(op.kind) && !op.redop) totals.reduction_unknown = true;
+}
+
 TraceStats trace_stats(const std::string& dir, double timeout_seconds) {
   TraceStats stats;
-  stats.folder = open_trace_folder(dir, timeout_seconds);
-  stats.rank_recorded_seconds.assign(static_cast<size_t>(stats.folder.world), 0.0);
+  begin_stats(stats, open_trace_folder(dir, timeout_seconds));
   for (int r = 0; r < stats.folder.world; ++r) {
     TraceReader reader(rank_file(dir, r), timeout_seconds);
     Group g;
     Op op;
     bool is_op = false;
     while (reader.next(g, op, is_op)) {
-      if (!is_op) continue;
-      ++stats.lines;
-      if (op.seconds >= 0) stats.rank_recorded_seconds[static_cast<size_t>(r)] += op.seconds;
-      if (op.kind == OpKind::wait) {
-        ++stats.waits;
-        continue;
-      }
-      const Group& group = reader.group_of(op.group);
-      // Once per call: a collective on its group's first rank, a send on its sender, a receive
-      // on its receiver.
-      const bool counts = !is_collective(op.kind) || group.ranks.front() == r;
-      if (!counts) continue;
-      ClassTotals& totals = stats.classes[class_of(op, group)];
-      ++totals.calls;
-      if (op.seconds >= 0) {
-        ++totals.timed;
-        totals.recorded_seconds += op.seconds;
-      }
-      if (is_reduction(op.kind) && !op.redop) totals.reduction_unknown = true;
+      if (is_op) add_to_stats(stats, r, op, reader.group_of(op.group));
     }
   }
   return stats;

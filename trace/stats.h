@@ -48,6 +48,10 @@ struct TraceStats {
 };
 
 TraceStats trace_stats(const std::string& dir, double timeout_seconds = 0);
+// The same, a line at a time, for a reader that walks the trace anyway (check_trace): begin with
+// the folder, then add each op line of each rank, waits included.
+void begin_stats(TraceStats& stats, const TraceFolder& folder);
+void add_to_stats(TraceStats& stats, int rank, const Op& op, const Group& group);
 // The table `trace stats` prints: a line per class, largest total bytes first, then totals.
 std::string format_stats(const TraceStats& stats);
 

@@ -55,6 +55,28 @@ void append_field(std::string& out, std::string_view key, std::string_view value
   out += '"';
 }
 
+// The integer `key` of a line, within low..high; `otherwise` where the line may leave it out. A
+// failure goes to `fail` (which throws), its message led by `where`.
+template <class Fail>
+int64_t integer_field(const nlohmann::json& j, const char* key, int64_t low, int64_t high,
+                      std::optional<int64_t> otherwise, const std::string& where, Fail&& fail) {
+  const auto it = j.find(key);
+  if (it == j.end()) {
+    if (otherwise) return *otherwise;
+    fail(where + "no \"" + key + "\"");
+  }
+  if (!it->is_number_integer()) fail(where + "\"" + key + "\" is not an integer");
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    fail(where + "\"" + key + "\" overflows a 64-bit count");
+  }
+  const int64_t v = it->get<int64_t>();
+  if (v < low || v > high) {
+    fail(where + "\"" + key + "\" is " + std::to_string(v) + ", outside " + std::to_string(low) + ".." +
+         std::to_string(high));
+  }
+  return v;
+}
+
 }  // namespace
 
 std::string_view name(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
@@ -134,6 +156,13 @@ std::string rank_file(const std::string& dir, int rank) {
   return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + ".jsonl")).string();
 }
 
+std::string brief_ranks(const std::vector<int>& ranks, const char* separator) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) out += (i ? separator : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) out += std::string(separator) + "... (" + std::to_string(ranks.size()) + " ranks)";
+  return out + "]";
+}
+
 TraceWriter::TraceWriter(std::string dir, int rank) : path_(rank_file(dir, rank)) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -190,15 +219,8 @@ TraceReader::TraceReader(const std::string& path, double timeout_seconds) : path
     fail("not a dtsuite trace: its first line is not a header {\"dtsuite_trace\":1,...} (other tools' traces are "
          "converted by `dtsuite trace import`)");
   }
-  auto integer = [&](const char* key, int64_t low, int64_t high) -> int64_t {
-    const auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer()) fail(std::string("header: no integer \"") + key + "\"");
-    const int64_t v = it->get<int64_t>();
-    if (v < low || v > high) {
-      fail(std::string("header: \"") + key + "\" is " + std::to_string(v) + ", outside " + std::to_string(low) +
-           ".." + std::to_string(high));
-    }
-    return v;
+  auto integer = [&](const char* key, int64_t low, int64_t high) {
+    return integer_field(j, key, low, high, {}, "header: ", [&](const std::string& why) { fail(why); });
   };
   header_.version = static_cast<int>(integer("dtsuite_trace", 1, std::numeric_limits<int>::max()));
   if (header_.version > kTraceVersion) {
@@ -259,22 +281,8 @@ bool TraceReader::next(Group& group, Op& op, bool& is_op) {
   } while (line.empty());
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) fail("not a JSON object (a torn or foreign line)");
-  auto integer = [&](const char* key, int64_t low, int64_t high, std::optional<int64_t> otherwise = {}) -> int64_t {
-    const auto it = j.find(key);
-    if (it == j.end()) {
-      if (otherwise) return *otherwise;
-      fail(std::string("no \"") + key + "\"");
-    }
-    if (!it->is_number_integer()) fail(std::string("\"") + key + "\" is not an integer");
-    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      fail(std::string("\"") + key + "\" overflows a 64-bit count");
-    }
-    const int64_t v = it->get<int64_t>();
-    if (v < low || v > high) {
-      fail(std::string("\"") + key + "\" is " + std::to_string(v) + ", outside " + std::to_string(low) + ".." +
-           std::to_string(high));
-    }
-    return v;
+  auto integer = [&](const char* key, int64_t low, int64_t high, std::optional<int64_t> otherwise = {}) {
+    return integer_field(j, key, low, high, otherwise, "", [&](const std::string& why) { fail(why); });
   };
   auto list = [&](const char* key, int64_t low, int64_t high) {
     std::vector<int64_t> values;

@@ -102,6 +102,10 @@ std::string op_line(const Op& op);
 // The file of `rank` in a trace folder.
 std::string rank_file(const std::string& dir, int rank);
 
+// "[0,1,2]", or its first 8 entries and the count, so that a message naming a group stays one
+// short line; `separator` goes between two entries.
+std::string brief_ranks(const std::vector<int>& ranks, const char* separator = ",");
+
 // Writes one rank's file. The folder is made if missing; a file already there is refused
 // (Error{invalid_argument}): a trace never overwrites another. Lines are buffered; close() (or
 // the destructor) flushes them, and a write that fails is Error{io} naming the file.

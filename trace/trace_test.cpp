@@ -11,6 +11,7 @@
 
 #include "comm/testing/fake_communicator.h"
 #include "core/error.h"
+#include "trace/check.h"
 #include "trace/recorder.h"
 #include "trace/stats.h"
 
@@ -323,6 +324,42 @@ TEST(TraceStats, ACallCountsOnceAndBytesFollowNcclTests) {
     }
   }
   EXPECT_NE(format_stats(stats).find("all_gather"), std::string::npos);
+}
+
+TEST(TraceStats, TheCheckersPassCountsAsTraceStatsDoes) {
+  // A replay takes its counts from check_trace's one reading; they must be trace_stats' own, an
+  // all_to_allv's bytes included (the checker keeps its splits, which a careless pass would take
+  // before counting them).
+  const fs::path dir = fresh_dir("stats_in_check");
+  const std::string g = "{\"group\":0,\"ranks\":[0,1]}";
+  for (int r = 0; r < 2; ++r) {
+    write_lines(dir, r,
+                {header(r, 2), g,
+                 r == 0 ? "{\"seq\":0,\"group\":0,\"op\":\"all_to_allv\",\"dtype\":\"f32\",\"in_splits\":[1,2],"
+                          "\"out_splits\":[1,3],\"us\":7}"
+                        : "{\"seq\":0,\"group\":0,\"op\":\"all_to_allv\",\"dtype\":\"f32\",\"in_splits\":[3,4],"
+                          "\"out_splits\":[2,4],\"us\":9}",
+                 "{\"seq\":1,\"group\":0,\"op\":\"all_reduce\",\"dtype\":\"f32\",\"count\":8,\"async\":true}",
+                 "{\"seq\":2,\"group\":0,\"op\":\"wait\",\"waits\":[1],\"us\":4}"});
+  }
+  const TraceStats alone = trace_stats(dir.string());
+  TraceStats in_check;
+  const CheckSummary summary = check_trace(dir.string(), 0, &in_check);
+  EXPECT_EQ(summary.ops, 6);
+  EXPECT_EQ(in_check.lines, alone.lines);
+  EXPECT_EQ(in_check.waits, 2);  // one a rank
+  EXPECT_EQ(in_check.waits, alone.waits);
+  EXPECT_EQ(in_check.rank_recorded_seconds, alone.rank_recorded_seconds);
+  ASSERT_EQ(in_check.classes.size(), alone.classes.size());
+  auto b = in_check.classes.cbegin();
+  for (auto a = alone.classes.cbegin(); a != alone.classes.cend(); ++a, ++b) {
+    EXPECT_EQ(class_id(a->first), class_id(b->first));
+    EXPECT_EQ(a->second.calls, b->second.calls) << class_id(a->first);
+    EXPECT_EQ(a->second.recorded_seconds, b->second.recorded_seconds) << class_id(a->first);
+    if (a->first.kind == OpKind::all_to_allv) {
+      EXPECT_EQ(b->first.bytes, 12);  // rank 0 sends 1 + 2 f32
+    }
+  }
 }
 
 }  // namespace

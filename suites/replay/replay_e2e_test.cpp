@@ -5,10 +5,13 @@
 //   ctest -R replay_e2e_test
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -291,6 +294,159 @@ TEST(Replay, AnImportedPytorchTraceIsCheckedAndReplays) {
   EXPECT_NE(twice.err.find("two sources are rank 0"), std::string::npos) << twice.err;
 }
 
+// The same 2-rank job as et_rank, as the PyTorch profiler's Kineto trace of each rank writes it:
+// distributedInfo (rank, world, the process-group table), a record_param_comms CPU op per call
+// with its wait, then the NCCL kernels they launched, linked by "External id", whose names give
+// the reduction op (max here, which the ET does not record) and whose "dur" the time.
+std::string kineto_rank(int rank) {
+  using nlohmann::ordered_json;
+  struct Call {
+    std::string name, dtype, kernel;
+    int64_t in, out;
+    int recorded_rank;  // the caller's group rank; a broadcast's root; a send's dst, a recv's src
+    double dur_us;
+  };
+  const std::vector<Call> calls{
+      {"allreduce", "Float", "ncclDevKernel_AllReduce_Max_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 1024, 1024, rank, 21.5},
+      {"broadcast", "Float", "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 64, 64, 0, 4.0},
+      {"_allgather_base", "BFloat16", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 256, 512, rank,
+       6.25},
+      {rank == 0 ? "send" : "recv", "Half", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 100, 100, 1 - rank,
+       3.5}};
+  auto args = [&](const Call& c, int64_t external, bool cpu) {
+    ordered_json a{{"External id", external},
+                   {"Collective name", c.name},
+                   {"In msg nelems", c.in},
+                   {"Out msg nelems", c.out},
+                   {"Group size", 2},
+                   {"dtype", c.dtype},
+                   {"In split size", "[]"},
+                   {"Out split size", "[]"},
+                   {"Process Group Name", "0"},
+                   {"Process Group Description", "default_pg"},
+                   {"Process Group Ranks", "[0, 1]"}};
+    if (cpu) a["Rank"] = c.recorded_rank;
+    if (c.name == "send") a["Dst Rank"] = c.recorded_rank;
+    if (c.name == "recv") a["Src Rank"] = c.recorded_rank;
+    return a;
+  };
+  auto event = [](const std::string& cat, const std::string& name, double ts, double dur, ordered_json a, int tid) {
+    return ordered_json{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 50 + tid}, {"tid", tid},
+                        {"ts", ts}, {"dur", dur}, {"args", std::move(a)}};
+  };
+  ordered_json events = ordered_json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const double ts = 1000.0 + 100.0 * static_cast<double>(i);
+    events.push_back(event("cpu_op", "record_param_comms", ts, 30, args(calls[i], 700 + static_cast<int64_t>(i), true), 1));
+    events.push_back(event("cpu_op", "record_param_comms", ts + 40, 5,
+                           ordered_json{{"External id", 800 + static_cast<int64_t>(i)}, {"Collective name", "wait"},
+                                        {"dtype", "Byte"}, {"In msg nelems", 0}, {"Out msg nelems", 0}, {"Group size", 2}},
+                           1));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    events.push_back(event("kernel", calls[i].kernel, 1010.0 + 100.0 * static_cast<double>(i), calls[i].dur_us,
+                           args(calls[i], 700 + static_cast<int64_t>(i), false), 7));
+  }
+  ordered_json top{{"schemaVersion", 1},
+                   {"deviceProperties", ordered_json::array()},
+                   {"distributedInfo",
+                    {{"backend", "nccl"},
+                     {"rank", rank},
+                     {"world_size", 2},
+                     {"pg_count", 1},
+                     {"pg_config", ordered_json::array({ordered_json{{"pg_name", "0"},
+                                                                     {"pg_desc", "default_pg"},
+                                                                     {"backend_config", "cuda:nccl"},
+                                                                     {"pg_size", 2},
+                                                                     {"ranks", ordered_json::array({0, 1})}}})}}},
+                   {"displayTimeUnit", "ms"},
+                   {"traceEvents", events}};
+  return top.dump(1);
+}
+
+// `trace stats`'s class lines, without their recorded-time column: (op, dtype, bytes, group,
+// calls, total bytes), in the order printed.
+std::multiset<std::string> stats_classes(const std::string& out) {
+  std::multiset<std::string> classes;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("op ", 0) == 0) continue;
+    std::istringstream words(line);
+    std::string word, key;
+    for (int i = 0; i < 6 && words >> word; ++i) key += word + " ";
+    classes.insert(key);
+  }
+  return classes;
+}
+
+TEST(Replay, AKinetoTraceImportsAsTheSameJobsEtAndReplaysWithItsKernelsReduction) {
+  const fs::path dir = scratch_dir() / "kineto";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string et_files, kineto_files;
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream(dir / ("rank" + std::to_string(r) + ".json")) << et_rank(r);
+    std::ofstream(dir / ("rank" + std::to_string(r) + ".pt.trace.json")) << kineto_rank(r);
+    et_files += " " + (dir / ("rank" + std::to_string(r) + ".json")).string();
+    kineto_files += " " + (dir / ("rank" + std::to_string(r) + ".pt.trace.json")).string();
+  }
+  const RunResult kineto = run_dtsuite(0, "trace import" + kineto_files + " --to " + (dir / "from_kineto").string());
+  ASSERT_EQ(kineto.exit_code, 0) << kineto.err << kineto.out;
+  EXPECT_NE(kineto.out.find("kineto"), std::string::npos) << kineto.out;  // sniffed, not told
+  EXPECT_NE(kineto.out.find("2 ranks, 8 operations on 1 groups, 1 messages paired; consistent"), std::string::npos)
+      << kineto.out;
+  const RunResult et = run_dtsuite(0, "trace import" + et_files + " --to " + (dir / "from_et").string());
+  ASSERT_EQ(et.exit_code, 0) << et.err << et.out;
+  // The issue's property: the two tools' traces of one job give one multiset of (op, dtype,
+  // bytes, group, calls).
+  const RunResult kineto_stats = run_dtsuite(0, "trace stats " + (dir / "from_kineto").string());
+  const RunResult et_stats = run_dtsuite(0, "trace stats " + (dir / "from_et").string());
+  ASSERT_EQ(kineto_stats.exit_code, 0) << kineto_stats.err;
+  ASSERT_EQ(et_stats.exit_code, 0) << et_stats.err;
+  const auto classes = stats_classes(kineto_stats.out);
+  EXPECT_EQ(classes.size(), 5u) << kineto_stats.out;  // all_reduce, broadcast, all_gather, the send, the recv
+  EXPECT_EQ(classes, stats_classes(et_stats.out)) << kineto_stats.out << et_stats.out;
+
+  const fs::path csv = scratch_dir() / "kineto_replay.csv";
+  const RunResult replay =
+      run_dtsuite(2, "run replay --trace " + (dir / "from_kineto").string() + " -n 3 -w 0 --csv " + csv.string());
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  EXPECT_EQ(verdicts(csv, "wrong").at("pass"), 4);  // the send's class is checked at its receiver
+  std::map<std::string, double> recorded;  // op -> the trace's mean time per call
+  std::map<int, std::vector<std::pair<int, double>>> timeline;  // rank -> (at, elapsed)
+  std::map<int, double> comm_time;
+  for (const dts::Record& row : dts::read_results_csv(csv.string())) {
+    if (row.metric == "wrong" && row.labels.op == "all_reduce") {
+      // max, from the kernel's name: checked as max, and not said to be a guess
+      EXPECT_EQ(row.detail.find("reduction op not recorded"), std::string::npos) << row.detail;
+    }
+    if (row.metric == "recorded_time") recorded[row.labels.op] = row.value;
+    const auto rank = dts::config_value(row.labels.config, "rank");
+    if (row.metric == "comm_time") comm_time[std::stoi(*rank)] = row.value;
+    if (row.metric == "elapsed") {
+      timeline[std::stoi(*rank)].emplace_back(std::stoi(*dts::config_value(row.labels.config, "at")), row.value);
+    }
+  }
+  EXPECT_NEAR(recorded["all_reduce"], 21.5e-6, 1e-12);  // the kernel's dur, in microseconds
+  EXPECT_NEAR(recorded["recv"], 3.5e-6, 1e-12);
+  ASSERT_EQ(timeline.size(), 2u);
+  for (const auto& [rank, points] : timeline) {
+    // 4 operations a rank, fewer than the 32 points: one a point, each at its count.
+    ASSERT_EQ(points.size(), 4u) << rank;
+    for (size_t k = 0; k < points.size(); ++k) {
+      EXPECT_EQ(points[k].first, static_cast<int>(k) + 1) << rank;
+      // Each pass's times only grow along its order, so their medians do too.
+      if (k > 0) {
+        EXPECT_GE(points[k].second, points[k - 1].second) << rank << " at " << k;
+      }
+    }
+    // The pass's end comes after all its operations' times (and their buffers' set-up): in each
+    // pass, so in the median.
+    EXPECT_GE(points.back().second, comm_time.at(rank)) << rank;
+  }
+}
+
 // A trace of more than 1 GiB: 1,048,576 all_reduce lines of 1 KiB each (a field the format does
 // not know pads them, as a producer's extra fields would). Reading streams, a line at a time:
 // under a cap below the file's size, `trace stats` and `trace check` read it whole, and check
@@ -320,6 +476,98 @@ TEST(Replay, AGigabyteTraceIsReadWithinItsBound) {
   const RunResult check = run_shell(cap + DTS_BINARY + " trace check " + dir.string());
   ASSERT_EQ(check.exit_code, 0) << check.err;
   EXPECT_NE(check.out.find("1 ranks, 1048576 operations"), std::string::npos) << check.out;
+  fs::remove_all(dir);
+}
+
+// An importer's input of more than 1 GiB, as a profiler of a long job writes it: each call's
+// record_param_comms (ET: the node and its wait; Kineto: the CPU op and its kernel)
+// between other work whose text pads the file (1 KiB an op, as tensor shapes and names do).
+// Streaming, each importer holds one node or event and its reorder window (kReorderWindow
+// records, kMaxWindowBytes of text), never the file: under a 1 GiB address-space cap, of which the
+// binary's libraries take about 800 MiB, both import it whole, every call.
+void write_large(const fs::path& file, bool kineto, int64_t& calls) {
+  std::ofstream out(file);
+  const std::string pad(1024, 'x');
+  out << (kineto ? "{\"schemaVersion\":1,\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":0,\"world_size\":1,"
+                   "\"pg_count\":1,\"pg_config\":[{\"pg_name\":\"0\",\"pg_desc\":\"default_pg\",\"pg_size\":1,"
+                   "\"ranks\":[0]}]},\"traceEvents\":["
+                 : "{\"schema\":\"1.1.1-chakra.0.0.4\",\"pid\":1,\"time\":\"2026-01-01 00:00:00\",\"start_ts\":0,"
+                   "\"nodes\":[{\"id\":1,\"name\":\"## process_group:init ##\",\"ctrl_deps\":0,\"inputs\":{\"values\":"
+                   "[\"[{\\\"pg_name\\\": \\\"0\\\", \\\"pg_desc\\\": \\\"default_pg\\\", \\\"backend_config\\\": "
+                   "\\\"cuda:nccl\\\", \\\"ranks\\\": [], \\\"group_size\\\": 1, \\\"group_count\\\": 1}]\"],"
+                   "\"shapes\":[[]],\"types\":[\"String\"],\"strides\":[[]]},\"outputs\":{\"values\":[],\"shapes\":[],"
+                   "\"types\":[],\"strides\":[]},\"attrs\":[]}");
+  calls = 0;
+  int64_t bytes = 0;
+  std::string text;
+  while (bytes <= (int64_t{1} << 30) + (int64_t{16} << 20)) {
+    const int64_t n = 1 + calls % 4096, id = 10 + 3 * calls;
+    text.clear();
+    if (kineto) {
+      const std::string a = ",\"args\":{\"External id\":" + std::to_string(id) +
+                            ",\"Collective name\":\"allreduce\",\"In msg nelems\":" + std::to_string(n) +
+                            ",\"Out msg nelems\":" + std::to_string(n) +
+                            ",\"Group size\":1,\"dtype\":\"Float\",\"In split size\":\"[]\",\"Out split size\":\"[]\","
+                            "\"Process Group Name\":\"0\",\"Process Group Description\":\"default_pg\","
+                            "\"Process Group Ranks\":\"[0]\"";
+      const auto ts = [&](int64_t offset) { return std::to_string(100 * calls + offset); };
+      text += std::string(calls ? "," : "") + "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"record_param_comms\",\"pid\":1,"
+              "\"tid\":1,\"ts\":" + ts(0) + ",\"dur\":20" + a + ",\"Rank\":0}}";
+      text += ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":1,\"ts\":" + ts(50) +
+              ",\"dur\":1,\"args\":{\"Input Dims\":\"" + pad + "\"}}";
+      text += ",{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_AllReduce_Sum_f32_RING_LL\",\"pid\":2,"
+              "\"tid\":7,\"ts\":" + ts(10) + ",\"dur\":3" + a + "}}";
+    } else {
+      auto node = [&](int64_t node_id, const std::string& name, const std::string& values, const std::string& attrs) {
+        return ",{\"id\":" + std::to_string(node_id) + ",\"name\":\"" + name + "\",\"ctrl_deps\":1,\"inputs\":{\"values\":" +
+               values + ",\"shapes\":[],\"types\":[],\"strides\":[]},\"outputs\":{\"values\":[],\"shapes\":[],"
+               "\"types\":[],\"strides\":[]},\"attrs\":" + attrs + "}";
+      };
+      auto comm = [&](const std::string& collective, int64_t elements) {
+        const std::string e = std::to_string(elements);
+        return "[{\"name\":\"collective_name\",\"type\":\"string\",\"value\":\"" + collective +
+               "\"},{\"name\":\"dtype\",\"type\":\"string\",\"value\":\"Float\"},{\"name\":\"in_msg_nelems\","
+               "\"type\":\"uint64\",\"value\":" + e + "},{\"name\":\"out_msg_nelems\",\"type\":\"uint64\",\"value\":" +
+               e + "},{\"name\":\"in_split_size\",\"type\":\"string\",\"value\":\"[]\"},{\"name\":\"out_split_size\","
+               "\"type\":\"string\",\"value\":\"[]\"},{\"name\":\"pg_name\",\"type\":\"string\",\"value\":\"0\"},"
+               "{\"name\":\"pg_size\",\"type\":\"uint64\",\"value\":1}]";
+      };
+      const std::string seq = std::to_string(calls + 1);
+      text += node(id, "record_param_comms", "[[" + seq + ",false],[\"0\",\"default_pg\"],0,\"allreduce\"]",
+                   comm("allreduce", n));
+      text += node(id + 1, "record_param_comms", "[[" + seq + ",false],[\"0\",\"default_pg\"],0,\"wait\"]", comm("wait", 0));
+      text += node(id + 2, "aten::mm", "[\"" + pad + "\"]", "[]");
+    }
+    out << text;
+    bytes += static_cast<int64_t>(text.size());
+    ++calls;
+  }
+  out << (kineto ? "]}" : "],\"finish_ts\":1}");
+}
+
+TEST(Replay, AGigabyteImportIsReadWithinItsBound) {
+  const fs::path dir = scratch_dir() / "gigabyte_import";
+  const std::string cap = "ulimit -v 1048576; OPENBLAS_NUM_THREADS=1 ";
+  for (const bool kineto : {false, true}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const fs::path file = dir / (kineto ? "rank0.pt.trace.json" : "rank0.et.json");
+    int64_t calls = 0;
+    write_large(file, kineto, calls);
+    ASSERT_GT(fs::file_size(file), int64_t{1} << 30);
+    const RunResult imported = run_shell(cap + DTS_BINARY + " trace import " + file.string() + " --to " +
+                                         (dir / "trace").string());
+    ASSERT_EQ(imported.exit_code, 0) << imported.err << imported.out;
+    const std::string want = std::string(kineto ? "kineto" : "pytorch-et 1.1.1-chakra.0.0.4") + ", rank 0 of 1: " +
+                             std::to_string(calls) + " operations";
+    EXPECT_NE(imported.out.find(want), std::string::npos) << want << "\n" << imported.out;
+    EXPECT_NE(imported.out.find("1 ranks, " + std::to_string(calls) + " operations"), std::string::npos) << imported.out;
+    rusage children{};
+    getrusage(RUSAGE_CHILDREN, &children);  // the largest child so far: the imports (and their shells)
+    std::printf("%s: %lld MiB, %lld calls imported; peak resident set of a child so far %ld MiB\n",
+                file.filename().c_str(), static_cast<long long>(fs::file_size(file) >> 20), static_cast<long long>(calls),
+                children.ru_maxrss / 1024);
+  }
   fs::remove_all(dir);
 }
 

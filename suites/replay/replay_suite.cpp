@@ -42,6 +42,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // A day: longer than any replay, which -T's watch for progress bounds instead.
 constexpr double kReplayBudgetSeconds = 86400;
+// A rank's timeline: the time into a timed pass at which it has done its first N operations, at
+// this many points evenly spaced over its operations (the last one its whole pass), for the first
+// kTimelineRanks ranks (a row each: a job of thousands of ranks would make the page unreadable
+// long before the CSV large).
+constexpr size_t kTimelinePoints = 32;
+constexpr size_t kTimelineRanks = 64;
 using trace::Op;
 using trace::OpClass;
 using trace::OpKind;
@@ -103,6 +109,8 @@ struct Outcome {
   std::vector<int64_t> checked, wrong;           // [class]: elements
   std::vector<std::string> first_wrong;          // [class]
   std::vector<std::vector<double>> rank_times;   // [rank][timed pass]: its communication time
+  // [rank][point]: (operations done, waits included; the time into each timed pass when they were)
+  std::vector<std::vector<std::pair<int64_t, std::vector<double>>>> timelines;
   std::set<size_t> emitted;                      // classes whose rows are written from this outcome
   bool ranks_emitted = false;
 };
@@ -135,12 +143,20 @@ class Replayer {
     for (int w = 0; w < o.warmup; ++w) pass(0, nullptr, nullptr, nullptr, nullptr);
     // [timed pass][class]: this rank's time and calls; its total.
     std::vector<double> mean(static_cast<size_t>(o.iters) * classes, 0.0), total(static_cast<size_t>(o.iters), 0.0);
+    // [point]: operations done, then the time into each timed pass (-1: no such point, a rank of
+    // fewer operations than points).
+    const size_t stride = 1 + static_cast<size_t>(o.iters);
+    std::vector<double> timeline(kTimelinePoints * stride, -1.0);
+    const std::vector<size_t> points = timeline_points();
+    for (size_t k = 0; k < points.size(); ++k) timeline[k * stride] = static_cast<double>(points[k] + 1);
     for (int i = 0; i < o.iters; ++i) {
       std::vector<double> seconds(classes, 0.0);
       std::vector<int64_t> calls(classes, 0);
-      Timing timing{&seconds, &calls};
+      std::vector<double> marks;
+      Timing timing{&seconds, &calls, &points, &marks};
       ctx_.control().barrier();  // passes start together, as a sweep's iterations do
       pass(0, &timing, nullptr, nullptr, nullptr);
+      for (size_t k = 0; k < marks.size(); ++k) timeline[k * stride + 1 + static_cast<size_t>(i)] = marks[k];
       for (size_t c = 0; c < classes; ++c) {
         if (calls[c] > 0) mean[static_cast<size_t>(i) * classes + c] = seconds[c] / static_cast<double>(calls[c]);
         total[static_cast<size_t>(i)] += seconds[c];
@@ -152,6 +168,8 @@ class Replayer {
     control.all_reduce(wrong.data(), wrong.data(), wrong.size(), DType::i64, ReduceOp::sum);
     std::vector<double> totals(total.size() * static_cast<size_t>(control.size()));
     control.all_gather(total.data(), totals.data(), total.size(), DType::f64);
+    std::vector<double> timelines(timeline.size() * static_cast<size_t>(control.size()));
+    control.all_gather(timeline.data(), timelines.data(), timeline.size(), DType::f64);
     // The first wrong element's description, from the lowest rank that has one.
     for (size_t c = 0; c < classes; ++c) {
       if (wrong[c] == 0) continue;
@@ -173,6 +191,12 @@ class Replayer {
     for (int r = 0; r < control.size(); ++r) {
       out.rank_times.emplace_back(totals.begin() + static_cast<std::ptrdiff_t>(r) * o.iters,
                                   totals.begin() + static_cast<std::ptrdiff_t>(r + 1) * o.iters);
+      auto& line = out.timelines.emplace_back();
+      const double* at = timelines.data() + static_cast<size_t>(r) * timeline.size();
+      for (size_t k = 0; k < kTimelinePoints && at[k * stride] > 0; ++k) {
+        line.emplace_back(static_cast<int64_t>(at[k * stride]),
+                          std::vector<double>(at + k * stride + 1, at + (k + 1) * stride));
+      }
     }
     return out;
   }
@@ -181,7 +205,18 @@ class Replayer {
   struct Timing {
     std::vector<double>* seconds;
     std::vector<int64_t>* calls;
+    const std::vector<size_t>* points;  // indices into ops_, ascending: the timeline's points
+    std::vector<double>* marks;         // the time into the pass when each was done
   };
+
+  // Where this rank's timeline is read: after operation index (k+1)n/K - 1 for K points over its
+  // n operations (fewer points where it has fewer operations); the last is its last operation.
+  std::vector<size_t> timeline_points() const {
+    std::vector<size_t> points;
+    const size_t n = ops_.size(), k = std::min(kTimelinePoints, n);
+    for (size_t j = 0; j < k; ++j) points.push_back((j + 1) * n / k - 1);
+    return points;
+  }
 
   void load() {
     trace::TraceReader reader(trace::rank_file(plan_.folder.dir, comm_.rank()), ctx_.options().timeout_seconds);
@@ -237,6 +272,15 @@ class Replayer {
   void pass(int every, Timing* timing, std::vector<int64_t>* checked, std::vector<int64_t>* wrong,
             std::vector<std::string>* first) {
     std::map<int64_t, Live> pending;
+    const Clock::time_point pass_start = Clock::now();
+    size_t next_point = 0;
+    // The timeline's point at operation i, once done; the last waits for the pass's own end.
+    auto mark = [&](size_t i) {
+      if (!timing || next_point >= timing->points->size() || (*timing->points)[next_point] != i) return;
+      if (next_point + 1 == timing->points->size() && !pending.empty()) return;
+      timing->marks->push_back(std::chrono::duration<double>(Clock::now() - pass_start).count());
+      ++next_point;
+    };
     auto finish = [&](Live& live, const Op& op) {
       if (live.work) live.work->wait();
       for (auto& part : live.parts) part->wait();
@@ -256,6 +300,7 @@ class Replayer {
           finish(it->second, ops_[static_cast<size_t>(seq)]);
           pending.erase(it);
         }
+        mark(i);
         continue;
       }
       ctx_.at_position(op.seq);
@@ -270,8 +315,11 @@ class Replayer {
       } else {
         finish(live, op);
       }
+      mark(i);
     }
     for (auto& [seq, live] : pending) finish(live, ops_[static_cast<size_t>(seq)]);
+    pending.clear();
+    if (!ops_.empty()) mark(ops_.size() - 1);
   }
 
   // Buffers of the op's size in the stack's memory, its inputs written when it is checked.
@@ -450,8 +498,7 @@ class ReplaySuite final : public Suite {
                       " ranks and this job of " + std::to_string(options.world_size) + ": run it under mpirun -np " +
                       std::to_string(plan->folder.world) + " (a replay is never shrunk or grown)");
     }
-    plan->check = trace::check_trace(flags.trace_dir, options.timeout_seconds);
-    plan->stats = trace::trace_stats(flags.trace_dir, options.timeout_seconds);
+    plan->check = trace::check_trace(flags.trace_dir, options.timeout_seconds, &plan->stats);
     std::vector<Case> cases;
     Case ranks;
     ranks.id = "trace";  // first: the case that replays, which a hang then names
@@ -513,6 +560,16 @@ class ReplaySuite final : public Suite {
           rec.verdict = Verdict::info;
           rec.detail = "the trace's own times of this rank's operations, summed (source " + plan_->folder.source + ")";
           ctx.emit(rec);
+        }
+        if (r >= kTimelineRanks) continue;
+        const auto& line = out.timelines[r];
+        const int64_t done = line.empty() ? 0 : line.back().first;
+        for (const auto& [at, seconds] : line) {
+          Record point = row;
+          point.labels.config += ";at=" + std::to_string(at);
+          emit_time(ctx, point, "elapsed", compute_stats(seconds),
+                    "time into a timed pass when rank " + std::to_string(r) + " had done " + std::to_string(at) +
+                        " of its " + std::to_string(done) + " operations (waits included)");
         }
       }
       return;
@@ -606,8 +663,11 @@ SuiteInfo replay_info() {
       {"recorded_time", "seconds", "the trace's own mean time per call, where it has one"},
       {"comm_time", "seconds", "a rank's communication time of one pass"},
       {"recorded_comm_time", "seconds", "a rank's recorded communication time, where the trace has one"},
+      {"elapsed", "seconds", "a rank's timeline: the time into a pass when it had done its first `at` operations"},
   };
-  info.label_keys = {"rank"};
+  // A class is told from another of its op, dtype and bytes by its group; a rank's rows by the
+  // rank and its timeline's point.
+  info.label_keys = {"group", "rank", "at"};
   PlotSpec time;
   time.metric = "time";
   time.x = PlotSpec::X::bytes;
@@ -642,13 +702,24 @@ SuiteInfo replay_info() {
   recorded.metric = "recorded_comm_time";
   recorded.id = "replay-ranks-recorded";
   recorded.title = "Recorded communication time, per rank (the trace's own)";
+  PlotSpec timeline;
+  timeline.metric = "elapsed";
+  timeline.x = PlotSpec::X::config;
+  timeline.x_key = "at";
+  timeline.series = {"rank"};
+  timeline.id = "replay-timeline";
+  timeline.title = "Each rank's timeline: time into one pass after its first N operations";
+  timeline.x_label = "operations done (waits included)";
+  timeline.y_label = "time into the pass (ms)";
+  timeline.y_scale = 1e-3;
   info.sections = {
       {80, "replay", "Replay",
        "A trace's operations replayed on the stack (run replay --trace; docs/trace.md): the time per call of each "
        "operation class (op, dtype, bytes, group; the slowest member rank's mean), against the time the trace "
        "recorded where it has one (on the line, the two agree), and each rank's communication time of one pass "
-       "beside its recorded total.",
-       "No replay rows in these results.", {time, against, ranks, recorded}},
+       "beside its recorded total; each rank's timeline shows where in its order the time went (a step: slow "
+       "operations, or a wait for a peer; ranks whose lines part wait for each other at the next shared operation).",
+       "No replay rows in these results.", {time, against, ranks, recorded, timeline}},
   };
   return info;
 }
